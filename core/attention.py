@@ -1,0 +1,107 @@
+"""Section 3.2: scaled dot-product and multi-head attention.
+
+    Attention(Q, K, V) = softmax(Q K^T / sqrt(d_k)) V                     (eq. 1)
+    MultiHead(Q, K, V) = Concat(head_1, ..., head_h) W^O,
+        head_i = Attention(Q W_i^Q, K W_i^K, V W_i^V)
+
+Two paths compute the same function. The fast path calls PyTorch's fused
+``scaled_dot_product_attention``; the inspect path spells eq. 1 out and
+returns the probabilities so the studio can draw them. Tests prove them equal.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+class MultiHeadAttention(nn.Module):
+    """h heads of size d_k = d_model / h. Self-attention projects Q, K, V with one
+    fused matrix; cross-attention projects K and V of the encoder output once."""
+
+    def __init__(self, d_model: int, n_heads: int, attention_dropout: float = 0.0, *, cross: bool = False):
+        super().__init__()
+        self.n_heads = n_heads
+        self.d_head = d_model // n_heads
+        self.cross = cross
+        self.attention_dropout = attention_dropout
+        if cross:
+            self.q_proj = nn.Linear(d_model, d_model)
+            self.kv_proj = nn.Linear(d_model, 2 * d_model)
+        else:
+            self.qkv_proj = nn.Linear(d_model, 3 * d_model)
+        self.out_proj = nn.Linear(d_model, d_model)  # W^O
+        # (n_heads,) of 1.0 (on) / 0.0 (off), or None; set through Transformer.heads_off().
+        self.head_mask: torch.Tensor | None = None
+
+    def _split(self, x: torch.Tensor) -> torch.Tensor:
+        """(B, T, d_model) -> (B, h, T, d_k)"""
+        b, t, _ = x.shape
+        return x.view(b, t, self.n_heads, self.d_head).transpose(1, 2)
+
+    def project_kv(self, memory: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Keys and values of the encoder output for cross-attention, (B, h, S, d_k) each."""
+        k, v = self.kv_proj(memory).chunk(2, dim=-1)
+        return self._split(k), self._split(v)
+
+    def forward(
+        self,
+        x: torch.Tensor,
+        *,
+        memory_kv: tuple[torch.Tensor, torch.Tensor] | None = None,
+        past_kv: tuple[torch.Tensor, torch.Tensor] | None = None,
+        key_padding: torch.Tensor | None = None,
+        causal: bool = False,
+        need_weights: bool = False,
+    ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor], torch.Tensor | None]:
+        """Attend from x (B, T, d_model).
+
+        memory_kv: precomputed encoder keys/values (cross-attention).
+        past_kv:   self-attention keys/values of earlier positions (incremental decoding).
+        key_padding: (B, S) bool, True where the key is padding and gets zero weight.
+        causal:    position i may attend to keys <= i only (section 3.2.3).
+        Returns (output, (k, v), probabilities or None). (k, v) includes past_kv, ready to cache.
+        """
+        if self.cross:
+            q = self._split(self.q_proj(x))
+            k, v = memory_kv
+        else:
+            q, k, v = (self._split(t) for t in self.qkv_proj(x).chunk(3, dim=-1))
+            if past_kv is not None:
+                k = torch.cat([past_kv[0], k], dim=2)
+                v = torch.cat([past_kv[1], v], dim=2)
+        mask = self._mask(q.size(2), k.size(2), key_padding, causal, x.device)
+        dropout = self.attention_dropout if self.training else 0.0
+        if need_weights:
+            scores = q @ k.transpose(-2, -1) / math.sqrt(self.d_head)
+            if mask is not None:
+                scores = scores.masked_fill(~mask, float("-inf"))
+            probs = scores.softmax(dim=-1)
+            context = F.dropout(probs, dropout, self.training) @ v
+        else:
+            probs = None
+            # With a plain causal mask and no padding, is_causal lets PyTorch pick its fastest kernel.
+            plain_causal = causal and key_padding is None and q.size(2) == k.size(2)
+            context = F.scaled_dot_product_attention(
+                q, k, v, attn_mask=None if plain_causal else mask, dropout_p=dropout, is_causal=plain_causal)
+        if self.head_mask is not None:
+            context = context * self.head_mask.view(1, -1, 1, 1).to(context.dtype)
+        b, _, t, _ = context.shape
+        output = self.out_proj(context.transpose(1, 2).reshape(b, t, self.n_heads * self.d_head))
+        return output, (k, v), probs
+
+    @staticmethod
+    def _mask(t_query: int, t_key: int, key_padding: torch.Tensor | None, causal: bool,
+              device: torch.device) -> torch.Tensor | None:
+        """Boolean (B or 1, 1, Tq, Tk) mask, True = may attend; None when nothing is masked."""
+        mask = None
+        if key_padding is not None:
+            mask = ~key_padding[:, None, None, :]
+        if causal:
+            # Query i sits at absolute position t_key - t_query + i (past keys come first).
+            offset = t_key - t_query
+            allowed = torch.ones(t_query, t_key, dtype=torch.bool, device=device).tril(diagonal=offset)
+            mask = allowed[None, None] if mask is None else mask & allowed
+        return mask

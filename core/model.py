@@ -1,0 +1,251 @@
+"""Sections 3.1-3.4: the encoder-decoder Transformer.
+
+Post-norm by default, as in the paper: each sub-layer's output is
+LayerNorm(x + Dropout(Sublayer(x))) (sections 3.1 and 5.4). ``norm_first``
+gives the pre-norm variant x + Dropout(Sublayer(LayerNorm(x))) with a final
+LayerNorm on each stack.
+"""
+from __future__ import annotations
+
+import contextlib
+import math
+from dataclasses import dataclass
+from typing import Iterator
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .attention import MultiHeadAttention
+from .config import ModelConfig
+from .positional import sinusoidal_encoding
+
+Attention = dict[str, list[torch.Tensor]]  # "encoder" / "decoder" / "cross" -> per layer (B, h, Tq, Tk)
+
+
+class FeedForward(nn.Module):
+    """Section 3.3: FFN(x) = max(0, x W1 + b1) W2 + b2."""
+
+    def __init__(self, d_model: int, d_ff: int):
+        super().__init__()
+        self.w1 = nn.Linear(d_model, d_ff)
+        self.w2 = nn.Linear(d_ff, d_model)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.w2(F.relu(self.w1(x)))
+
+
+class Residual(nn.Module):
+    """A sub-layer's residual connection, dropout and LayerNorm (sections 3.1, 5.4)."""
+
+    def __init__(self, d_model: int, dropout: float, norm_first: bool):
+        super().__init__()
+        self.norm = nn.LayerNorm(d_model)
+        self.dropout = nn.Dropout(dropout)
+        self.norm_first = norm_first
+
+    def forward(self, x: torch.Tensor, sublayer) -> tuple[torch.Tensor, tuple]:
+        """sublayer(x) returns (output, *extras); extras (cache, attention) pass through."""
+        out, *extras = sublayer(self.norm(x) if self.norm_first else x)
+        x = x + self.dropout(out)
+        return (x if self.norm_first else self.norm(x)), extras
+
+
+class EncoderLayer(nn.Module):
+    def __init__(self, c: ModelConfig):
+        super().__init__()
+        self.self_attn = MultiHeadAttention(c.d_model, c.n_heads, c.attention_dropout)
+        self.ffn = FeedForward(c.d_model, c.d_ff)
+        self.res_attn = Residual(c.d_model, c.dropout, c.norm_first)
+        self.res_ffn = Residual(c.d_model, c.dropout, c.norm_first)
+
+    def forward(self, x, src_padding, need_weights=False):
+        x, (_, probs) = self.res_attn(
+            x, lambda h: self.self_attn(h, key_padding=src_padding, need_weights=need_weights))
+        x, _ = self.res_ffn(x, lambda h: (self.ffn(h),))
+        return x, probs
+
+
+class DecoderLayer(nn.Module):
+    def __init__(self, c: ModelConfig):
+        super().__init__()
+        self.self_attn = MultiHeadAttention(c.d_model, c.n_heads, c.attention_dropout)
+        self.cross_attn = MultiHeadAttention(c.d_model, c.n_heads, c.attention_dropout, cross=True)
+        self.ffn = FeedForward(c.d_model, c.d_ff)
+        self.res_self = Residual(c.d_model, c.dropout, c.norm_first)
+        self.res_cross = Residual(c.d_model, c.dropout, c.norm_first)
+        self.res_ffn = Residual(c.d_model, c.dropout, c.norm_first)
+
+    def forward(self, y, memory_kv, src_padding, past_kv=None, need_weights=False):
+        # Masked self-attention (3.2.3). Targets are right-padded, so a causal mask alone
+        # keeps every real position away from padding; padded positions are never scored.
+        y, (self_kv, self_probs) = self.res_self(
+            y, lambda h: self.self_attn(h, past_kv=past_kv, causal=True, need_weights=need_weights))
+        y, (_, cross_probs) = self.res_cross(
+            y, lambda h: self.cross_attn(h, memory_kv=memory_kv, key_padding=src_padding,
+                                         need_weights=need_weights))
+        y, _ = self.res_ffn(y, lambda h: (self.ffn(h),))
+        return y, self_kv, self_probs, cross_probs
+
+
+@dataclass
+class DecoderCache:
+    """State for incremental decoding: the encoder's cross-attention keys/values
+    (computed once) and each decoder layer's self-attention keys/values so far."""
+
+    memory_kv: list[tuple[torch.Tensor, torch.Tensor]]
+    self_kv: list[tuple[torch.Tensor, torch.Tensor] | None]
+    src_padding: torch.Tensor  # (B, S) bool, True at padding
+    length: int = 0  # target tokens consumed so far
+
+    def select(self, index: torch.Tensor) -> "DecoderCache":
+        """Keep/reorder batch rows (beam search re-ranking, dropping finished sentences)."""
+        pick = lambda kv: None if kv is None else (kv[0].index_select(0, index), kv[1].index_select(0, index))
+        return DecoderCache([pick(kv) for kv in self.memory_kv], [pick(kv) for kv in self.self_kv],
+                            self.src_padding.index_select(0, index), self.length)
+
+    def reorder_hypotheses(self, index: torch.Tensor) -> None:
+        """In-place reorder of the self-attention cache only, for beams that stay within
+        their sentence: the cross-attention keys/values of those rows are identical."""
+        self.self_kv = [(k.index_select(0, index), v.index_select(0, index)) for k, v in self.self_kv]
+
+
+class Transformer(nn.Module):
+    def __init__(self, config: ModelConfig):
+        super().__init__()
+        config.validate()
+        self.config = c = config
+        self.src_embed = nn.Embedding(c.src_vocab_size, c.d_model, padding_idx=c.pad_id)
+        self.tgt_embed = self.src_embed if c.shared_vocab else nn.Embedding(c.tgt_vocab_size, c.d_model,
+                                                                            padding_idx=c.pad_id)
+        self.register_buffer("positional", sinusoidal_encoding(c.max_len, c.d_model), persistent=False)
+        self.embed_dropout = nn.Dropout(c.dropout)
+        self.encoder_layers = nn.ModuleList(EncoderLayer(c) for _ in range(c.encoder_layers))
+        self.decoder_layers = nn.ModuleList(DecoderLayer(c) for _ in range(c.decoder_layers))
+        # Pre-norm leaves the last residual stream un-normalised; the usual fix is a final LayerNorm.
+        self.encoder_norm = nn.LayerNorm(c.d_model) if c.norm_first else nn.Identity()
+        self.decoder_norm = nn.LayerNorm(c.d_model) if c.norm_first else nn.Identity()
+        self.generator = nn.Linear(c.d_model, c.tgt_vocab_size, bias=False)
+        self._reset_parameters()
+        # Section 3.4: "we share the same weight matrix between the two embedding layers
+        # and the pre-softmax linear transformation". Tied after init: one tensor, not copies.
+        self.generator.weight = self.tgt_embed.weight
+
+    def _reset_parameters(self) -> None:
+        for p in self.parameters():
+            if p.dim() > 1:
+                nn.init.xavier_uniform_(p)
+
+    # ----- pieces -----------------------------------------------------------------
+    def _check_length(self, ids: torch.Tensor, what: str, offset: int = 0) -> None:
+        if ids.dim() != 2:
+            raise ValueError(f"{what} must be a (batch, length) tensor of token ids, got shape {tuple(ids.shape)}")
+        if offset + ids.size(1) > self.config.max_len:
+            raise ValueError(f"{what} length {offset + ids.size(1)} exceeds the model's max_len "
+                             f"{self.config.max_len} tokens; shorten the input or build the model with "
+                             f"a larger max_len")
+
+    def _embed(self, ids: torch.Tensor, table: nn.Embedding, offset: int = 0) -> torch.Tensor:
+        # Section 3.4: embeddings are multiplied by sqrt(d_model); 3.5: positions are added.
+        x = table(ids) * math.sqrt(self.config.d_model)
+        return self.embed_dropout(x + self.positional[offset:offset + ids.size(1)])
+
+    def encode(self, src: torch.Tensor, need_weights: bool = False) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        """src (B, S) -> encoder output (B, S, d_model) and per-layer self-attention (if asked)."""
+        self._check_length(src, "source")
+        src_padding = src.eq(self.config.pad_id)
+        x = self._embed(src, self.src_embed)
+        probs = []
+        for layer in self.encoder_layers:
+            x, p = layer(x, src_padding, need_weights)
+            probs.append(p)
+        return self.encoder_norm(x), probs
+
+    def _decode(self, tgt_in, cache: DecoderCache, need_weights: bool):
+        self._check_length(tgt_in, "target", cache.length)
+        y = self._embed(tgt_in, self.tgt_embed, cache.length)
+        self_probs, cross_probs = [], []
+        for i, layer in enumerate(self.decoder_layers):
+            y, cache.self_kv[i], sp, cp = layer(y, cache.memory_kv[i], cache.src_padding,
+                                                cache.self_kv[i], need_weights)
+            self_probs.append(sp)
+            cross_probs.append(cp)
+        cache.length += tgt_in.size(1)
+        return self.decoder_norm(y), self_probs, cross_probs
+
+    def start_cache(self, src: torch.Tensor, memory: torch.Tensor) -> DecoderCache:
+        """Cross-attention keys/values of every decoder layer, computed once per source."""
+        return DecoderCache([layer.cross_attn.project_kv(memory) for layer in self.decoder_layers],
+                            [None] * len(self.decoder_layers), src.eq(self.config.pad_id))
+
+    def project(self, hidden: torch.Tensor) -> torch.Tensor:
+        """The pre-softmax linear transformation: decoder states -> vocabulary logits."""
+        return self.generator(hidden)
+
+    # ----- whole sequences (training, teacher forcing) ------------------------------
+    def hidden(self, src: torch.Tensor, tgt_in: torch.Tensor) -> torch.Tensor:
+        """Final decoder states (B, T, d_model); the trainer projects only non-pad positions."""
+        memory, _ = self.encode(src)
+        y, _, _ = self._decode(tgt_in, self.start_cache(src, memory), need_weights=False)
+        return y
+
+    def forward(self, src: torch.Tensor, tgt_in: torch.Tensor, return_attention: bool = False):
+        """Logits (B, T, V) for tgt_in given src; with return_attention also the
+        attention probabilities of every layer and head (the inspect path)."""
+        if not return_attention:
+            return self.project(self.hidden(src, tgt_in))
+        memory, enc_probs = self.encode(src, need_weights=True)
+        y, dec_probs, cross_probs = self._decode(tgt_in, self.start_cache(src, memory), need_weights=True)
+        return self.project(y), {"encoder": enc_probs, "decoder": dec_probs, "cross": cross_probs}
+
+    # ----- one token at a time (inference) -----------------------------------------
+    @torch.no_grad()
+    def start_decoding(self, src: torch.Tensor) -> DecoderCache:
+        """Encode src once; the returned cache feeds decode_step."""
+        memory, _ = self.encode(src)
+        return self.start_cache(src, memory)
+
+    @torch.no_grad()
+    def decode_step(self, tokens: torch.Tensor, cache: DecoderCache, need_weights: bool = False):
+        """Feed the newest token (B,) of each row; returns log-probabilities (B, V) of the
+        next token (and, with need_weights, per-layer cross-attention (B, h, S))."""
+        y, _, cross_probs = self._decode(tokens[:, None], cache, need_weights)
+        log_probs = self.project(y[:, -1]).float().log_softmax(dim=-1)
+        if need_weights:
+            return log_probs, [p[:, :, -1] for p in cross_probs]
+        return log_probs
+
+    # ----- head ablation (studio) --------------------------------------------------
+    def attention_modules(self) -> dict[str, list[MultiHeadAttention]]:
+        return {"encoder": [l.self_attn for l in self.encoder_layers],
+                "decoder": [l.self_attn for l in self.decoder_layers],
+                "cross": [l.cross_attn for l in self.decoder_layers]}
+
+    @contextlib.contextmanager
+    def heads_off(self, heads: dict[str, dict[int, list[int]]]) -> Iterator[None]:
+        """Switch chosen heads off inside the block, e.g. {"cross": {0: [1, 3]}}: their
+        contribution to Concat(head_1..head_h) W^O becomes zero."""
+        modules = self.attention_modules()
+        for stack, layers in heads.items():
+            if stack not in modules:
+                raise ValueError(f"unknown attention stack {stack!r}; allowed: {list(modules)}")
+            for layer, off in layers.items():
+                if not 0 <= layer < len(modules[stack]):
+                    raise ValueError(f"{stack} layer {layer} out of range 0..{len(modules[stack]) - 1}")
+                bad = [h for h in off if not 0 <= h < self.config.n_heads]
+                if bad:
+                    raise ValueError(f"head(s) {bad} out of range 0..{self.config.n_heads - 1}")
+        try:
+            for stack, layers in heads.items():
+                for layer, off in layers.items():
+                    mask = torch.ones(self.config.n_heads, device=self.positional.device)
+                    mask[list(off)] = 0.0
+                    modules[stack][layer].head_mask = mask
+            yield
+        finally:
+            for stack in modules.values():
+                for module in stack:
+                    module.head_mask = None
+
+    def num_parameters(self) -> int:
+        return sum(p.numel() for p in self.parameters())  # parameters() counts tied tensors once

@@ -1,0 +1,113 @@
+"""Subword vocabularies (section 5.1: "a shared source-target vocabulary") with the
+Hugging Face ``tokenizers`` library, saved as one ``tokenizer.json``.
+
+Kinds: ``bpe`` (byte-pair encoding, the paper's choice for En-De), ``unigram``
+(SentencePiece-style), ``word`` (whole words; for the synthetic lecture tasks).
+Subword kinds use SentencePiece's metaspace, so decode(encode(text)) gives the
+text back with its spacing and punctuation, and BLEU is computed on real text.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Iterable, Sequence
+
+from tokenizers import Tokenizer as HFTokenizer
+from tokenizers import decoders, models, normalizers, pre_tokenizers, trainers
+
+from .config import SPECIAL_TOKENS
+
+KINDS = ("bpe", "unigram", "word")
+PAD_ID, BOS_ID, EOS_ID, UNK_ID = range(4)
+
+
+class Tokenizer:
+    """Text <-> ids. Specials: <pad>=0, <bos>=1, <eos>=2, <unk>=3. encode() adds no bos/eos."""
+
+    def __init__(self, hf: HFTokenizer):
+        for i, token in enumerate(SPECIAL_TOKENS):
+            if hf.token_to_id(token) != i:
+                raise ValueError(f"tokenizer must map {token} to id {i}, got {hf.token_to_id(token)}")
+        self.hf = hf
+
+    @classmethod
+    def train(cls, texts: Iterable[str], vocab_size: int = 8000, kind: str = "bpe",
+              min_frequency: int = 2) -> "Tokenizer":
+        """Learn a vocabulary of at most vocab_size entries (specials included) from texts;
+        for a shared vocabulary pass both languages' sentences."""
+        if kind not in KINDS:
+            raise ValueError(f"unknown tokenizer kind {kind!r}; allowed: {', '.join(KINDS)}")
+        if vocab_size <= len(SPECIAL_TOKENS):
+            raise ValueError(f"vocab_size must be larger than {len(SPECIAL_TOKENS)}, got {vocab_size}")
+        specials = list(SPECIAL_TOKENS)
+        if kind == "word":
+            hf = HFTokenizer(models.WordLevel(unk_token="<unk>"))
+            hf.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+            hf.decoder = decoders.WordPiece(prefix="##", cleanup=False)  # joins words with spaces
+            trainer = trainers.WordLevelTrainer(vocab_size=vocab_size, min_frequency=min_frequency,
+                                                special_tokens=specials)
+        elif kind == "bpe":
+            hf = HFTokenizer(models.BPE(unk_token="<unk>"))
+            trainer = trainers.BpeTrainer(vocab_size=vocab_size, min_frequency=min_frequency,
+                                          special_tokens=specials, show_progress=False)
+        else:
+            hf = HFTokenizer(models.Unigram())
+            trainer = trainers.UnigramTrainer(vocab_size=vocab_size, special_tokens=specials,
+                                              unk_token="<unk>", show_progress=False)
+        hf.normalizer = normalizers.NFC()
+        if kind != "word":
+            hf.pre_tokenizer = pre_tokenizers.Metaspace()
+            hf.decoder = decoders.Metaspace()
+        hf.train_from_iterator(texts, trainer=trainer)
+        return cls(hf)
+
+    # ----- persistence -----------------------------------------------------------
+    def save(self, path: str | Path) -> None:
+        self.hf.save(str(path))
+
+    @classmethod
+    def load(cls, path: str | Path) -> "Tokenizer":
+        path = Path(path)
+        try:
+            return cls(HFTokenizer.from_file(str(path)))
+        except FileNotFoundError:
+            raise
+        except Exception as exc:  # tokenizers raises a bare Exception on malformed JSON
+            raise ValueError(f"{path}: not a valid tokenizer.json ({exc})") from None
+
+    def to_json(self) -> str:
+        return self.hf.to_str()
+
+    @classmethod
+    def from_json(cls, text: str) -> "Tokenizer":
+        return cls(HFTokenizer.from_str(text))
+
+    # ----- use ------------------------------------------------------------------
+    @property
+    def vocab_size(self) -> int:
+        return self.hf.get_vocab_size()
+
+    @property
+    def kind(self) -> str:
+        return json.loads(self.hf.to_str())["model"]["type"].lower().replace("wordlevel", "word")
+
+    def encode(self, text: str) -> list[int]:
+        return self.hf.encode(text, add_special_tokens=False).ids
+
+    def encode_batch(self, texts: Sequence[str]) -> list[list[int]]:
+        return [e.ids for e in self.hf.encode_batch(list(texts), add_special_tokens=False)]
+
+    def decode(self, ids: Sequence[int]) -> str:
+        return self.hf.decode(list(ids), skip_special_tokens=True)
+
+    def decode_batch(self, batch: Sequence[Sequence[int]]) -> list[str]:
+        return self.hf.decode_batch([list(ids) for ids in batch], skip_special_tokens=True)
+
+    def tokens(self, ids: Sequence[int]) -> list[str]:
+        """Readable token strings for plots (metaspace shown as '▁')."""
+        return [self.hf.id_to_token(i) or "<?>" for i in ids]
+
+    def unknown_pieces(self, text: str) -> list[str]:
+        """The parts of text that the vocabulary cannot represent (they become <unk>)."""
+        enc = self.hf.encode(text, add_special_tokens=False)
+        return [text[a:b] for i, (a, b) in zip(enc.ids, enc.offsets) if i == UNK_ID]
