@@ -1,0 +1,175 @@
+"""Checkpoints: a directory that is complete or absent, never half-written.
+
+    model.safetensors   weights (no pickle; tied matrices stored once)
+    config.json         format version, model config, training setup, data, metrics
+    tokenizer.json      the vocabulary (Hugging Face tokenizers)
+    trainer.pt          optional: optimizer, schedule, step, RNG, for exact resume;
+                        read with torch.load(weights_only=True) only
+
+A save writes everything into a hidden sibling folder, fsyncs it, then renames it
+into place; a crash at any moment leaves the previous checkpoint loadable.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import warnings
+from pathlib import Path
+from typing import Any
+
+import torch
+from safetensors import SafetensorError
+from safetensors.torch import load_file, save_file
+
+from .bundle import ModelBundle
+from .config import ModelConfig
+from .model import Transformer
+from .tokenizer import Tokenizer
+
+FORMAT_VERSION = 1
+FILES = ("model.safetensors", "config.json", "tokenizer.json")
+
+
+def _unique_state(model: Transformer, dtype: torch.dtype | None) -> dict[str, torch.Tensor]:
+    """state_dict with each shared (tied) tensor once, as contiguous CPU tensors."""
+    seen: set[int] = set()
+    out = {}
+    for name, tensor in model.state_dict().items():
+        if tensor.data_ptr() in seen:
+            continue
+        seen.add(tensor.data_ptr())
+        tensor = tensor.detach().to("cpu")
+        if dtype is not None and tensor.is_floating_point():
+            tensor = tensor.to(dtype)
+        out[name] = tensor.contiguous()
+    return out
+
+
+def _fsync_dir(path: Path) -> None:
+    for file in path.iterdir():
+        with open(file, "rb") as f:
+            os.fsync(f.fileno())
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _backup_of(path: Path) -> Path:
+    return path.with_name(f".{path.name}.previous")
+
+
+def save_checkpoint(path: str | Path, bundle: ModelBundle, trainer_state: dict[str, Any] | None = None,
+                    *, half: bool = False) -> Path:
+    """Write bundle (and optionally the trainer state) to the directory path, atomically.
+    half=True stores float16 weights (for shipping); they load back as float32."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.saving-{os.getpid()}")
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    tmp.mkdir()
+    try:
+        save_file(_unique_state(bundle.model, torch.float16 if half else None), str(tmp / "model.safetensors"))
+        info = {k: v for k, v in bundle.info.items() if k not in ("format_version", "model")}
+        config = {"format_version": FORMAT_VERSION, "model": bundle.model.config.to_dict(), **info}
+        (tmp / "config.json").write_text(json.dumps(config, indent=2, default=str))
+        bundle.tokenizer.save(tmp / "tokenizer.json")
+        if trainer_state is not None:
+            torch.save(trainer_state, tmp / "trainer.pt")
+        _fsync_dir(tmp)
+        _swap_into_place(tmp, path)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return path
+
+
+def _swap_into_place(tmp: Path, path: Path) -> None:
+    backup = _backup_of(path)
+    if backup.exists():
+        shutil.rmtree(backup)
+    if path.exists():
+        os.rename(path, backup)  # a crash right here is covered by load_checkpoint's fallback
+    os.rename(tmp, path)
+    shutil.rmtree(backup, ignore_errors=True)
+
+
+def resolve_checkpoint(path: str | Path) -> Path:
+    """The directory to read: path, or the previous copy if a save died mid-swap."""
+    path = Path(path)
+    if not path.exists() and _backup_of(path).is_dir():
+        warnings.warn(f"{path} is missing (interrupted save); using the previous copy {_backup_of(path)}")
+        return _backup_of(path)
+    if not path.exists():
+        raise FileNotFoundError(f"checkpoint {path} does not exist")
+    if not path.is_dir():
+        raise ValueError(f"{path} is not a checkpoint: expected a directory with {', '.join(FILES)}")
+    missing = [f for f in FILES if not (path / f).is_file()]
+    if missing:
+        raise ValueError(f"{path} is not a checkpoint: missing {', '.join(missing)}")
+    return path
+
+
+def read_config(path: str | Path) -> dict[str, Any]:
+    """config.json of a checkpoint, validated (format version, model config)."""
+    file = resolve_checkpoint(path) / "config.json"
+    try:
+        config = json.loads(file.read_text())
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ValueError(f"{file}: not valid JSON ({exc})") from None
+    if not isinstance(config, dict) or "model" not in config:
+        raise ValueError(f"{file}: no 'model' section")
+    if config.get("format_version") != FORMAT_VERSION:
+        raise ValueError(f"{file}: format_version {config.get('format_version')!r}, expected {FORMAT_VERSION}")
+    try:
+        ModelConfig.from_dict(config["model"])
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{file}: {exc}") from None
+    return config
+
+
+def load_checkpoint(path: str | Path, device: str | torch.device = "cpu") -> ModelBundle:
+    """Model (eval mode, float32), tokenizer and config.json of a checkpoint directory."""
+    path = resolve_checkpoint(path)
+    config = read_config(path)
+    model_config = ModelConfig.from_dict(config["model"])
+    tokenizer = Tokenizer.load(path / "tokenizer.json")
+    if tokenizer.vocab_size > model_config.src_vocab_size or tokenizer.vocab_size > model_config.tgt_vocab_size:
+        raise ValueError(f"{path / 'tokenizer.json'} has {tokenizer.vocab_size} entries but the model's "
+                         f"vocabulary is {model_config.src_vocab_size}/{model_config.tgt_vocab_size}")
+    model = Transformer(model_config)
+    _load_weights(model, path / "model.safetensors")
+    info = {k: v for k, v in config.items() if k not in ("format_version", "model")}
+    return ModelBundle(model.to(device).eval(), tokenizer, info, path)
+
+
+def _load_weights(model: Transformer, file: Path) -> None:
+    try:
+        state = load_file(str(file))
+    except (SafetensorError, OSError) as exc:
+        raise ValueError(f"{file}: not a readable safetensors file ({exc})") from None
+    expected = _unique_state(model, None)
+    missing = sorted(set(expected) - set(state))
+    unexpected = sorted(set(state) - set(expected))
+    if missing or unexpected:
+        raise ValueError(f"{file} does not match config.json: missing {missing[:5]}, unexpected {unexpected[:5]}")
+    for name, tensor in state.items():
+        if tensor.shape != expected[name].shape:
+            raise ValueError(f"{file}: {name} has shape {tuple(tensor.shape)}, config.json implies "
+                             f"{tuple(expected[name].shape)}")
+    model.load_state_dict({k: v.float() if v.is_floating_point() else v for k, v in state.items()}, strict=False)
+
+
+def load_trainer_state(path: str | Path) -> dict[str, Any] | None:
+    """The trainer state saved beside the weights, or None; never unpickles arbitrary objects."""
+    file = resolve_checkpoint(path) / "trainer.pt"
+    if not file.exists():
+        return None
+    try:
+        return torch.load(file, map_location="cpu", weights_only=True)
+    except Exception as exc:  # UnpicklingError for code-carrying payloads, RuntimeError for corrupt zips
+        raise ValueError(f"{file}: refused to load ({type(exc).__name__}: only tensors and plain "
+                         f"values are accepted)") from None

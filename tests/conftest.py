@@ -1,0 +1,36 @@
+"""Shared test set-up: slow tests run only with --runslow; GPU tests only with CUDA;
+tests that read ../shared/data skip when it is absent (a user's fresh clone)."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+import torch
+
+os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED_DATA = ROOT.parent / "shared" / "data"
+MULTI30K = SHARED_DATA / "multi30k"
+
+
+def pytest_addoption(parser):
+    parser.addoption("--runslow", action="store_true", help="also run tests marked slow")
+
+
+def pytest_collection_modifyitems(config, items):
+    run_slow = config.getoption("--runslow") or "slow" in (config.getoption("-m") or "")
+    for item in items:
+        if "slow" in item.keywords and not run_slow:
+            item.add_marker(pytest.mark.skip(reason="slow: run with --runslow"))
+        if "gpu" in item.keywords and not torch.cuda.is_available():
+            item.add_marker(pytest.mark.skip(reason="needs CUDA"))
+
+
+@pytest.fixture
+def multi30k() -> Path:
+    if not (MULTI30K / "train.de.gz").exists():
+        pytest.skip(f"{MULTI30K} is absent")
+    return MULTI30K

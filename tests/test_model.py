@@ -1,0 +1,197 @@
+"""Issue 2: the model is the paper's, its two attention paths agree, cached decoding
+equals the full forward pass, and bad configs fail clearly."""
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from core import ModelConfig, Transformer, sinusoidal_encoding
+from core.config import PRESETS
+
+V = 40
+
+
+def tiny(**overrides) -> Transformer:
+    torch.manual_seed(0)
+    config = ModelConfig.from_preset("tiny", src_vocab_size=V, tgt_vocab_size=V, max_len=64, **overrides)
+    return Transformer(config).eval()
+
+
+def batch(lengths: list[int], seed: int = 0) -> torch.Tensor:
+    """Right-padded random token ids (ids 4.. are ordinary tokens)."""
+    g = torch.Generator().manual_seed(seed)
+    out = torch.zeros(len(lengths), max(lengths), dtype=torch.long)
+    for row, n in enumerate(lengths):
+        out[row, :n] = torch.randint(4, V, (n,), generator=g)
+    return out
+
+
+@pytest.mark.parametrize("pos,i", [(0, 0), (1, 0), (7, 3), (50, 31), (123, 10)])
+def test_positional_encoding_matches_formula(pos, i):
+    d_model = 64
+    pe = sinusoidal_encoding(128, d_model)
+    angle = pos / 10000 ** (2 * i / d_model)
+    assert pe[pos, 2 * i].item() == pytest.approx(math.sin(angle), abs=1e-6)
+    assert pe[pos, 2 * i + 1].item() == pytest.approx(math.cos(angle), abs=1e-6)
+
+
+def test_three_way_weight_tying_is_one_tensor():
+    model = tiny()
+    assert model.src_embed.weight is model.tgt_embed.weight is model.generator.weight
+
+
+def test_separate_vocabularies_tie_only_decoder_embeddings():
+    config = ModelConfig.from_preset("tiny", src_vocab_size=30, tgt_vocab_size=50, shared_vocab=False)
+    model = Transformer(config)
+    assert model.generator.weight is model.tgt_embed.weight
+    assert model.src_embed.weight is not model.tgt_embed.weight
+    assert model(batch([5], 1).clamp(max=29), batch([4], 2)).shape == (1, 4, 50)
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_fast_path_equals_inspect_path(norm_first):
+    model = tiny(norm_first=norm_first)
+    src, tgt = batch([7, 3, 5]), batch([6, 6, 2], seed=1)
+    fast = model(src, tgt)
+    inspected, attn = model(src, tgt, return_attention=True)
+    torch.testing.assert_close(fast, inspected, atol=1e-5, rtol=0)
+    layers, heads = model.config.encoder_layers, model.config.n_heads
+    assert [a.shape for a in attn["encoder"]] == [(3, heads, 7, 7)] * layers
+    assert [a.shape for a in attn["decoder"]] == [(3, heads, 6, 6)] * model.config.decoder_layers
+    assert [a.shape for a in attn["cross"]] == [(3, heads, 6, 7)] * model.config.decoder_layers
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_cached_decoding_equals_full_forward_at_every_step(norm_first):
+    model = tiny(norm_first=norm_first)
+    src, tgt = batch([9, 4]), batch([8, 8], seed=2)
+    full = model(src, tgt).log_softmax(-1)
+    cache = model.start_decoding(src)
+    for t in range(tgt.size(1)):
+        step = model.decode_step(tgt[:, t], cache)
+        torch.testing.assert_close(step, full[:, t], atol=1e-4, rtol=0)
+
+
+def test_cache_select_reorders_rows():
+    model = tiny()
+    src, tgt = batch([5, 6, 7]), batch([4, 4, 4], seed=3)
+    cache = model.start_decoding(src)
+    for t in range(3):
+        model.decode_step(tgt[:, t], cache)
+    order = torch.tensor([2, 0])
+    reordered = cache.select(order)
+    expected = model(src[order], tgt[order]).log_softmax(-1)[:, 3]
+    torch.testing.assert_close(model.decode_step(tgt[order, 3], reordered), expected, atol=1e-4, rtol=0)
+
+
+def test_sentence_alone_equals_sentence_in_padded_batch():
+    model = tiny()
+    src, tgt = batch([3, 9, 6]), batch([2, 7, 5], seed=4)
+    together = model(src, tgt)
+    alone = model(src[:1, :3], tgt[:1, :2])
+    torch.testing.assert_close(together[:1, :2], alone, atol=1e-5, rtol=0)
+
+
+def test_future_target_tokens_never_change_earlier_logits():
+    model = tiny()
+    src, tgt = batch([6]), batch([8], seed=5)
+    changed = tgt.clone()
+    changed[0, 5:] = (changed[0, 5:] + 7) % (V - 4) + 4
+    torch.testing.assert_close(model(src, tgt)[:, :5], model(src, changed)[:, :5], atol=1e-6, rtol=0)
+    assert not torch.allclose(model(src, tgt)[:, 5:], model(src, changed)[:, 5:])
+
+
+def test_attention_rows_sum_to_one_and_padding_gets_no_weight():
+    model = tiny()
+    src, tgt = batch([7, 4]), batch([5, 3], seed=6)
+    _, attn = model(src, tgt, return_attention=True)
+    for stack in ("encoder", "decoder", "cross"):
+        for probs in attn[stack]:
+            torch.testing.assert_close(probs.sum(-1), torch.ones(probs.shape[:-1]))
+    for probs in attn["encoder"] + attn["cross"]:
+        assert probs[1, :, :, 4:].abs().max() == 0  # sentence 2 has 4 real source tokens
+    for probs in attn["decoder"]:
+        assert torch.triu(probs, diagonal=1).abs().max() == 0  # causal: no weight on the future
+
+
+def test_head_ablation_changes_output_and_switches_back():
+    model = tiny()
+    src, tgt = batch([6]), batch([5], seed=7)
+    before = model(src, tgt)
+    with model.heads_off({"cross": {0: [0, 1, 2, 3]}, "encoder": {1: [2]}}):
+        ablated, attn = model(src, tgt, return_attention=True)
+        assert not torch.allclose(before, ablated)
+        torch.testing.assert_close(model(src, tgt), ablated, atol=1e-5, rtol=0)  # both paths honour it
+    torch.testing.assert_close(model(src, tgt), before)
+    with pytest.raises(ValueError, match="head"):
+        with model.heads_off({"cross": {0: [9]}}):
+            pass
+
+
+def test_tiny_model_overfits_sixteen_pairs():
+    torch.manual_seed(0)
+    config = ModelConfig.from_preset("tiny", src_vocab_size=V, tgt_vocab_size=V, dropout=0.0)
+    model = Transformer(config)
+    src = batch([5, 6, 7, 8] * 4, seed=8)
+    tgt = torch.cat([torch.ones(16, 1, dtype=torch.long), src.flip(1)], dim=1)  # bos + something learnable
+    optimizer = torch.optim.Adam(model.parameters(), lr=3e-3, betas=(0.9, 0.98), eps=1e-9)
+    for _ in range(300):
+        logits = model(src, tgt[:, :-1])
+        loss = torch.nn.functional.cross_entropy(logits.transpose(1, 2), tgt[:, 1:], ignore_index=0)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        if loss.item() < 0.1:
+            break
+    assert loss.item() < 0.1
+
+
+def test_paper_base_has_63_million_parameters():
+    config = ModelConfig.from_preset("paper-base", src_vocab_size=37000, tgt_vocab_size=37000)
+    assert Transformer(config).num_parameters() == pytest.approx(63.1e6, rel=0.01)
+
+
+@pytest.mark.parametrize("name", list(PRESETS))
+def test_every_preset_builds_and_round_trips_json(name):
+    config = ModelConfig.from_preset(name, src_vocab_size=100, tgt_vocab_size=100)
+    assert ModelConfig.from_json(config.to_json()) == config
+    assert PRESETS[name]["d_model"] == config.d_model
+
+
+def test_encoder_and_decoder_depth_may_differ():
+    model = Transformer(ModelConfig.from_preset("tiny", src_vocab_size=V, tgt_vocab_size=V,
+                                                encoder_layers=3, decoder_layers=1))
+    assert len(model.encoder_layers) == 3 and len(model.decoder_layers) == 1
+
+
+@pytest.mark.parametrize("overrides,field", [
+    (dict(d_model=100, n_heads=3), "n_heads"),
+    (dict(d_model=0), "d_model"),
+    (dict(d_ff=-1), "d_ff"),
+    (dict(encoder_layers=0), "encoder_layers"),
+    (dict(dropout=1.5), "dropout"),
+    (dict(src_vocab_size=10, tgt_vocab_size=12), "shared_vocab"),
+])
+def test_invalid_configs_name_the_field(overrides, field):
+    with pytest.raises(ValueError, match=field):
+        ModelConfig.from_preset("tiny", **overrides)
+
+
+def test_unknown_preset_lists_allowed_ones():
+    with pytest.raises(ValueError, match="paper-base"):
+        ModelConfig.from_preset("gigantic")
+
+
+def test_unknown_field_is_refused():
+    with pytest.raises(ValueError, match="d_modle"):
+        ModelConfig.from_dict({"d_modle": 12})
+
+
+def test_too_long_sequence_raises_clear_error():
+    model = tiny()
+    with pytest.raises(ValueError, match="max_len"):
+        model(batch([65]), batch([3]))
+    with pytest.raises(ValueError, match="max_len"):
+        model(batch([3]), batch([70]))
