@@ -25,3 +25,14 @@ class ModelBundle:
     @property
     def device(self) -> torch.device:
         return next(self.model.parameters()).device
+
+
+def new_bundle(pairs: list[tuple[str, str]], preset: str = "tiny", *, vocab_size: int = 8000,
+               tokenizer_kind: str = "bpe", info: dict[str, Any] | None = None, **model_overrides: Any) -> ModelBundle:
+    """A fresh, untrained model with a shared vocabulary learnt from both sides of pairs."""
+    from .config import ModelConfig
+
+    tokenizer = Tokenizer.train((text for pair in pairs for text in pair), vocab_size, tokenizer_kind)
+    config = ModelConfig.from_preset(preset, src_vocab_size=tokenizer.vocab_size,
+                                     tgt_vocab_size=tokenizer.vocab_size, **model_overrides)
+    return ModelBundle(Transformer(config), tokenizer, dict(info or {}))

@@ -1,0 +1,151 @@
+"""Benchmark: batched, key/value-cached decoding (core.decoding) against a naive decoder on
+the same weights, on Multi30k test_2016 (1,000 German captions), beam 4 and greedy.
+
+The naive decoder is the seed notebooks' approach: one sentence at a time, and for every
+hypothesis at every step the decoder re-runs over the whole prefix (the encoder runs once per
+sentence). It follows the same rules as core.decoding (section 6.1 of the paper: beam 4,
+length penalty α = 0.6, maximum output length input + 50), so the outputs must be identical.
+It is slow (about 0.7 s a sentence for beam 4), so it runs on the first --naive-limit sentences.
+
+    python bench/decode.py [--checkpoint DIR] [--naive-limit N] [--limit M]
+"""
+from __future__ import annotations
+
+import argparse
+import gzip
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from core.decoding import (DecodeOptions, inference, length_penalty, max_output_length,  # noqa: E402
+                           prepare_source, translate_detailed)
+from core.model import Transformer  # noqa: E402
+
+DATA = Path(__file__).resolve().parents[1].parent / "shared/data/multi30k"
+TEST_FILE = "test_2016_flickr.de.gz"
+
+
+# ----- the naive reference -------------------------------------------------------------------
+class NaiveDecoder:
+    """One sentence; next-token log-probabilities from the decoder run over the whole prefix."""
+
+    def __init__(self, model: Transformer, src_ids: list[int]):
+        self.model = model
+        self.device = next(model.parameters()).device
+        src = torch.tensor([src_ids], device=self.device)
+        memory, _ = model.encode(src)
+        self.start = lambda: model.start_cache(src, memory)  # cross-attention keys/values only
+
+    def log_probs(self, prefix: list[int], at_max: bool) -> torch.Tensor:
+        cfg = self.model.config
+        tgt = torch.tensor([[cfg.bos_id] + prefix], device=self.device)
+        # The whole prefix through the decoder stack, from an empty self-attention cache.
+        hidden, _, _ = self.model._decode(tgt, self.start(), need_weights=False)
+        lp = self.model.project(hidden[0, -1]).float().log_softmax(dim=-1)
+        lp[[cfg.pad_id, cfg.bos_id]] = float("-inf")
+        if at_max:  # the last position allowed: eos only
+            eos = lp[cfg.eos_id].clone()
+            lp.fill_(float("-inf"))
+            lp[cfg.eos_id] = eos
+        return lp
+
+
+def naive_greedy(model: Transformer, src_ids: list[int], max_out: int, options: DecodeOptions) -> list[int]:
+    decoder, ids = NaiveDecoder(model, src_ids), []
+    while not ids or ids[-1] != model.config.eos_id:
+        ids.append(int(decoder.log_probs(ids, len(ids) + 1 >= max_out).argmax()))
+    return ids[:-1]
+
+
+def naive_beam(model: Transformer, src_ids: list[int], max_out: int, options: DecodeOptions) -> list[int]:
+    """Beam search with the rules of core.decoding, hypothesis by hypothesis; the best output."""
+    decoder, k, eos = NaiveDecoder(model, src_ids), options.beam_size, model.config.eos_id
+    beams: list[tuple[list[int], float]] = [([], 0.0)]
+    finished: list[tuple[list[int], float]] = []
+    for step in range(max_out):
+        candidates = []
+        for ids, logprob in beams:
+            top = (logprob + decoder.log_probs(ids, step + 1 >= max_out)).topk(2 * k)
+            candidates += [(s, ids, t) for s, t in zip(top.values.tolist(), top.indices.tolist())]
+        candidates = sorted(candidates, key=lambda c: -c[0])[:2 * k]
+        beams = [(ids + [t], s) for s, ids, t in candidates if t != eos][:k]
+        for s, ids, t in candidates[:k]:
+            if t == eos and len(finished) < k:
+                finished.append((ids, s / length_penalty(step + 1, options)))
+        if len(finished) >= k:
+            break
+    return max(finished, key=lambda f: f[1])[0]
+
+
+# ----- the benchmark -----------------------------------------------------------------------
+def run_benchmark(bundle: Any, sentences: list[str], naive_limit: int,
+                  out: Callable[[str], None] = print) -> dict[str, dict[str, float | bool]]:
+    """Time both decoders for beam 4 and greedy; print and return the figures per method."""
+    model, tokenizer = bundle.model, bundle.tokenizer
+    figures = {}
+    for method, naive in (("beam", naive_beam), ("greedy", naive_greedy)):
+        options = DecodeOptions(method=method)
+        start = time.perf_counter()
+        fast = translate_detailed(bundle, sentences, options)
+        fast_rate = len(sentences) / (time.perf_counter() - start)
+        subset = sentences[:naive_limit]
+        with inference(model):
+            start = time.perf_counter()
+            slow = [_naive(naive, model, tokenizer, text, options) for text in subset]
+            naive_rate = len(subset) / (time.perf_counter() - start)
+        same = sum(f.ids == s for f, s in zip(fast, slow))
+        figures[method] = {"batched_per_s": fast_rate, "naive_per_s": naive_rate,
+                           "speedup": fast_rate / naive_rate, "identical": same == len(subset)}
+        label = f"beam {options.beam_size}" if method == "beam" else "greedy"
+        out(f"{label:>7}: batched+cached {fast_rate:8.2f} sentences/s ({len(sentences)} sentences, "
+            f"batch {options.batch_size}) | naive {naive_rate:6.2f} sentences/s (first {len(subset)}) | "
+            f"speed-up {fast_rate / naive_rate:6.1f}x | identical outputs on the first {len(subset)}: "
+            f"{'yes' if same == len(subset) else f'NO ({len(subset) - same} differ)'}")
+    return figures
+
+
+def _naive(decode: Callable, model: Transformer, tokenizer: Any, text: str, options: DecodeOptions) -> list[int]:
+    source = prepare_source(tokenizer, text, model.config.max_len)
+    if source.empty:
+        return []
+    max_out, _ = max_output_length(len(source.ids), options, model.config.max_len)
+    return decode(model, source.ids, max_out, options)
+
+
+def read_sentences(data_dir: Path, limit: int | None) -> list[str]:
+    path = data_dir / TEST_FILE
+    if not path.exists():
+        raise SystemExit(f"Multi30k test set not found: {path} is absent. Put the Multi30k files in "
+                         f"{data_dir} (see ../shared/data/multi30k/README.md) or pass --data-dir.")
+    with gzip.open(path, "rt", encoding="utf-8") as f:
+        lines = [line.rstrip("\n") for line in f]
+    return lines[:limit]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--checkpoint", default="checkpoints/multi30k-de-en-small", help="checkpoint directory")
+    parser.add_argument("--naive-limit", type=int, default=100,
+                        help="time the naive decoder on the first N sentences (default 100)")
+    parser.add_argument("--limit", type=int, default=None, help="decode only the first M sentences")
+    parser.add_argument("--data-dir", type=Path, default=DATA, help=f"Multi30k folder (default {DATA})")
+    args = parser.parse_args(argv)
+    sentences = read_sentences(args.data_dir, args.limit)
+    from core.checkpoint import load_checkpoint
+
+    bundle = load_checkpoint(args.checkpoint)
+    print(f"{bundle.name}: {bundle.model.num_parameters() / 1e6:.1f}M parameters, "
+          f"{torch.get_num_threads()} CPU threads, Multi30k test_2016 De->En")
+    print(f"The naive decoder runs one sentence at a time, each hypothesis re-decoding its whole prefix; "
+          f"it is timed and compared on the first {min(args.naive_limit, len(sentences))} sentences only.")
+    run_benchmark(bundle, sentences, args.naive_limit)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,30 @@
+"""Section 5.3: Adam with beta1 = 0.9, beta2 = 0.98, eps = 1e-9 and the learning rate
+
+    lrate = d_model^-0.5 * min(step^-0.5, step * warmup_steps^-1.5)        (eq. 3)
+
+scaled by a factor (1 in the paper). fairseq's inverse square root is the option
+most recipes use today: linear warm-up to a peak lr, then peak * sqrt(warmup / step).
+"""
+from __future__ import annotations
+
+SCHEDULES = ("noam", "inverse_sqrt")
+
+
+def noam_lr(step: int, d_model: int, warmup: int, factor: float = 1.0) -> float:
+    """Eq. 3 of the paper (the name comes from Noam Shazeer, who proposed it)."""
+    step = max(step, 1)
+    return factor * d_model ** -0.5 * min(step ** -0.5, step * warmup ** -1.5)
+
+
+def inverse_sqrt_lr(step: int, peak_lr: float, warmup: int) -> float:
+    step = max(step, 1)
+    return peak_lr * min(step / warmup, (warmup / step) ** 0.5)
+
+
+def learning_rate(step: int, *, schedule: str, d_model: int, warmup: int, factor: float, peak_lr: float) -> float:
+    """The learning rate for optimizer step number `step` (counted from 1)."""
+    if schedule == "noam":
+        return noam_lr(step, d_model, warmup, factor)
+    if schedule == "inverse_sqrt":
+        return inverse_sqrt_lr(step, peak_lr, warmup)
+    raise ValueError(f"unknown lr schedule {schedule!r}; allowed: {', '.join(SCHEDULES)}")

@@ -1,0 +1,116 @@
+"""Issue 3: the step-wise trainer — exact resume, thread control, NaN handling, snapshots."""
+from __future__ import annotations
+
+import threading
+import warnings
+
+import pytest
+import torch
+
+from core.batching import encode_pairs
+from core.bundle import new_bundle
+from core.checkpoint import load_checkpoint, load_trainer_state
+from core.tasks import make_task
+from core.trainer import TrainConfig, Trainer, TrainingStopped
+
+
+def make_trainer(steps: int = 10, seed: int = 0, bundle=None, **overrides) -> Trainer:
+    corpus = make_task("copy", seed=0, n_train=300, n_valid=20, n_test=20)
+    if bundle is None:
+        torch.manual_seed(seed)
+        bundle = new_bundle(corpus.train, "tiny", vocab_size=100, tokenizer_kind="word", dropout=0.1)
+    examples, _ = encode_pairs(corpus.train, bundle.tokenizer, bundle.model.config.max_len)
+    config = TrainConfig(max_steps=steps, max_tokens=256, warmup=20, lr_factor=0.5, seed=seed,
+                         device="cpu", amp="off", **overrides)
+    valid, _ = encode_pairs(corpus.valid, bundle.tokenizer, bundle.model.config.max_len)
+    return Trainer(bundle, examples, config, valid_pairs=corpus.valid, valid=valid)
+
+
+def losses(trainer: Trainer, n: int) -> list[float]:
+    return [trainer.step().loss for _ in range(n)]
+
+
+def test_resume_equals_uninterrupted_run(tmp_path):
+    straight = losses(make_trainer(), 8)
+    first = make_trainer()
+    head = losses(first, 5)
+    first.save(tmp_path / "ckpt")
+    bundle = load_checkpoint(tmp_path / "ckpt")
+    bundle.model.train()
+    resumed = make_trainer(bundle=bundle)
+    resumed.load_state_dict(load_trainer_state(tmp_path / "ckpt"))
+    tail = losses(resumed, 3)
+    assert head + tail == straight  # exact: same batches, same dropout masks, same Adam state
+    assert resumed.step_count == 8
+
+
+def test_events_carry_the_metrics():
+    event = make_trainer().step()
+    assert event.step == 1 and event.loss > 0 and event.perplexity > 1
+    assert 0 <= event.accuracy <= 1 and 0 <= event.padding_ratio < 1
+    assert event.lr > 0 and event.tokens_per_s > 0 and event.grad_norm > 0 and not event.skipped
+
+
+def test_pause_resume_and_stop_from_another_thread():
+    trainer = make_trainer(steps=10_000)
+    seen = []
+    paused_at = threading.Event()
+
+    def callback(event):
+        seen.append(event.step)
+        if event.step == 3:
+            trainer.pause()
+            paused_at.set()
+
+    thread = threading.Thread(target=trainer.run, args=(callback,))
+    thread.start()
+    assert paused_at.wait(30)
+    thread.join(0.5)
+    assert thread.is_alive() and trainer.paused and seen[-1] == 3  # waits while paused
+    trainer.resume()
+    while len(seen) < 6:
+        thread.join(0.05)
+    trainer.stop()
+    thread.join(30)
+    assert not thread.is_alive() and trainer.step_count < 10_000
+
+
+def test_snapshot_is_a_frozen_copy():
+    trainer = make_trainer()
+    trainer.step()
+    snap = trainer.snapshot()
+    frozen = {k: v.clone() for k, v in snap.model.state_dict().items()}
+    trainer.step()
+    assert all(torch.equal(frozen[k], v) for k, v in snap.model.state_dict().items())
+    assert not snap.model.training
+
+
+def test_non_finite_loss_skips_steps_then_stops():
+    trainer = make_trainer(max_bad_steps=3)
+    with torch.no_grad():
+        trainer.model.src_embed.weight[5:] = float("nan")
+    before = {k: v.clone() for k, v in trainer.model.state_dict().items()}
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert trainer.step().skipped and trainer.step().skipped
+        with pytest.raises(TrainingStopped, match="NaN"):
+            trainer.step()
+    assert sum("non-finite" in str(w.message) for w in caught) == 3
+    after = trainer.model.state_dict()
+    assert all(torch.equal(before[k], after[k]) or torch.isnan(before[k]).any() for k in before)
+
+
+def test_evaluate_reports_loss_bleu_and_samples():
+    trainer = make_trainer(sample_translations=2, bleu_sentences=10)
+    trainer.step()
+    result = trainer.evaluate()
+    assert {"val_loss", "val_perplexity", "val_accuracy", "bleu", "exact_match", "samples"} <= set(result)
+    assert result["val_loss"] > 0 and 0 <= result["bleu"] <= 100
+    assert len(result["samples"]) == 2 and {"source", "reference", "output"} <= set(result["samples"][0])
+
+
+@pytest.mark.parametrize("field,value", [("max_steps", 0), ("schedule", "cosine"), ("amp", "fp8"),
+                                         ("label_smoothing", 1.0)])
+def test_bad_train_config_names_the_field(field, value):
+    with pytest.raises(ValueError, match=field):
+        TrainConfig(**{field: value})
