@@ -1,0 +1,140 @@
+"""Issue 5: train_cli.py end to end on a synthetic task, and its refusals."""
+from __future__ import annotations
+
+import io
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+import train_cli  # noqa: E402
+
+TRAIN = ["train", "--data", "synthetic:copy", "--preset", "tiny", "--max-steps", "30", "--max-tokens", "512",
+         "--warmup", "10", "--lr-factor", "0.5", "--eval-every", "15", "--save-every", "10", "--keep-last", "3",
+         "--bleu-sentences", "10", "--limit", "500"]
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("cli") / "run"
+    assert train_cli.main(TRAIN + ["--out", str(out)]) == 0
+    return out
+
+
+def test_train_writes_checkpoints_metrics_and_final(run):
+    steps = sorted(p.name for p in run.glob("step-*"))
+    assert steps == ["step-0000010", "step-0000020", "step-0000030"]
+    records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in records] == list(range(1, 31))
+    assert "bleu" in records[14]["validation"] and records[-1]["loss"] < records[0]["loss"]
+    assert (run / "final" / "model.safetensors").exists()
+
+
+def test_evaluate_prints_bleu_and_signature(run, capsys):
+    assert train_cli.main(["evaluate", "--checkpoint", str(run / "final"), "--data", "synthetic:copy",
+                           "--split", "test", "--limit", "20", "--method", "greedy"]) == 0
+    out = capsys.readouterr().out
+    assert "BLEU = " in out and "nrefs:1" in out and "chrF = " in out
+
+
+def test_translate_stdin_to_stdout(run, capsys, monkeypatch):
+    monkeypatch.setattr(sys, "stdin", io.StringIO("a b c\n\nq r s t\n"))
+    assert train_cli.main(["translate", "--checkpoint", str(run / "final"), "--beam", "2"]) == 0
+    captured = capsys.readouterr()
+    assert len(captured.out.splitlines()) == 3  # one line out per line in, the empty one included
+    assert "empty" in captured.err
+
+
+def test_translate_n_best(run, tmp_path):
+    src = tmp_path / "in.txt"
+    src.write_text("a b c\n")
+    out = tmp_path / "out.txt"
+    assert train_cli.main(["translate", "--checkpoint", str(run / "final"), "--input", str(src),
+                           "--output", str(out), "--beam", "3", "--n-best", "3"]) == 0
+    assert len(out.read_text().rstrip("\n").split("\t")) == 6  # three (text, score) pairs
+
+
+def test_average_last_checkpoints(run, tmp_path, capsys):
+    import torch
+
+    from core.checkpoint import load_checkpoint
+
+    out = tmp_path / "avg"
+    assert train_cli.main(["average", "--run", str(run), "--last", "2", "--out", str(out)]) == 0
+    averaged = load_checkpoint(out).model.state_dict()
+    a, b = (load_checkpoint(run / name).model.state_dict() for name in ("step-0000020", "step-0000030"))
+    name = "encoder_layers.0.ffn.w1.weight"
+    torch.testing.assert_close(averaged[name], (a[name] + b[name]) / 2)
+    assert json.loads((out / "config.json").read_text())["averaged_from"] == ["step-0000020", "step-0000030"]
+
+
+def test_resume_continues_the_run(run, tmp_path):
+    import shutil
+
+    copy = tmp_path / "resumed"
+    shutil.copytree(run, copy)
+    args = [a if a != "30" else "40" for a in TRAIN]
+    assert train_cli.main(args + ["--out", str(copy), "--resume"]) == 0
+    assert (copy / "step-0000040").exists()
+
+
+def one_line_error(capsys, argv, *needles) -> None:
+    assert train_cli.main(argv) != 0
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: ") and len(err.splitlines()) == 1, err
+    for needle in needles:
+        assert needle in err, err
+
+
+def test_existing_out_folder_is_refused(run, capsys):
+    before = sorted(p.name for p in run.iterdir())
+    one_line_error(capsys, TRAIN + ["--out", str(run)], "already exists", "--resume")
+    assert sorted(p.name for p in run.iterdir()) == before
+
+
+def test_resume_with_another_model_config_is_refused(run, capsys, tmp_path):
+    one_line_error(capsys, TRAIN + ["--out", str(run), "--resume", "--d-model", "32"], "different model config",
+                   "d_model")
+
+
+def test_missing_data_is_one_line_and_creates_nothing(capsys, tmp_path):
+    out = tmp_path / "never"
+    one_line_error(capsys, ["train", "--data", f"files:{tmp_path / 'nope'}", "--out", str(out)], "nope")
+    assert not out.exists()
+
+
+def test_mismatched_line_counts(capsys, tmp_path):
+    (tmp_path / "a.de").write_text("eins\nzwei\n")
+    (tmp_path / "b.en").write_text("one\n")
+    out = tmp_path / "never"
+    one_line_error(capsys, ["train", "--data", f"files:{tmp_path / 'a.de'},{tmp_path / 'b.en'}", "--out", str(out)],
+                   "2", "1")
+    assert not out.exists()
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root can write anywhere")
+def test_unwritable_out_folder(capsys, tmp_path):
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o500)
+    one_line_error(capsys, TRAIN + ["--out", str(locked / "run")], "not writable")
+
+
+def test_out_folder_inside_a_file(capsys, tmp_path):
+    (tmp_path / "file.txt").write_text("")
+    one_line_error(capsys, TRAIN + ["--out", str(tmp_path / "file.txt" / "run")], "not a folder")
+
+
+def test_unknown_task_lists_valid_ones(capsys, tmp_path):
+    one_line_error(capsys, ["train", "--data", "synthetic:juggle", "--out", str(tmp_path / "x")], "reverse")
+
+
+def test_help_lists_every_command(capsys):
+    with pytest.raises(SystemExit):
+        train_cli.main(["--help"])
+    out = capsys.readouterr().out
+    assert all(cmd in out for cmd in ("train", "evaluate", "translate", "average"))
