@@ -1,0 +1,83 @@
+"""bertviz's head view and model view, offline and inert inside a sandboxed iframe.
+
+bertviz's HTML loads require.js, d3 5 and jQuery from a CDN. Here the CDN tag is dropped,
+d3 5.7.0 (from the mpld3 package, BSD-3-Clause) and jQuery (from xstatic-jquery, MIT) are
+inlined with their licence headers, and bertviz's ``require([...], fn)`` call is served by a
+three-line shim that hands fn the already-loaded libraries. The page goes into
+``<iframe srcdoc>`` with ``sandbox="allow-scripts"`` (no same-origin access to the studio).
+Token strings travel inside a <script> as JSON: "</" and "<!--" are written "<\\/" and
+"<\\!--" there (the same string to JavaScript; bertviz's own code has neither), so a token
+such as "</script>" stays text.
+"""
+from __future__ import annotations
+
+import html
+import re
+from functools import lru_cache
+from importlib import resources
+from typing import Sequence
+
+import torch
+
+_CDN_TAG = re.compile(r"<script[^>]*src=\"https?://[^\"]*\"[^>]*>\s*</script>")
+_CDN_CONFIG = re.compile(r"require\.config\(\{.*?\}\s*\}\);", re.S)  # the CDN paths; the shim needs none
+# bertviz's page ends with its one inline script; greedy, so a "</script>" token inside is covered.
+_SCRIPT = re.compile(r"(<script type=\"text/javascript\">)(.*)(</script>\s*)\Z", re.S)
+
+REQUIRE_SHIM = """
+// Stand-in for require.js: bertviz asks for ['jquery', 'd3'], already loaded as globals.
+window.require = window.requirejs = function (deps, fn) {
+  var libs = {jquery: window.jQuery, d3: window.d3};
+  return fn.apply(null, deps.map(function (d) { return libs[d]; }));
+};
+window.require.config = function () {};
+"""
+
+D3_NOTICE = "// d3 v5.7.0, BSD-3-Clause licence, Copyright 2010-2018 Mike Bostock; shipped in the mpld3 package.\n"
+
+
+@lru_cache(maxsize=1)
+def _libraries() -> str:
+    d3 = resources.files("mpld3").joinpath("js/d3.v5.min.js").read_text(encoding="utf-8")
+    jquery = resources.files("xstatic.pkg.jquery").joinpath("data/jquery.min.js").read_text(encoding="utf-8")
+    return "".join(f"<script>\n{js}\n</script>\n" for js in (D3_NOTICE + d3, jquery, REQUIRE_SHIM))
+
+
+def _inert_script(match: re.Match) -> str:
+    """Keep the HTML parser inside bertviz's script whatever its JSON strings hold."""
+    return match.group(1) + match.group(2).replace("</", "<\\/").replace("<!--", "<\\!--") + match.group(3)
+
+
+def _page(view_html: str) -> str:
+    body, found = _SCRIPT.subn(_inert_script, _CDN_CONFIG.sub("", _CDN_TAG.sub("", view_html), count=1))
+    if not found:
+        raise RuntimeError("bertviz's HTML changed shape: no trailing inline script found")
+    return ("<!DOCTYPE html><html><head><meta charset='utf-8'>" + _libraries() +
+            "<style>body{margin:8px;background:#fff;color:#111}</style></head><body>" + body + "</body></html>")
+
+
+def iframe(page: str, height: int) -> str:
+    return (f'<iframe class="bertviz" sandbox="allow-scripts" style="width:100%;height:{height}px;'
+            f'border:1px solid #ccc;border-radius:6px;background:#fff" srcdoc="{html.escape(page, quote=True)}">'
+            "</iframe>")
+
+
+def _stacks(attention: dict[str, Sequence[torch.Tensor]]) -> dict[str, tuple[torch.Tensor, ...]]:
+    return {f"{k}_attention": tuple(torch.as_tensor(a) for a in v) for k, v in attention.items()}
+
+
+def head_view(attention: dict[str, Sequence[torch.Tensor]], source: list[str], target: list[str]) -> str:
+    """attention: "encoder"/"decoder"/"cross" -> per layer (1, h, q, k). An <iframe> element."""
+    from bertviz import head_view as bv_head_view  # imports IPython: keep it off the start-up path
+    view = bv_head_view(**_stacks(attention), encoder_tokens=list(source), decoder_tokens=list(target),
+                        html_action="return")
+    rows = max(len(source), len(target))
+    return iframe(_page(view.data), height=min(1400, 140 + 26 * rows))
+
+
+def model_view(attention: dict[str, Sequence[torch.Tensor]], source: list[str], target: list[str]) -> str:
+    from bertviz import model_view as bv_model_view
+    view = bv_model_view(**_stacks(attention), encoder_tokens=list(source), decoder_tokens=list(target),
+                         html_action="return", display_mode="light")
+    n_layers = max(len(v) for v in attention.values())
+    return iframe(_page(view.data), height=min(2400, 160 + 130 * n_layers))

@@ -1,0 +1,78 @@
+"""The models the studio offers: checkpoints on disk plus models made in this app session.
+
+A plain dict of names; checkpoints load on first use and stay loaded. Head ablation runs on
+a private copy of a model (one per model, under its own lock), so switching heads off for
+one user never changes what another user's translation sees.
+"""
+from __future__ import annotations
+
+import copy
+import threading
+from pathlib import Path
+
+from core.bundle import ModelBundle
+from core.checkpoint import load_checkpoint
+from core.model import Transformer
+
+CHECKPOINTS = Path(__file__).resolve().parents[1] / "checkpoints"
+
+
+class ModelRegistry:
+    def __init__(self, checkpoint_dir: Path | None = CHECKPOINTS):
+        self._paths: dict[str, Path] = {}
+        self._bundles: dict[str, ModelBundle] = {}
+        self._ablation: dict[str, tuple[Transformer, threading.Lock]] = {}
+        self._lock = threading.Lock()
+        if checkpoint_dir is not None and checkpoint_dir.is_dir():
+            for sub in sorted(checkpoint_dir.iterdir()):
+                if (sub / "config.json").is_file() and not sub.name.startswith("."):
+                    self._paths[sub.name] = sub
+
+    def names(self) -> list[str]:
+        return list(dict.fromkeys([*self._paths, *self._bundles]))
+
+    def add(self, name: str, bundle: ModelBundle) -> str:
+        """Offer a model made in this app session (e.g. by the Train tab); replaces a same-named one."""
+        with self._lock:
+            self._bundles[name] = bundle
+            self._paths.pop(name, None)
+            self._ablation.pop(name, None)
+        return name
+
+    def open(self, path: str | Path) -> str:
+        """Load the checkpoint directory path now (ValueError/FileNotFoundError if it is not
+        one) and offer it under a name not yet taken."""
+        bundle = load_checkpoint(path)
+        base = str(bundle.info.get("name") or Path(path).name)
+        name, n = base, 2
+        while name in self.names():
+            name, n = f"{base} ({n})", n + 1
+        return self.add(name, bundle)
+
+    def get(self, name: str | None) -> ModelBundle:
+        """The bundle called name, loading its checkpoint on first use."""
+        if not name or name not in self.names():
+            raise LookupError(f"no model called {name!r}; available: {', '.join(self.names()) or 'none'}")
+        with self._lock:
+            if name not in self._bundles:
+                self._bundles[name] = load_checkpoint(self._paths[name])
+            return self._bundles[name]
+
+    def ablation_model(self, name: str) -> tuple[Transformer, threading.Lock]:
+        """A private copy of the model for head ablation and the lock that guards it."""
+        bundle = self.get(name)
+        with self._lock:
+            if name not in self._ablation:
+                self._ablation[name] = (copy.deepcopy(bundle.model).eval(), threading.Lock())
+            return self._ablation[name]
+
+
+def describe(bundle: ModelBundle) -> dict[str, str]:
+    """The facts of the status line."""
+    c = bundle.model.config
+    return {
+        "parameters": f"{bundle.model.num_parameters():,}",
+        "vocab": f"{bundle.tokenizer.vocab_size:,} ({bundle.tokenizer.kind})",
+        "layers": f"{c.encoder_layers}+{c.decoder_layers} layers, d_model {c.d_model}, {c.n_heads} heads",
+        "device": str(bundle.device),
+    }

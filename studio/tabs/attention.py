@@ -1,0 +1,230 @@
+"""Attention: every layer's and head's weights for the current sentence and translation
+(plotly grid, one head large, bertviz), and head ablation: switch heads off, translate again."""
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass
+from functools import partial
+
+import gradio as gr
+import numpy as np
+import torch
+
+from core.bundle import ModelBundle
+from core.decoding import DecodeOptions, prepare_source, translate_detailed
+from core.tokenizer import BOS_ID, EOS_ID
+
+from .. import bertviz_offline, plots
+from ..app import Shell
+from ..text import guard, info, md, warn
+from .translate import Current
+
+STACKS = {"Encoder self-attention": "encoder", "Decoder self-attention": "decoder",
+          "Cross-attention (decoder → encoder)": "cross"}
+AXES = {"encoder": ("query: source token", "key: source token"),
+        "decoder": ("query: decoder input", "key: decoder input"),
+        "cross": ("query: target token being predicted", "key: source token")}
+ABLATION_STACKS = ("encoder", "decoder", "cross")
+
+
+@dataclass
+class Analysis:
+    """One sentence pair with every attention map, teacher-forced through the model."""
+
+    model: str
+    source: str
+    translation: str
+    src_tokens: list[str]  # encoder input: tokens + <eos>
+    dec_tokens: list[str]  # decoder input: <bos> + output tokens
+    out_tokens: list[str]  # what each decoder position predicts: output tokens + <eos>
+    maps: dict[str, np.ndarray]  # stack -> (layers, heads, queries, keys)
+
+    def axes(self, stack: str) -> tuple[list[str], list[str]]:
+        return {"encoder": (self.src_tokens, self.src_tokens), "decoder": (self.dec_tokens, self.dec_tokens),
+                "cross": (self.out_tokens, self.src_tokens)}[stack]
+
+
+def analyse(bundle: ModelBundle, name: str, source: str, ids: list[int]) -> Analysis | None:
+    """Feed source and its translation ids (no bos/eos) through the model with attention kept;
+    None when the source has no tokens."""
+    max_len = bundle.model.config.max_len
+    src = prepare_source(bundle.tokenizer, source, max_len).ids
+    if not src:
+        return None
+    tgt_in = ([BOS_ID] + list(ids))[:max_len]
+    with torch.no_grad():
+        _, attention = bundle.model(torch.tensor([src], device=bundle.device),
+                                    torch.tensor([tgt_in], device=bundle.device), return_attention=True)
+    maps = {k: torch.cat(v).float().cpu().numpy() for k, v in attention.items()}  # (L, h, q, k)
+    tok = bundle.tokenizer.tokens
+    return Analysis(name, source, bundle.tokenizer.decode(ids), tok(src), tok(tgt_in), tok(tgt_in[1:] + [EOS_ID]),
+                    maps)
+
+
+def figures(analysis: Analysis | None, stack_label: str, average: bool, layer: float, head: float):
+    """(grid of every layer × head, one head large) for the chosen stack."""
+    if analysis is None:
+        blank = plots.empty("Translate a sentence first (Translate tab or the box above).")
+        return blank, blank
+    stack = STACKS[stack_label]
+    maps = analysis.maps[stack]
+    rows, cols = analysis.axes(stack)
+    n_layers, n_heads = maps.shape[:2]
+    l = min(max(int(layer), 1), n_layers) - 1
+    h = min(max(int(head), 1), n_heads) - 1
+    if average:
+        grid = plots.attention_grid(maps.mean(axis=1, keepdims=True), rows, cols,
+                                    f"{stack_label}: mean over heads, per layer", ["mean of heads"])
+        big, which = maps[l].mean(axis=0), f"layer {l + 1}, mean of {n_heads} heads"
+    else:
+        grid = plots.attention_grid(maps, rows, cols, f"{stack_label}: every layer (rows) × head (columns)",
+                                    [f"H{i + 1}" for i in range(n_heads)])
+        big, which = maps[l, h], f"layer {l + 1}, head {h + 1}"
+    return grid, plots.attention_head(big, rows, cols, f"{stack_label}, {which}", *AXES[stack])
+
+
+def bertviz_views(analysis: Analysis | None) -> tuple[str, str]:
+    """bertviz head view and model view (HTML iframes) of all three stacks."""
+    if analysis is None:
+        return "", ""
+    attention = {k: [torch.from_numpy(m[None]) for m in v] for k, v in analysis.maps.items()}
+    return (bertviz_offline.head_view(attention, analysis.src_tokens, analysis.dec_tokens),
+            bertviz_offline.model_view(attention, analysis.src_tokens, analysis.dec_tokens))
+
+
+def header(analysis: Analysis | None) -> str:
+    if analysis is None:
+        return "*No sentence yet: translate one on the Translate tab, or type one here.*"
+    return f"**Source:** {md(analysis.source)}  \n**Translation:** {md(analysis.translation)}"
+
+
+def show(registry, current: Current):
+    """Translate tab's result -> (Analysis, header, slider updates)."""
+    if current is None or not current.source or current.model is None:
+        return None, header(None), gr.Slider(), gr.Slider()
+    try:
+        bundle = registry.get(current.model)
+    except (LookupError, ValueError, FileNotFoundError) as exc:
+        warn(str(exc))
+        return None, f"**Cannot analyse:** {md(exc)}", gr.Slider(), gr.Slider()
+    analysis = analyse(bundle, current.model, current.source, current.ids)
+    if analysis is None:
+        return None, header(None), gr.Slider(), gr.Slider()
+    c = bundle.model.config
+    return (analysis, header(analysis), gr.Slider(maximum=max(c.encoder_layers, c.decoder_layers)),
+            gr.Slider(maximum=c.n_heads))
+
+
+def translate_here(registry, name: str | None, text: str) -> Current:
+    """The tab's own box: translate with the default settings (beam 4, α 0.6)."""
+    if not text or not text.strip():
+        warn("Type a sentence to look at.")
+        return Current()
+    try:
+        bundle = registry.get(name)
+    except (LookupError, ValueError, FileNotFoundError) as exc:
+        warn(str(exc))
+        return Current()
+    t = translate_detailed(bundle, [text], DecodeOptions())[0]
+    for notice in t.notices:
+        info(notice)
+    return Current(name, text, list(t.ids), DecodeOptions())
+
+
+# ----- head ablation ------------------------------------------------------------------------
+def head_choices(registry, name: str | None) -> tuple[gr.CheckboxGroup, ...]:
+    """'L1 H3' boxes for every head of the picked model, one group per stack, none ticked."""
+    try:
+        c = registry.get(name).model.config
+    except (LookupError, ValueError, FileNotFoundError):
+        return tuple(gr.CheckboxGroup(choices=[], value=[]) for _ in ABLATION_STACKS)
+    layers = {"encoder": c.encoder_layers, "decoder": c.decoder_layers, "cross": c.decoder_layers}
+    return tuple(gr.CheckboxGroup(choices=[f"L{l + 1} H{h + 1}" for l in range(layers[s]) for h in range(c.n_heads)],
+                                  value=[]) for s in ABLATION_STACKS)
+
+
+def parse_heads(encoder: list[str], decoder: list[str], cross: list[str]) -> dict[str, dict[int, list[int]]]:
+    """{"cross": ["L1 H3"]} style labels -> model.heads_off's {"cross": {0: [2]}}."""
+    spec: dict[str, dict[int, list[int]]] = {}
+    for stack, labels in zip(ABLATION_STACKS, (encoder, decoder, cross)):
+        for text in labels or []:
+            l, h = (int(part[1:]) - 1 for part in text.split())
+            spec.setdefault(stack, {}).setdefault(l, []).append(h)
+    return spec
+
+
+def word_diff(before: str, after: str) -> str:
+    """after as Markdown, words that differ from before in bold (all text escaped)."""
+    a, b = before.split(), after.split()
+    out = []
+    for op, _, _, j1, j2 in difflib.SequenceMatcher(a=a, b=b).get_opcodes():
+        words = " ".join(md(w) for w in b[j1:j2])
+        out.append(words if op == "equal" or not words else f"**{words}**")
+    return " ".join(w for w in out if w) or "*(empty)*"
+
+
+def ablate(registry, current: Current, encoder: list[str], decoder: list[str], cross: list[str]) -> str:
+    """Translate the current source again with the ticked heads off (on a private copy of the model)."""
+    if current is None or not current.source:
+        warn("Translate a sentence first.")
+        return "*Translate a sentence first.*"
+    spec = parse_heads(encoder, decoder, cross)
+    if not spec:
+        return "*Tick one or more heads to switch off.*"
+    try:
+        bundle = registry.get(current.model)
+        model, lock = registry.ablation_model(current.model)
+    except (LookupError, ValueError, FileNotFoundError) as exc:
+        warn(str(exc))
+        return f"**Cannot ablate:** {md(exc)}"
+    twin = ModelBundle(model, bundle.tokenizer, bundle.info, bundle.path)
+    with lock, model.heads_off(spec):
+        after = translate_detailed(twin, [current.source], current.options or DecodeOptions())[0].text
+    before = bundle.tokenizer.decode(current.ids)
+    off = ", ".join(f"{stack} " + ", ".join(f"L{l + 1} H{h + 1}" for l, hs in layers.items() for h in hs)
+                    for stack, layers in spec.items())
+    verdict = "unchanged" if after == before else "changed (differences in bold)"
+    return (f"**With {md(off)} off** the translation is {verdict}:  \n{word_diff(before, after)}  \n"
+            f"*All heads on:* {md(before)}")
+
+
+def build(shell: Shell, current: gr.State) -> None:
+    analysis = gr.State(None)
+    title = gr.Markdown(header(None))
+    with gr.Row():
+        source = gr.Textbox(label="Or look at another sentence", scale=4)
+        look = gr.Button("Show attention", scale=1)
+    with gr.Row():
+        stack = gr.Radio(list(STACKS), value="Cross-attention (decoder → encoder)", label="Attention", scale=3)
+        average = gr.Checkbox(label="Average over heads", value=False, scale=1)
+    grid = gr.Plot(label="Every layer and head")
+    with gr.Row():
+        layer = gr.Slider(1, 6, value=1, step=1, label="layer (large view)")
+        head = gr.Slider(1, 8, value=1, step=1, label="head (large view)")
+    big = gr.Plot(label="One head, large")
+    with gr.Accordion("bertviz: head view and model view", open=False):
+        with gr.Tabs():
+            with gr.Tab("Head view"):
+                head_view = gr.HTML()
+            with gr.Tab("Model view"):
+                model_view = gr.HTML()
+    with gr.Accordion("Head ablation: switch heads off and translate again", open=True):
+        with gr.Row():
+            groups = tuple(gr.CheckboxGroup(label=label, choices=[]) for label in
+                           ("Encoder self-attention heads off", "Decoder self-attention heads off",
+                            "Cross-attention heads off"))
+        again = gr.Button("Translate again with these heads off")
+        ablated = gr.Markdown()
+
+    view_inputs = [analysis, stack, average, layer, head]
+    current.change(guard(partial(show, shell.registry)), inputs=current,
+                   outputs=[analysis, title, layer, head]).then(
+        guard(figures), inputs=view_inputs, outputs=[grid, big]).then(
+        guard(bertviz_views), inputs=analysis, outputs=[head_view, model_view])
+    gr.on([look.click, source.submit], guard(partial(translate_here, shell.registry)),
+          inputs=[shell.model, source], outputs=current)
+    gr.on([stack.change, average.change, layer.release, head.release], guard(figures), inputs=view_inputs,
+          outputs=[grid, big])
+    gr.on([shell.demo.load, shell.model.change], guard(partial(head_choices, shell.registry)),
+          inputs=shell.model, outputs=list(groups))
+    again.click(guard(partial(ablate, shell.registry)), inputs=[current, *groups], outputs=ablated)

@@ -1,0 +1,232 @@
+"""Beam search, one step at a time (section 6.1: beam 4, α 0.6): the search tree, the live and
+finished hypotheses with their scores, and the cross-attention behind each choice.
+
+The stepper lives in a gr.State, one per browser session; the views of the steps taken so far
+are kept beside it so the tree can be drawn.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import partial
+
+import gradio as gr
+
+from core.beam import BeamStepper, HypothesisView, StepView
+from core.decoding import DecodeOptions, translate_detailed
+from core.tokenizer import EOS_ID
+
+from .. import plots
+from ..app import Shell
+from ..text import guard, info, md, warn
+from .translate import examples_update
+
+BEAM_RANGE = (1, 16)
+TABLE_HEADERS = ["hypothesis", "cumulative log p", "normalised score", "tokens"]
+
+
+@dataclass
+class Search:
+    """A session's beam search: the settings it was started with and every step's view."""
+
+    key: tuple
+    stepper: BeamStepper
+    views: list[StepView] = field(default_factory=list)
+
+    @property
+    def view(self) -> StepView:
+        return self.views[-1]
+
+
+def clamp_beam(beam_size: float | None) -> tuple[int, str | None]:
+    lo, hi = BEAM_RANGE
+    try:
+        wanted = int(beam_size)
+    except (TypeError, ValueError):
+        return 4, f"beam size {beam_size!r} is not a number; using 4"
+    size = min(max(wanted, lo), hi)
+    return size, None if size == wanted else f"beam size {wanted} is outside {lo}–{hi}; using {size}"
+
+
+def decode_options(beam_size: int, alpha: float, penalty: str, max_extra: float) -> DecodeOptions:
+    return DecodeOptions(method="beam", beam_size=beam_size, alpha=float(alpha), length_penalty=penalty,
+                         max_len_b=int(max_extra), n_best=1)
+
+
+def start(registry, name: str | None, text: str, beam_size, alpha: float, penalty: str, max_extra: float
+          ) -> Search | None:
+    """A fresh search for the inputs (None, with a notice, when there is nothing to search)."""
+    if not text or not text.strip():
+        warn("Type a source sentence first.")
+        return None
+    size, notice = clamp_beam(beam_size)
+    if notice:
+        warn(notice)
+    try:
+        bundle = registry.get(name)
+        stepper = BeamStepper(bundle, text, decode_options(size, alpha, penalty, max_extra))
+    except (LookupError, ValueError, FileNotFoundError) as exc:
+        warn(str(exc))
+        return None
+    for n in stepper.notices:
+        info(n)
+    return Search((name, text, size, float(alpha), penalty, int(max_extra)), stepper, [stepper.view])
+
+
+def _current(search: Search | None, registry, name, text, beam_size, alpha, penalty, max_extra) -> Search | None:
+    """search if it was started with these inputs, else a fresh one."""
+    key = (name, text, clamp_beam(beam_size)[0], float(alpha), penalty, int(max_extra))
+    if search is not None and search.key == key:
+        return search
+    return start(registry, name, text, beam_size, alpha, penalty, max_extra)
+
+
+def act(action: str, registry, search: Search | None, name, text, beam_size, alpha, penalty, max_extra):
+    """Step / Back / Run to end / Reset on the session's search; returns the new search."""
+    if action == "reset":
+        return start(registry, name, text, beam_size, alpha, penalty, max_extra)
+    search = _current(search, registry, name, text, beam_size, alpha, penalty, max_extra)
+    if search is None:
+        return None
+    if action == "step":
+        if search.view.done:
+            info("The search is finished: press Back or Reset.")
+        else:
+            search.views.append(search.stepper.step())
+    elif action == "back":
+        if len(search.views) > 1:
+            search.stepper.back()
+            search.views.pop()
+        else:
+            info("Already at the start.")
+    elif action == "run":
+        while not search.view.done:
+            search.views.append(search.stepper.step())
+    return search
+
+
+# ----- what is shown ---------------------------------------------------------------------------
+def tree_nodes(views: list[StepView]) -> list[dict]:
+    """Every hypothesis considered so far as a node with a y position (children near their parent)."""
+    root = {"key": (), "step": 0, "token": "<bos>", "status": "root", "token_logprob": 0.0, "logprob": 0.0,
+            "score": 0.0}
+    nodes, children = {(): root}, {(): []}
+    for t in range(1, len(views)):
+        parents = views[t - 1].live
+        for c in views[t].candidates:
+            parent = tuple(parents[c.parent].ids)
+            key = parent + (c.token_id,)
+            nodes[key] = {"key": key, "step": t, "token": c.token, "status": c.status,
+                          "token_logprob": c.token_logprob, "logprob": c.logprob, "score": c.score}
+            children.setdefault(parent, []).append(key)
+            children.setdefault(key, [])
+    y = 0
+
+    def place(key: tuple) -> float:
+        nonlocal y
+        kids = sorted(children.get(key, []), key=lambda k: -nodes[k]["logprob"])
+        if not kids:
+            nodes[key]["y"], y = y, y + 1
+        else:
+            nodes[key]["y"] = sum(place(k) for k in kids) / len(kids)
+        return nodes[key]["y"]
+
+    place(())
+    for node in nodes.values():
+        node["parent_y"] = nodes[node["key"][:-1]]["y"] if node["key"] else None
+    return list(nodes.values())
+
+
+def _hypotheses(view: StepView) -> list[tuple[str, HypothesisView]]:
+    return [(f"live {i + 1}", h) for i, h in enumerate(view.live)] + \
+           [(f"finished {i + 1}", h) for i, h in enumerate(view.finished)]
+
+
+def table(view: StepView) -> list[list]:
+    return [[name, round(h.logprob, 4), round(h.score, 4), " ".join(h.tokens)] for name, h in _hypotheses(view)]
+
+
+def attention_figure(search: Search | None, choice: str | None):
+    if search is None:
+        return plots.empty("Press Step to start the search.")
+    hyps = dict(_hypotheses(search.view))
+    hyp = hyps.get(choice) or next(iter(hyps.values()), None)
+    if hyp is None or hyp.cross_attention is None:
+        return plots.empty("No token chosen yet: press Step.")
+    layers = [a.float().cpu().numpy() for a in hyp.cross_attention]
+    before = hyp.tokens[:-1][-6:]
+    prefix = ("… " if len(hyp.tokens) > 7 else "") + " ".join(before) if before else "<bos>"
+    return plots.cross_attention_rows(layers, search.stepper.source_tokens,
+                                      f"Cross-attention while choosing “{plots.label(hyp.tokens[-1])}” "
+                                      f"after “{plots.label(prefix)}”")
+
+
+def comparison(registry, search: Search | None) -> tuple[str, str, str]:
+    """(stepper's result, Translate's result for the same settings, verdict) once the search is done."""
+    if search is None or not search.view.done:
+        return "", "", "*Run the search to the end to compare it with the Translate tab.*"
+    name, text, size, alpha, penalty, max_extra = search.key
+    best = search.view.finished[0] if search.view.finished else None
+    mine = search.stepper.tokenizer.decode([i for i in best.ids if i != EOS_ID]) if best else ""
+    t = translate_detailed(registry.get(name), [text], decode_options(size, alpha, penalty, max_extra))[0]
+    same = mine == t.text and best is not None and abs(best.score - t.score) < 1e-4
+    verdict = ("**Same result** as the Translate tab with these settings" if same else
+               "**Different** from the Translate tab's result")
+    return (f"{mine}  (score {best.score:.4f})" if best else "(no finished hypothesis)",
+            f"{t.text}  (score {t.score:.4f})", verdict + ".")
+
+
+def render(registry, search: Search | None, choice: str | None = None):
+    """Everything the tab shows for a search: tree, table, hypothesis picker, attention,
+    explanation, comparison and the buttons' state."""
+    if search is None:
+        blank = plots.empty("Type a sentence and press Step.")
+        return (blank, [], gr.Dropdown(choices=[], value=None), blank, "", "", "",
+                "*Nothing searched yet.*", gr.Button(interactive=True), gr.Button(interactive=False))
+    view = search.view
+    names = [n for n, _ in _hypotheses(view)]
+    choice = choice if choice in names else (names[0] if names else None)
+    mine, theirs, verdict = comparison(registry, search)
+    return (plots.beam_tree(tree_nodes(search.views), view.step), table(view),
+            gr.Dropdown(choices=names, value=choice), attention_figure(search, choice),
+            md(view.explanation), mine, theirs, verdict,
+            gr.Button(interactive=not view.done), gr.Button(interactive=len(search.views) > 1))
+
+
+def build(shell: Shell) -> None:
+    search = gr.State(None)
+    with gr.Row():
+        with gr.Column(scale=3):
+            source = gr.Textbox(label="Sentence to search", lines=2)
+            examples = gr.Dataset(components=[source], samples=[[""]], label="Examples (click one)",
+                                  samples_per_page=8)
+        with gr.Column(scale=2):
+            beam_size = gr.Number(value=4, precision=0, label=f"beam size ({BEAM_RANGE[0]}–{BEAM_RANGE[1]})")
+            alpha = gr.Slider(0.0, 2.0, value=0.6, step=0.05, label="length penalty α")
+            penalty = gr.Radio(["gnmt", "plain"], value="gnmt", label="length penalty: ((5+|Y|)/6)^α or |Y|^α")
+            max_extra = gr.Slider(0, 200, value=50, step=1, label="max length: source length + N tokens")
+    with gr.Row():
+        step = gr.Button("Step", variant="primary")
+        back = gr.Button("Back", interactive=False)
+        run = gr.Button("Run to end")
+        reset = gr.Button("Reset")
+    explanation = gr.Markdown("*Nothing searched yet.*")
+    tree = gr.Plot(label="Search tree")
+    hyp_table = gr.Dataframe(headers=TABLE_HEADERS, datatype=["str", "number", "number", "str"],
+                             label="Hypotheses at this step (live: still growing; finished: ended with <eos>)",
+                             interactive=False, wrap=True, column_widths=["11%", "12%", "12%", "65%"])
+    choice = gr.Dropdown(label="Hypothesis whose attention is shown", choices=[])
+    attention = gr.Plot(label="Cross-attention of that hypothesis at this step")
+    with gr.Row():
+        mine = gr.Textbox(label="Beam search here: best hypothesis", interactive=False)
+        theirs = gr.Textbox(label="Translate tab, same settings", interactive=False)
+    verdict = gr.Markdown()
+
+    settings = [shell.model, source, beam_size, alpha, penalty, max_extra]
+    shown = [tree, hyp_table, choice, attention, explanation, mine, theirs, verdict, step, back]
+    for button, action in ((step, "step"), (back, "back"), (run, "run"), (reset, "reset")):
+        button.click(guard(partial(act, action, shell.registry)), inputs=[search, *settings], outputs=search).then(
+            guard(partial(render, shell.registry)), inputs=[search, choice], outputs=shown)
+    choice.input(guard(attention_figure), inputs=[search, choice], outputs=attention)
+    examples.click(lambda sample: sample[0], inputs=examples, outputs=source)
+    gr.on([shell.demo.load, shell.model.change], guard(partial(examples_update, shell.registry)),
+          inputs=shell.model, outputs=examples)

@@ -1,0 +1,56 @@
+"""Section 3.5: the sinusoidal positional encoding, as a table, as curves and as similarities."""
+from __future__ import annotations
+
+import gradio as gr
+
+from core.positional import sinusoidal_encoding
+
+from .. import plots
+from ..text import guard
+
+HEATMAP_CAPTION = (
+    "**Section 3.5.** Each row is the vector added to the embedding of the token at that position: "
+    "PE(pos, 2i) = sin(pos / 10000^(2i/d_model)), PE(pos, 2i+1) = cos(pos / 10000^(2i/d_model)). "
+    "Left columns change quickly along the positions, right columns slowly — a binary counter made of waves.")
+CURVES_CAPTION = (
+    "**Section 3.5:** \"each dimension of the positional encoding corresponds to a sinusoid. The wavelengths "
+    "form a geometric progression from 2π to 10000 · 2π.\" Dimensions 2i and 2i+1 share a frequency: a sine "
+    "and a cosine.")
+SIMILARITY_CAPTION = (
+    "**Section 3.5:** the authors chose sinusoids because \"for any fixed offset k, PE(pos+k) can be "
+    "represented as a linear function of PE(pos)\". The dot product of two encodings depends only on their "
+    "distance, so the bands run parallel to the diagonal: nearby positions look alike, far ones less so.")
+
+DEFAULT_DIMS = [0, 1, 16, 32]
+
+
+def dimension_choices(d_model: int, chosen: list[int] | None) -> gr.Dropdown:
+    keep = [d for d in (chosen or DEFAULT_DIMS) if 0 <= int(d) < d_model] or [0, 1]
+    return gr.Dropdown(choices=list(range(d_model)), value=keep, multiselect=True)
+
+
+def render(d_model: float, length: float, dims: list[int] | None):
+    """(heatmap, curves, similarity) for a d_model (rounded to even) and a number of positions."""
+    d_model = max(2, int(d_model) // 2 * 2)
+    length = max(1, int(length))
+    table = sinusoidal_encoding(length, d_model).numpy()
+    dims = [int(d) for d in (dims or []) if 0 <= int(d) < d_model] or [0, 1]
+    return plots.pe_heatmap(table), plots.pe_curves(table, dims), plots.pe_similarity(table)
+
+
+def build() -> None:
+    with gr.Row():
+        d_model = gr.Slider(8, 512, value=128, step=2, label="d_model")
+        length = gr.Slider(2, 200, value=60, step=1, label="positions")
+        dims = gr.Dropdown(choices=list(range(128)), value=DEFAULT_DIMS, multiselect=True,
+                           label="dimensions to draw as curves")
+    first = render(128, 60, DEFAULT_DIMS)
+    heatmap = gr.Plot(first[0], label="Positional encoding")
+    gr.Markdown(HEATMAP_CAPTION)
+    curves = gr.Plot(first[1], label="Chosen dimensions")
+    gr.Markdown(CURVES_CAPTION)
+    similarity = gr.Plot(first[2], label="Position-to-position similarity")
+    gr.Markdown(SIMILARITY_CAPTION)
+    d_model.release(guard(dimension_choices), inputs=[d_model, dims], outputs=dims)
+    gr.on([d_model.release, length.release, dims.change], guard(render), inputs=[d_model, length, dims],
+          outputs=[heatmap, curves, similarity])

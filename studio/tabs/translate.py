@@ -1,0 +1,132 @@
+"""Translate: a sentence in, its translation, each token's probability and the n-best list out."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import partial
+
+import gradio as gr
+
+from core.bundle import ModelBundle
+from core.decoding import DecodeOptions, Translation, translate_detailed
+
+from .. import plots
+from ..app import Shell
+from ..text import guard, info, md, warn
+
+# Multi30k-style German image descriptions for the De→En model.
+GERMAN_EXAMPLES = [
+    "Ein Mann mit einem orangefarbenen Hut starrt auf etwas.",
+    "Zwei junge Männer spielen Fußball auf einer Wiese.",
+    "Eine Frau in einem roten Kleid geht die Straße entlang.",
+    "Ein kleines Mädchen klettert in ein Spielhaus aus Holz.",
+    "Ein Hund rennt durch den Schnee.",
+    "Eine Gruppe von Menschen steht vor einem Iglu.",
+]
+
+
+@dataclass
+class Current:
+    """The last translation of this browser session, for the Attention tab."""
+
+    model: str | None = None
+    source: str = ""
+    ids: list[int] = field(default_factory=list)
+    options: DecodeOptions | None = None
+
+
+def examples_for(bundle: ModelBundle) -> list[str]:
+    """The model's own examples (synthetic tasks keep them in config.json), else German for De→En."""
+    examples = bundle.info.get("examples")
+    if isinstance(examples, list) and examples:
+        return [str(e[0] if isinstance(e, (list, tuple)) else e) for e in examples][:8]
+    langs = " ".join(str(bundle.info.get(k, "")) for k in ("src_lang", "source", "name", "data"))
+    return GERMAN_EXAMPLES if "de" in langs.lower().replace("-", " ").split() or "de-en" in langs.lower() else []
+
+
+def options(method: str, beam_size: float, alpha: float, max_extra: float, n_best: float,
+            temperature: float, top_k: float, top_p: float, seed: float | None = None) -> DecodeOptions:
+    """DecodeOptions from the controls; ValueError names a bad option."""
+    beam = method == "beam"
+    opts = DecodeOptions(method=method, beam_size=int(beam_size) if beam else 1, alpha=float(alpha),
+                         max_len_b=int(max_extra), n_best=min(int(n_best), int(beam_size)) if beam else 1,
+                         temperature=float(temperature), top_k=int(top_k), top_p=float(top_p),
+                         seed=None if seed in (None, "") else int(seed))
+    opts.validate()
+    return opts
+
+
+def nbest_rows(t: Translation) -> list[list]:
+    return [[i + 1, round(float(score), 4), text] for i, (text, score) in enumerate(t.n_best)]
+
+
+def translate(registry, name: str | None, text: str, method: str, beam_size: float, alpha: float,
+              max_extra: float, n_best: float, temperature: float, top_k: float, top_p: float, seed):
+    """(translation, probability plot, n-best rows, notice Markdown, Current) — never raises."""
+    nothing = ("", plots.empty("no translation yet"), [], "", Current())
+    if not text or not text.strip():
+        warn("Type a sentence (or click an example) to translate.")
+        return nothing[:3] + ("*Nothing to translate: the source is empty.*", Current())
+    try:
+        bundle = registry.get(name)
+        opts = options(method, beam_size, alpha, max_extra, n_best, temperature, top_k, top_p, seed)
+    except (LookupError, ValueError, FileNotFoundError) as exc:
+        warn(str(exc))
+        return nothing[:3] + (f"**Cannot translate:** {md(exc)}", Current())
+    t = translate_detailed(bundle, [text], opts)[0]
+    for notice in t.notices:
+        info(notice)
+    notes = "\n".join(f"- {md(n)}" for n in t.notices)
+    tokens = t.tokens + ["<eos>"] if t.token_logprobs else []
+    return (t.text, plots.token_probabilities(tokens, t.token_logprobs), nbest_rows(t), notes,
+            Current(name, text, list(t.ids), opts))
+
+
+def examples_update(registry, name: str | None) -> gr.Dataset:
+    try:
+        samples = examples_for(registry.get(name))
+    except (LookupError, ValueError, FileNotFoundError):
+        samples = []
+    return gr.Dataset(samples=[[s] for s in samples] or [[""]], visible=bool(samples))
+
+
+def method_visibility(method: str):
+    """Beam controls for beam search, sampling controls for sampling."""
+    return gr.Group(visible=method == "beam"), gr.Group(visible=method == "sample")
+
+
+def build(shell: Shell):
+    """Lays out the tab; returns the session's Current translation (a gr.State) for the Attention tab."""
+    current = gr.State(Current())
+    with gr.Row():
+        with gr.Column(scale=3):
+            source = gr.Textbox(label="Source sentence", lines=3, placeholder="Type a sentence or click an example")
+            examples = gr.Dataset(components=[source], samples=[[""]], label="Examples (click one)",
+                                  samples_per_page=8)
+            go = gr.Button("Translate", variant="primary")
+        with gr.Column(scale=2):
+            method = gr.Radio(["beam", "greedy", "sample"], value="beam", label="Decoding")
+            with gr.Group() as beam_group:
+                beam_size = gr.Slider(1, 16, value=4, step=1, label="beam size")
+                alpha = gr.Slider(0.0, 2.0, value=0.6, step=0.05, label="length penalty α")
+                n_best = gr.Slider(1, 16, value=4, step=1, label="n-best shown")
+            with gr.Group(visible=False) as sample_group:
+                temperature = gr.Slider(0.05, 3.0, value=1.0, step=0.05, label="temperature")
+                top_k = gr.Slider(0, 100, value=0, step=1, label="top-k (0: off)")
+                top_p = gr.Slider(0.05, 1.0, value=1.0, step=0.05, label="top-p (1: off)")
+                seed = gr.Number(value=None, precision=0, label="seed (empty: random)")
+            max_extra = gr.Slider(0, 200, value=50, step=1, label="max length: source length + N tokens")
+    notices = gr.Markdown()
+    output = gr.Textbox(label="Translation", lines=2, interactive=False)
+    probs = gr.Plot(label="Per-token probability")
+    nbest = gr.Dataframe(headers=["rank", "score", "translation"], datatype=["number", "number", "str"],
+                         label="n-best list (score: length-normalised log-probability for beam search)",
+                         interactive=False, wrap=True, column_widths=["8%", "12%", "80%"])
+    inputs = [shell.model, source, method, beam_size, alpha, max_extra, n_best, temperature, top_k, top_p, seed]
+    outputs = [output, probs, nbest, notices, current]
+    run = guard(partial(translate, shell.registry))
+    gr.on([go.click, source.submit], run, inputs=inputs, outputs=outputs)
+    examples.click(lambda sample: sample[0], inputs=examples, outputs=source).then(run, inputs=inputs, outputs=outputs)
+    method.change(method_visibility, inputs=method, outputs=[beam_group, sample_group])
+    gr.on([shell.demo.load, shell.model.change], guard(partial(examples_update, shell.registry)),
+          inputs=shell.model, outputs=examples)
+    return current

@@ -1,0 +1,54 @@
+"""Making user text safe to show: everything a user typed is rendered as text, never markup."""
+from __future__ import annotations
+
+import functools
+import html
+import logging
+import re
+from typing import Callable
+
+_MARKDOWN_SPECIALS = re.compile(r"([\\`*_{}\[\]()#+\-.!|~>$])")
+
+
+def md(text: str) -> str:
+    """text escaped for gr.Markdown: HTML entities first, then Markdown punctuation."""
+    return _MARKDOWN_SPECIALS.sub(r"\\\1", html.escape(str(text), quote=False))
+
+
+def clip(text: str, limit: int = 80) -> str:
+    """A short excerpt of text for messages."""
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def warn(message: object) -> None:
+    """A warning toast; Gradio renders toast text as HTML, so it is escaped."""
+    import gradio as gr
+
+    gr.Warning(html.escape(str(message), quote=False))
+
+
+def info(message: object) -> None:
+    import gradio as gr
+
+    gr.Info(html.escape(str(message), quote=False))
+
+
+def guard(fn: Callable) -> Callable:
+    """Wrap a Gradio callback: an unexpected exception becomes a short readable message
+    (gr.Error, shown as a notice) and its traceback goes to the server log only."""
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except Exception as exc:
+            import gradio as gr
+
+            if isinstance(exc, gr.Error):
+                raise
+            logging.getLogger("studio").exception("callback %s failed", getattr(fn, "__name__", fn))
+            raise gr.Error(html.escape(f"Something went wrong ({type(exc).__name__}): {clip(exc, 300)}",
+                                       quote=False)) from None
+
+    return wrapper

@@ -1,0 +1,42 @@
+"""Studio test helpers: a small untrained model (fast to build; its outputs are arbitrary but
+deterministic) with a word vocabulary of German example sentences, and a registry holding it."""
+from __future__ import annotations
+
+import functools
+
+import torch
+
+from core.bundle import ModelBundle
+from core.config import ModelConfig
+from core.model import Transformer
+from core.tokenizer import Tokenizer
+
+SENTENCES = ["Ein Hund rennt durch den Schnee .", "Zwei junge Männer spielen Fußball auf einer Wiese .",
+             "Eine Frau geht die Straße entlang ."]
+
+
+@functools.lru_cache(maxsize=None)
+def studio_bundle(max_len: int = 24) -> ModelBundle:
+    tokenizer = Tokenizer.train(SENTENCES, vocab_size=64, kind="word", min_frequency=1)
+    with torch.random.fork_rng():
+        torch.manual_seed(0)
+        config = ModelConfig.from_preset("tiny", src_vocab_size=tokenizer.vocab_size,
+                                         tgt_vocab_size=tokenizer.vocab_size, max_len=max_len)
+        model = Transformer(config).eval()
+    return ModelBundle(model, tokenizer, info={"name": "studio-tiny", "examples": SENTENCES})
+
+
+def studio_registry():
+    from studio.registry import ModelRegistry
+
+    registry = ModelRegistry(None)
+    registry.add("studio-tiny", studio_bundle())
+    return registry
+
+
+def one_thread():
+    """Generator for a module fixture: run with one torch thread (as the studio does), then restore."""
+    previous = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(previous)

@@ -1,0 +1,138 @@
+"""The studio in headless Chromium: `python -m studio` as a subprocess on a free port,
+translate an example, open every tab, step a beam search to the end. Fails on any request to
+a non-local address and on console errors; screenshots go to a temporary folder (paths printed)."""
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+from urllib.parse import urlparse
+
+import pytest
+
+from _studio import SENTENCES, studio_bundle
+from core.checkpoint import save_checkpoint
+
+CHROMIUM = "/usr/bin/chromium"
+ROOT = Path(__file__).resolve().parents[1]
+LOCAL = {"127.0.0.1", "localhost"}
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"{CHROMIUM} is missing"),
+]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _wait_for(url: str, proc: subprocess.Popen, timeout: float = 40.0) -> float:
+    start = time.monotonic()
+    while time.monotonic() - start < timeout:
+        if proc.poll() is not None:
+            raise RuntimeError(f"the studio exited with {proc.returncode}:\n{proc.stdout.read()}")
+        try:
+            urllib.request.urlopen(url, timeout=1)
+            return time.monotonic() - start
+        except OSError:
+            time.sleep(0.2)
+    raise TimeoutError(f"{url} did not answer within {timeout} s")
+
+
+@pytest.fixture(scope="module")
+def studio(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("checkpoints")
+    save_checkpoint(folder / "studio-tiny", studio_bundle())
+    port = _free_port()
+    env = {**os.environ, "GRADIO_ANALYTICS_ENABLED": "False", "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
+    proc = subprocess.Popen([sys.executable, "-m", "studio", "--port", str(port), "--checkpoints-dir", str(folder)],
+                            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    url = f"http://127.0.0.1:{port}/"
+    try:
+        print(f"studio answered after {_wait_for(url, proc):.1f} s")
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+def _plots_in(page, tab: str, at_least: int) -> None:
+    plots = page.locator(f"#tab-{tab} .js-plotly-plot")
+    plots.nth(at_least - 1).wait_for(state="visible", timeout=15000)
+    assert page.locator(f"#tab-{tab} .js-plotly-plot .main-svg").count() >= at_least
+
+
+def test_studio_in_headless_chromium(studio):
+    sync_api = pytest.importorskip("playwright.sync_api")
+    shots = Path(tempfile.mkdtemp(prefix="studio-shots-"))
+    outside, errors = [], []
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=[
+            "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update"])
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+
+        def request(req) -> None:
+            host = urlparse(req.url).hostname
+            if req.url.split(":")[0] not in ("data", "blob", "about") and host not in LOCAL:
+                outside.append(req.url)
+
+        page.on("request", request)
+        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.goto(studio)
+        page.get_by_text("studio-tiny ·").first.wait_for(timeout=20000)
+
+        # Translate: click an example; the translation and its probability plot appear.
+        page.locator("#tab-translate").get_by_text(SENTENCES[0], exact=True).click()
+        page.locator("#tab-translate .js-plotly-plot .bars").first.wait_for(timeout=20000)
+        assert page.get_by_label("Translation").input_value() != ""
+        page.screenshot(path=shots / "1-translate.png", full_page=True)
+
+        # Attention: grid and large head follow the translation; bertviz renders in its iframe.
+        page.get_by_role("tab", name="Attention").click()
+        _plots_in(page, "attention", 2)
+        page.get_by_text("bertviz: head view and model view").click()
+        frame = page.frame_locator("iframe.bertviz").first
+        frame.locator("svg text").first.wait_for(timeout=15000)
+        assert frame.locator("svg text").count() >= 4
+        page.screenshot(path=shots / "2-attention.png", full_page=True)
+
+        # Beam search: step twice, then run to the end; the tree and table render.
+        page.get_by_role("tab", name="Beam search").click()
+        page.get_by_label("Sentence to search").fill(SENTENCES[1])
+        step = page.get_by_role("button", name="Step", exact=True)
+        for n in (1, 2):
+            step.click()
+            page.get_by_text(f"Step {n}:").wait_for(timeout=15000)
+        page.get_by_role("button", name="Run to end").click()
+        page.get_by_text("Same result").wait_for(timeout=20000)
+        _plots_in(page, "beam", 2)
+        assert page.locator("#tab-beam table tbody tr").count() >= 1
+        assert step.is_disabled()
+        page.screenshot(path=shots / "3-beam.png", full_page=True)
+
+        for n, (tab, key, plots) in enumerate([("Positional encoding", "positional", 3), ("Model", "model", 3)], 4):
+            page.get_by_role("tab", name=tab).click()
+            _plots_in(page, key, plots)
+            page.screenshot(path=shots / f"{n}-{key}.png", full_page=True)
+
+        # Presenter mode switches the body class.
+        page.get_by_label("Presenter mode (large type, high contrast)").check()
+        page.wait_for_function("document.body.classList.contains('presenter')", timeout=5000)
+        page.get_by_role("tab", name="Translate").click()
+        page.screenshot(path=shots / "6-presenter.png", full_page=False)
+        browser.close()
+    print("screenshots:", *sorted(str(p) for p in shots.iterdir()), sep="\n  ")
+    assert not outside, f"requests to non-local addresses: {outside}"
+    assert not errors, f"console errors: {errors}"

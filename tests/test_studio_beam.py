@@ -1,0 +1,91 @@
+"""The Beam search tab's callbacks: Step / Back / Run to end / Reset on a per-session search,
+equivalence with one-shot beam search (the Translate tab), bad input, the tree and table."""
+from __future__ import annotations
+
+import pytest
+
+from _studio import SENTENCES, one_thread, studio_bundle, studio_registry
+from core.decoding import DecodeOptions, translate_detailed
+from studio.tabs import beam
+
+SETTINGS = dict(name="studio-tiny", text=SENTENCES[0], beam_size=3, alpha=0.6, penalty="gnmt", max_extra=6)
+
+
+single_thread = pytest.fixture(scope="module", autouse=True)(one_thread)
+
+
+@pytest.fixture(scope="module")
+def registry():
+    return studio_registry()
+
+
+def act(registry, action, search, **changes):
+    s = {**SETTINGS, **changes}
+    return beam.act(action, registry, search, s["name"], s["text"], s["beam_size"], s["alpha"], s["penalty"],
+                    s["max_extra"])
+
+
+def test_run_to_end_equals_one_shot_beam_search(registry):
+    search = act(registry, "run", None)
+    options = DecodeOptions(method="beam", beam_size=3, alpha=0.6, max_len_b=6, n_best=3)
+    expected = translate_detailed(studio_bundle(), [SENTENCES[0]], options)[0]
+    best = search.view.finished[0]
+    assert search.view.done and best.score == pytest.approx(expected.score, abs=1e-5)
+    assert studio_bundle().tokenizer.decode(best.ids[:-1]) == expected.text
+    mine, theirs, verdict = beam.comparison(registry, search)
+    assert "Same result" in verdict and mine.split("  (")[0] == theirs.split("  (")[0] == expected.text
+
+
+def test_step_back_and_reset_retrace_the_same_views(registry):
+    search = act(registry, "step", None)  # starts with these settings, then steps
+    assert search.view.step == 1 and len(search.views) == 2
+    first = search.view
+    search = act(registry, "step", search)
+    assert search.view.step == 2
+    search = act(registry, "back", search)
+    assert search.view == first and search.stepper.view == first
+    search = act(registry, "step", search)
+    stepped = search.view
+    again = act(registry, "step", act(registry, "reset", search))
+    assert again.view == first and stepped.step == 2
+    changed = act(registry, "step", search, beam_size=2)  # new settings: a fresh search
+    assert changed is not search and changed.view.step == 1
+
+
+def test_bad_input_is_clamped_or_refused_with_notices(registry, capsys):
+    with pytest.warns(UserWarning, match="Type a source"):
+        assert act(registry, "step", None, text="  ") is None
+    with pytest.warns(UserWarning, match="outside 1–16; using 16"):
+        search = act(registry, "reset", None, beam_size=40)
+    assert search.stepper.options.beam_size == 16
+    with pytest.warns(UserWarning, match="using 1"):
+        assert act(registry, "reset", None, beam_size=0).stepper.options.beam_size == 1
+    done = act(registry, "run", None)
+    views = len(done.views)
+    act(registry, "step", done)  # Step past the end: a notice, nothing changes
+    assert "finished" in capsys.readouterr().out and len(done.views) == views
+    start = act(registry, "reset", None)
+    act(registry, "back", start)
+    assert "Already at the start" in capsys.readouterr().out
+    with pytest.warns(UserWarning, match="no model"):
+        assert act(registry, "reset", None, name="gone") is None
+
+
+def test_render_draws_tree_table_attention_and_button_states(registry):
+    blank = beam.render(registry, None)
+    assert blank[-1].interactive is False and blank[2].choices == []
+    search = act(registry, "step", act(registry, "step", None))
+    tree, rows, choice, attention, explanation, mine, theirs, verdict, step, back = beam.render(registry, search)
+    nodes = beam.tree_nodes(search.views)
+    assert len(nodes) == 1 + sum(len(v.candidates) for v in search.views)
+    statuses = {trace.name for trace in tree.data if trace.name}
+    assert {"start", "kept (live)", "pruned"} <= statuses
+    assert len(rows) == len(search.view.live) + len(search.view.finished) and rows[0][0] == "live 1"
+    assert choice.value == "live 1" and "Step 2" in explanation
+    c = studio_bundle().model.config
+    assert attention.data[0].z.shape == (1 + c.decoder_layers * c.n_heads, len(search.stepper.source_tokens))
+    assert step.interactive and back.interactive and "Run the search" in verdict
+    done = act(registry, "run", search)
+    assert beam.render(registry, done)[8].interactive is False
+    finished = beam.attention_figure(done, "finished 1")
+    assert "<eos>" in finished.layout.title.text or "&lt;eos&gt;" in finished.layout.title.text

@@ -1,0 +1,238 @@
+"""The studio's callbacks, called directly from Python (no browser): shell, Translate,
+Attention, Positional encoding and Model tabs, bad input, escaping."""
+from __future__ import annotations
+
+import html
+import re
+import zipfile
+
+import gradio as gr
+import plotly.graph_objects as go
+import pytest
+import torch
+
+from _studio import SENTENCES, one_thread, studio_bundle, studio_registry
+from core.checkpoint import save_checkpoint
+from core.decoding import translate_detailed
+from studio import app, bertviz_offline, plots
+from studio.registry import ModelRegistry
+from studio.tabs import attention, model_view, positional, translate
+from studio.text import guard, md, warn
+
+DEFAULTS = dict(method="beam", beam_size=4, alpha=0.6, max_extra=10, n_best=3, temperature=1.0, top_k=0,
+                top_p=1.0, seed=None)
+
+
+def run_translate(registry, text, **changes):
+    o = {**DEFAULTS, **changes}
+    return translate.translate(registry, "studio-tiny", text, o["method"], o["beam_size"], o["alpha"],
+                               o["max_extra"], o["n_best"], o["temperature"], o["top_k"], o["top_p"], o["seed"])
+
+
+single_thread = pytest.fixture(scope="module", autouse=True)(one_thread)
+
+
+@pytest.fixture
+def registry():
+    return studio_registry()
+
+
+# ----- shell and registry ----------------------------------------------------------------------
+def test_cli_defaults_are_local_and_private():
+    args = app.parse_args([])
+    assert (args.host, args.port, args.share, args.checkpoint) == ("127.0.0.1", 7860, False, None)
+
+
+def test_cli_refuses_a_folder_that_is_not_a_checkpoint(tmp_path):
+    with pytest.raises(SystemExit, match="is not a checkpoint: missing"):
+        app.main(["--checkpoint", str(tmp_path)])
+
+
+def test_status_line_names_model_parameters_vocab_device(registry):
+    line = app.status_line(registry, "studio-tiny")
+    bundle = studio_bundle()
+    assert "studio\\-tiny" in line and f"{bundle.model.num_parameters():,}" in line and "cpu" in line
+    assert "No model yet" in app.status_line(ModelRegistry(None), None)
+    assert "cannot be used" in app.status_line(registry, "missing")
+
+
+def test_registry_scans_checkpoint_folders_and_loads_lazily(tmp_path):
+    save_checkpoint(tmp_path / "tiny-a", studio_bundle())
+    (tmp_path / "not-a-checkpoint").mkdir()
+    registry = ModelRegistry(tmp_path)
+    assert registry.names() == ["tiny-a"]
+    assert registry.get("tiny-a").model.num_parameters() == studio_bundle().model.num_parameters()
+    registry.add("trained here", studio_bundle())
+    assert registry.names() == ["tiny-a", "trained here"]
+    with pytest.raises(LookupError):
+        registry.get("nope")
+
+
+def test_ablation_runs_on_a_private_copy(registry):
+    model, lock = registry.ablation_model("studio-tiny")
+    original = registry.get("studio-tiny").model
+    assert model is not original and registry.ablation_model("studio-tiny")[0] is model
+    assert model.generator.weight is model.tgt_embed.weight  # tying survives the copy
+    assert torch.equal(model.generator.weight, original.generator.weight)
+
+
+def test_opening_a_file_that_is_not_a_checkpoint_warns_and_keeps_serving(registry, tmp_path):
+    junk = tmp_path / "model.bin"
+    junk.write_bytes(b"\x00not a model")
+    with pytest.warns(UserWarning, match="not a checkpoint"):
+        picker, status = app.open_checkpoint(registry, [str(junk)], "studio-tiny")
+    assert registry.names() == ["studio-tiny"] and "studio\\-tiny" in status
+
+
+def test_opening_uploaded_checkpoint_files_and_a_zip(registry, tmp_path):
+    folder = save_checkpoint(tmp_path / "shipped", studio_bundle())
+    files = [str(p) for p in sorted(folder.iterdir())]
+    picker, status = app.open_checkpoint(registry, files, "studio-tiny")
+    assert picker.value == "studio-tiny (2)" and "studio\\-tiny \\(2\\)" in status
+    archive = tmp_path / "shipped.zip"
+    with zipfile.ZipFile(archive, "w") as z:
+        for p in folder.iterdir():
+            z.write(p, f"shipped/{p.name}")
+    picker, _ = app.open_checkpoint(registry, [str(archive)], "studio-tiny")
+    assert picker.value == "studio-tiny (3)"
+
+
+def test_app_builds_with_every_tab_and_no_model():
+    for registry in (studio_registry(), ModelRegistry(None)):
+        demo = app.build_app(registry)
+        labels = {b.label for b in demo.blocks.values() if isinstance(b, gr.Tab)}
+        assert {"Translate", "Beam search", "Attention", "Positional encoding", "Model"} <= labels
+
+
+# ----- Translate ----------------------------------------------------------------------------------
+def test_translate_returns_text_probabilities_nbest_and_current(registry):
+    text, fig, rows, notes, current = run_translate(registry, SENTENCES[0])
+    expected = translate_detailed(studio_bundle(), [SENTENCES[0]], translate.options("beam", 4, 0.6, 10, 3, 1, 0, 1))[0]
+    assert text == expected.text and current.ids == expected.ids and current.source == SENTENCES[0]
+    assert isinstance(fig, go.Figure) and len(fig.data[0].y) == len(expected.ids) + 1  # + <eos>
+    assert 1 <= len(rows) <= 3 and rows[0][2] == expected.text
+    for method in ("greedy", "sample"):
+        assert run_translate(registry, SENTENCES[1], method=method, seed=1)[4].ids
+
+
+def test_translate_bad_input_gives_messages_not_tracebacks(registry, capsys):
+    with pytest.warns(UserWarning, match="Type a sentence"):
+        assert "empty" in run_translate(registry, "   ")[3]
+    notes = run_translate(registry, "Hund " * 1000)[3]  # a 5,000-character paste
+    assert "truncated" in notes
+    notes = run_translate(registry, "Ein Hund 🐕 läuft в снегу <script>alert(1)</script>")[3]
+    assert "unknown" in notes and "<script>" not in notes and "&lt;script&gt;" in notes
+    with pytest.warns(UserWarning, match="top_p"):
+        assert "Cannot translate" in run_translate(registry, SENTENCES[0], method="sample", top_p=0.0)[3]
+    with pytest.warns(UserWarning, match="no model"):
+        translate.translate(registry, "gone", "Hund", *list(DEFAULTS.values())[:-1], None)
+
+
+def test_examples_come_from_the_model_or_german_for_de_en():
+    assert translate.examples_for(studio_bundle()) == SENTENCES
+    bundle = studio_bundle()
+    de_en = type(bundle)(bundle.model, bundle.tokenizer, {"name": "multi30k-de-en-small"})
+    assert translate.examples_for(de_en) == translate.GERMAN_EXAMPLES
+    assert translate.examples_for(type(bundle)(bundle.model, bundle.tokenizer, {"name": "x"})) == []
+
+
+# ----- Attention ----------------------------------------------------------------------------------
+@pytest.fixture
+def current(registry):
+    return run_translate(registry, SENTENCES[1])[4]
+
+
+def test_attention_maps_cover_every_layer_and_head(registry, current):
+    analysis, title, layer, head = attention.show(registry, current)
+    c = studio_bundle().model.config
+    s, t = len(analysis.src_tokens), len(analysis.dec_tokens)
+    assert analysis.maps["encoder"].shape == (c.encoder_layers, c.n_heads, s, s)
+    assert analysis.maps["decoder"].shape == (c.decoder_layers, c.n_heads, t, t)
+    assert analysis.maps["cross"].shape == (c.decoder_layers, c.n_heads, t, s)
+    assert torch.allclose(torch.from_numpy(analysis.maps["cross"].sum(-1)), torch.ones(1))
+    for label, stack in attention.STACKS.items():
+        q, k = analysis.maps[stack].shape[2:]
+        grid, big = attention.figures(analysis, label, False, 2, 3)
+        assert grid.data[0].z.shape == (c.encoder_layers * (q + 1) - 1, c.n_heads * (k + 1) - 1)  # blocks + gaps
+        assert list(grid.layout.xaxis.ticktext) == ["H1", "H2", "H3", "H4"]
+        assert "layer 2, head 3" in big.layout.title.text and big.data[0].z.shape == (q, k)
+        grid, big = attention.figures(analysis, label, True, 9, 9)  # out-of-range sliders are clamped
+        assert grid.data[0].z.shape[1] == k and "layer 2, mean" in big.layout.title.text
+    assert attention.show(registry, translate.Current())[0] is None
+
+
+def test_bertviz_views_are_offline_and_escaped(registry):
+    current = run_translate(registry, "</script><img src=x onerror=alert(1)> Hund")[4]
+    analysis = attention.show(registry, current)[0]
+    analysis.src_tokens[0] = "</script><b>x"
+    head_html, model_html = attention.bertviz_views(analysis)
+    for view in (head_html, model_html):
+        assert view.startswith('<iframe class="bertviz" sandbox="allow-scripts"')
+        page = html.unescape(re.search(r'srcdoc="([^"]*)"', view).group(1))
+        assert "cdnjs" not in page and "https://" not in re.sub(r"//[^\n]*|/\*.*?\*/", "", page, flags=re.S)
+        assert "BSD-3-Clause" in page and "jQuery v" in page and "window.require" in page
+        assert "</script><b>x" not in page and "<\\/script><b>x" in page
+
+
+def test_head_ablation_switches_heads_off_only_on_the_copy(registry, current):
+    groups = attention.head_choices(registry, "studio-tiny")
+    assert "L1 H3" in [c[0] for c in groups[2].choices]
+    assert attention.parse_heads([], ["L2 H1"], ["L1 H3", "L1 H4"]) == {"decoder": {1: [0]}, "cross": {0: [2, 3]}}
+    assert "Tick one" in attention.ablate(registry, current, [], [], [])
+    report = attention.ablate(registry, current, ["L1 H1", "L1 H2", "L1 H3", "L1 H4"], [], [])
+    assert "off" in report and ("unchanged" in report or "changed" in report)
+    for module in registry.get("studio-tiny").model.attention_modules()["encoder"]:
+        assert module.head_mask is None
+    assert run_translate(registry, SENTENCES[1])[4].ids == current.ids
+    assert attention.word_diff("a b c", "a <b> c") == "a **&lt;b&gt;** c"
+
+
+def test_attention_tab_translates_its_own_sentence(registry):
+    current = attention.translate_here(registry, "studio-tiny", SENTENCES[2])
+    assert current.source == SENTENCES[2] and current.model == "studio-tiny"
+    with pytest.warns(UserWarning):
+        assert attention.translate_here(registry, "studio-tiny", "").source == ""
+
+
+# ----- Positional encoding and Model tabs ------------------------------------------------------------
+def test_positional_plots_follow_d_model_and_length():
+    heatmap, curves, similarity = positional.render(65, 30, [0, 1, 200])
+    assert heatmap.data[0].z.shape == (30, 64)  # d_model rounded down to even
+    assert [t.name for t in curves.data] == ["dim 0 (sin)", "dim 1 (cos)"]
+    assert similarity.data[0].z.shape == (30, 30)
+    assert positional.dimension_choices(16, [0, 20]).value == [0]
+
+
+def test_model_tab_counts_every_parameter_once(registry):
+    bundle = studio_bundle()
+    assert sum(n for _, n, _ in model_view.parameter_rows(bundle)) == bundle.model.num_parameters()
+    summary, lr, smoothing, masks = model_view.render(registry, "studio-tiny", 4000, 20000, 0.1)
+    assert "Total" in summary and f"{bundle.model.num_parameters():,}" in summary
+    peak = max(lr.data[0].y)
+    assert peak == pytest.approx(64 ** -0.5 * 4000 ** -0.5, rel=0.01)
+    assert max(smoothing.data[0].y) == pytest.approx(0.9 + 0.1 / bundle.model.config.tgt_vocab_size)
+    assert len(masks.data) == 2
+    assert model_view.defaults(registry, "studio-tiny") == (4000, 0.1)
+    assert model_view.render(registry, "missing", 4000, 20000, 0.1)[0].startswith("No model")
+
+
+# ----- escaping and errors --------------------------------------------------------------------------
+def test_user_text_is_escaped_for_markdown_toasts_and_plots():
+    assert md("<img src=x>*bold*") == "&lt;img src=x&gt;\\*bold\\*"
+    with pytest.warns(UserWarning, match="&lt;b&gt;x"):
+        warn("<b>x")
+    fig = plots.token_probabilities(["<eos>", "a"], [-0.1, -2.0])
+    assert list(fig.layout.xaxis.ticktext) == ["&lt;eos&gt;", "a"]
+
+
+def test_guard_turns_surprises_into_readable_errors():
+    def broken():
+        raise RuntimeError("boom")
+
+    with pytest.raises(gr.Error, match="RuntimeError.*boom"):
+        guard(broken)()
+
+
+def test_bertviz_page_keeps_licence_notices():
+    page = bertviz_offline._libraries()
+    assert "Mike Bostock" in page and "jquery.org/license" in page
