@@ -1,0 +1,172 @@
+"""Section 5.1: "Sentence pairs were batched together by approximate sequence length.
+Each training batch contained a set of sentence pairs containing approximately 25000
+source tokens and 25000 target tokens."
+
+``TokenBatcher`` sorts examples by length and cuts them into batches of at most
+``max_tokens`` padded slots (fairseq's ``--max-tokens``), so sentences of similar length
+share a batch and little compute goes to padding. ``sentence_batches`` is the usual
+fixed number of random sentences per batch, kept for the throughput comparison.
+"""
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from typing import Any, Iterator, Sequence
+
+import torch
+
+from .tokenizer import BOS_ID, EOS_ID, PAD_ID, Tokenizer
+
+
+@dataclass
+class Example:
+    src: list[int]  # tokens + [EOS]
+    tgt: list[int]  # [BOS] + tokens + [EOS]
+
+
+def source_ids(tokenizer: Tokenizer, text: str) -> list[int]:
+    """The encoder's input for text: its tokens + [EOS]; training and decoding share it."""
+    return tokenizer.encode(text) + [EOS_ID]
+
+
+def encode_pairs(pairs: Sequence[tuple[str, str]], tokenizer: Tokenizer,
+                 max_len: int) -> tuple[list[Example], int]:
+    """Tokenise sentence pairs. Pairs whose source or target (with BOS/EOS) is longer
+    than max_len tokens are left out; their number is returned for the caller to report."""
+    if not isinstance(max_len, int) or isinstance(max_len, bool) or max_len < 2:
+        raise ValueError(f"max_len must be an integer >= 2, got {max_len!r}")
+    srcs = tokenizer.encode_batch([s for s, _ in pairs])
+    tgts = tokenizer.encode_batch([t for _, t in pairs])
+    examples = [Example(s + [EOS_ID], [BOS_ID] + t + [EOS_ID]) for s, t in zip(srcs, tgts)]
+    kept = [e for e in examples if len(e.src) <= max_len and len(e.tgt) <= max_len]
+    return kept, len(examples) - len(kept)
+
+
+@dataclass
+class Batch:
+    src: torch.Tensor  # (B, S) long, right-padded with PAD_ID
+    tgt_in: torch.Tensor  # (B, T) = tgt[:, :-1], the decoder's input (teacher forcing)
+    tgt_out: torch.Tensor  # (B, T) = tgt[:, 1:], what it must predict
+    n_src_tokens: int
+    n_tgt_tokens: int  # non-pad positions of tgt_out: the tokens the loss is averaged over
+    padding_ratio: float  # pad slots / all slots, over src and tgt together
+
+    def to(self, device: torch.device | str) -> "Batch":
+        return Batch(self.src.to(device), self.tgt_in.to(device), self.tgt_out.to(device),
+                     self.n_src_tokens, self.n_tgt_tokens, self.padding_ratio)
+
+
+def _pad(seqs: list[list[int]]) -> torch.Tensor:
+    width = max(map(len, seqs))
+    return torch.tensor([seq + [PAD_ID] * (width - len(seq)) for seq in seqs], dtype=torch.long)
+
+
+def pad_batch(examples: Sequence[Example]) -> Batch:
+    """Stack examples into right-padded tensors."""
+    if not examples:
+        raise ValueError("pad_batch needs at least one example")
+    src, tgt = _pad([e.src for e in examples]), _pad([e.tgt for e in examples])
+    n_src = sum(len(e.src) for e in examples)
+    n_tgt = sum(len(e.tgt) for e in examples)
+    slots = src.numel() + tgt.numel()
+    return Batch(src, tgt[:, :-1], tgt[:, 1:], n_src, n_tgt - len(examples), (slots - n_src - n_tgt) / slots)
+
+
+def _check_examples(examples: Sequence[Example]) -> None:
+    if not examples:
+        raise ValueError("no examples to batch (is the corpus empty, or was everything longer than max_len?)")
+
+
+def _check_positive(name: str, value: Any) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise ValueError(f"{name} must be a positive integer, got {value!r}")
+
+
+class TokenBatcher:
+    """Length-bucketed batches of at most max_tokens padded slots, where a batch costs
+    B * max(longest source, longest target) like fairseq's --max-tokens. An example
+    longer than max_tokens on its own gets a batch of one.
+
+    Iterating gives one epoch and resumes where the last iteration stopped; a finished
+    pass advances ``epoch``. ``state_dict()`` saved after a batch was used resumes with
+    the next one. Batch contents and order depend only on (seed, epoch)."""
+
+    def __init__(self, examples: Sequence[Example], max_tokens: int, *, shuffle: bool = True, seed: int = 0):
+        _check_examples(examples)
+        _check_positive("max_tokens", max_tokens)
+        self.examples = list(examples)
+        self.max_tokens = max_tokens
+        self.shuffle = shuffle
+        self.seed = seed
+        self.epoch = 0
+        self.position = 0  # batches of the current epoch already handed out
+        self._cache: tuple[tuple[int, int], list[list[int]]] | None = None  # (seed, epoch) -> batches
+
+    def _size(self, i: int) -> int:
+        e = self.examples[i]
+        return max(len(e.src), len(e.tgt))
+
+    def _cut(self, order: list[int]) -> list[list[int]]:
+        batches, batch, longest = [], [], 0
+        for i in order:
+            longest_with = max(longest, self._size(i))
+            if batch and longest_with * (len(batch) + 1) > self.max_tokens:
+                batches.append(batch)
+                batch, longest_with = [], self._size(i)
+            batch.append(i)
+            longest = longest_with
+        batches.append(batch)
+        return batches
+
+    def epoch_batches(self, epoch: int) -> list[list[int]]:
+        """The example indices of each batch of an epoch, in the order they are served."""
+        if self._cache and self._cache[0] == (self.seed, epoch):
+            return self._cache[1]
+        order = list(range(len(self.examples)))
+        rng = random.Random(f"{self.seed}:{epoch}")  # not seed + epoch: (0, 1) and (1, 0) would match
+        if self.shuffle:
+            rng.shuffle(order)  # random tie-breaking: equal lengths meet new neighbours each epoch
+        order.sort(key=lambda i: (len(self.examples[i].src), len(self.examples[i].tgt)))
+        batches = self._cut(order)
+        if self.shuffle:
+            rng.shuffle(batches)  # no epoch that runs from short to long sentences
+        self._cache = ((self.seed, epoch), batches)
+        return batches
+
+    def __len__(self) -> int:
+        return len(self.epoch_batches(self.epoch))
+
+    def __iter__(self) -> Iterator[Batch]:
+        batches = self.epoch_batches(self.epoch)
+        while self.position < len(batches):
+            self.position += 1  # before yielding: state saved while this batch is in use resumes after it
+            yield pad_batch([self.examples[i] for i in batches[self.position - 1]])
+        self.epoch += 1
+        self.position = 0
+
+    def batches_forever(self) -> Iterator[Batch]:
+        while True:
+            yield from self
+
+    def state_dict(self) -> dict[str, int]:
+        return {"epoch": self.epoch, "position": self.position, "seed": self.seed,
+                "n_examples": len(self.examples), "max_tokens": self.max_tokens}
+
+    def load_state_dict(self, state: dict[str, int]) -> None:
+        for key in ("n_examples", "max_tokens"):
+            mine = len(self.examples) if key == "n_examples" else self.max_tokens
+            if state.get(key) != mine:
+                raise ValueError(f"TokenBatcher state has {key}={state.get(key)!r} but this batcher has {mine}; "
+                                 f"resume with the same data and max_tokens")
+        self.epoch, self.position, self.seed = state["epoch"], state["position"], state["seed"]
+
+
+def sentence_batches(examples: Sequence[Example], batch_size: int, *, shuffle: bool = True,
+                     seed: int = 0) -> list[Batch]:
+    """Fixed-size batches of random sentences (no length bucketing), for comparison."""
+    _check_examples(examples)
+    _check_positive("batch_size", batch_size)
+    order = list(range(len(examples)))
+    if shuffle:
+        random.Random(seed).shuffle(order)
+    return [pad_batch([examples[i] for i in order[k:k + batch_size]]) for k in range(0, len(order), batch_size)]

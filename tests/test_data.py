@@ -1,0 +1,241 @@
+"""core.data: loading Multi30k, TSV files, aligned file pairs and datasets; every bad input
+raises with a message that names the file, line and what was expected."""
+from __future__ import annotations
+
+import gzip
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+import core.data
+from core.data import carve_splits, corpus_from_dataset_dict, hub_reachable, load_corpus, load_hf
+
+TATOEBA = Path(__file__).resolve().parents[2] / "shared" / "data" / "tatoeba-deu-eng" / "deu-eng.tsv.gz"
+
+
+def write(path: Path, lines: list[str] | bytes) -> Path:
+    data = lines if isinstance(lines, bytes) else "".join(f"{line}\n" for line in lines).encode()
+    path.write_bytes(gzip.compress(data) if path.suffix == ".gz" else data)
+    return path
+
+
+def make_folder(root: Path, sizes=(("train", 20), ("val", 3), ("test", 3)), langs=("de", "en"), gz=True) -> Path:
+    for split, n in sizes:
+        for lang in langs:
+            lines = [f"{lang} {split} Satz {i} äöü" for i in range(n)]
+            write(root / f"{split}.{lang}{'.gz' if gz else ''}", lines)
+    return root
+
+
+# ----- Multi30k (the shared copy) ---------------------------------------------------------
+def test_multi30k(multi30k):
+    c = load_corpus(f"files:{multi30k}")
+    assert (c.src_lang, c.tgt_lang) == ("de", "en")
+    assert (len(c.train), len(c.valid), len(c.test)) == (29000, 1014, 1000)
+    assert c.description["counts"] == {"train": 29000, "valid": 1014, "test": 1000}
+    assert c.description["test_set"] == "test_2016_flickr"
+    assert c.description["dropped_empty"] == 0
+    assert c.train[0][1].startswith("Two young, White males")
+    json.dumps(c.description)
+    reverse = load_corpus(f"files:{multi30k}", src_lang="en", limit=100, seed=1)
+    assert (reverse.src_lang, reverse.tgt_lang) == ("en", "de") and len(reverse.train) == 100
+    assert set(reverse.train) <= {(t, s) for s, t in c.train}
+
+
+def test_tatoeba_direction():
+    if not TATOEBA.exists():
+        pytest.skip(f"{TATOEBA} is absent")
+    en_de = load_corpus(f"files:{TATOEBA}:en-de")
+    de_en = load_corpus(f"files:{TATOEBA}:en-de", "de", "en")
+    assert (en_de.src_lang, de_en.src_lang) == ("en", "de")
+    everything = lambda c: sorted(c.train + c.valid + c.test)
+    assert everything(de_en) == sorted((t, s) for s, t in everything(en_de))
+    assert de_en.train[:2] == [("Geh.", "Go."), ("Hallo!", "Hi.")]
+    assert (len(de_en.valid), len(de_en.test)) == (500, 500)  # 1% of 50,001
+    train_sources = {s for s, _ in de_en.train}
+    assert not train_sources & {s for s, _ in de_en.test}
+
+
+# ----- folders --------------------------------------------------------------------------
+def test_folder_with_dev_and_several_test_sets(tmp_path):
+    make_folder(tmp_path, (("train", 20), ("dev", 4), ("test_2017", 2), ("test_2016", 3)), gz=False)
+    (tmp_path / "README.md").write_text("ignored")
+    c = load_corpus(f"files:{tmp_path}", tgt_lang="de")
+    assert (c.src_lang, c.tgt_lang) == ("en", "de")
+    assert (len(c.train), len(c.valid), len(c.test)) == (20, 4, 3)
+    assert c.description["test_set"] == "test_2016" and c.description["other_test_sets"] == ["test_2017"]
+    assert c.train[0] == ("en train Satz 0 äöü", "de train Satz 0 äöü")
+
+
+def test_folder_language_errors(tmp_path):
+    make_folder(tmp_path, langs=("de", "en", "fr"))
+    with pytest.raises(ValueError, match=r"cannot infer.*\['de', 'en', 'fr'\]"):
+        load_corpus(f"files:{tmp_path}")
+    with pytest.raises(ValueError, match=r"src_lang='es' is not available; languages: \['de', 'en', 'fr'\]"):
+        load_corpus(f"files:{tmp_path}", "es", "en")
+    assert load_corpus(f"files:{tmp_path}", "fr", "de").train[0][0].startswith("fr ")
+
+
+def test_missing_files(tmp_path):
+    with pytest.raises(FileNotFoundError, match="nowhere: no such file or folder"):
+        load_corpus(f"files:{tmp_path / 'nowhere'}")
+    with pytest.raises(FileNotFoundError, match=r"no train\.\{lang\}"):
+        load_corpus(f"files:{tmp_path}")
+    make_folder(tmp_path, (("train", 5), ("test", 2)))
+    with pytest.raises(FileNotFoundError, match="no val files"):
+        load_corpus(f"files:{tmp_path}")
+    make_folder(tmp_path, (("val", 2),), langs=("de",))
+    with pytest.raises(FileNotFoundError, match=r"val\.en\[\.gz\] is missing"):
+        load_corpus(f"files:{tmp_path}")
+
+
+def test_mismatched_line_counts(tmp_path):
+    make_folder(tmp_path)
+    write(tmp_path / "train.en.gz", [f"s{i}" for i in range(19)])
+    with pytest.raises(ValueError, match="train.de.gz has 20 lines but train.en.gz has 19"):
+        load_corpus(f"files:{tmp_path}")
+
+
+def test_empty_lines_dropped_and_counted(tmp_path):
+    make_folder(tmp_path)
+    write(tmp_path / "train.de.gz", ["eins", "", "drei", "  ", "fünf"] + ["x"] * 15)
+    write(tmp_path / "train.en.gz", ["one", "two", "", "four", "five"] + ["x"] * 15)
+    c = load_corpus(f"files:{tmp_path}")
+    assert c.train[:2] == [("eins", "one"), ("fünf", "five")]
+    assert c.description["dropped_empty"] == 3
+    assert c.description["dropped_empty_lines"] == {"train": [2, 3, 4]}
+
+
+def test_invalid_utf8_names_file_and_line(tmp_path):
+    make_folder(tmp_path)
+    write(tmp_path / "val.en.gz", b"fine\nstill fine\nbad \xff byte\n")
+    with pytest.raises(ValueError, match=r"val\.en\.gz line 3: invalid UTF-8"):
+        load_corpus(f"files:{tmp_path}")
+
+
+def test_windows_bom_line_endings_and_unicode_line_separator(tmp_path):
+    # A byte-order mark, CRLF endings, and U+2028 inside a line (not a line break here).
+    a = write(tmp_path / "a.txt", b"\xef\xbb\xbfeins\r\nzwei\xe2\x80\xa8drei\r\nvier\r\n")
+    b = write(tmp_path / "b.txt", ["one", "two three", "four"])
+    c = load_corpus(f"files:{a},{b}")
+    everything = sorted(c.train + c.valid + c.test)
+    assert everything == [("eins", "one"), ("vier", "four"), ("zwei\u2028drei", "two three")]
+
+
+# ----- TSV and aligned pairs -----------------------------------------------------------
+def test_tsv(tmp_path):
+    lines = [f"house {i}\tHaus {i}\textra" for i in range(300)] + ["", "lonely\t "]
+    path = write(tmp_path / "pairs.tsv.gz", lines)
+    c = load_corpus(f"files:{path}")
+    assert (c.src_lang, c.tgt_lang) == ("src", "tgt")
+    assert (len(c.train), len(c.valid), len(c.test)) == (294, 3, 3)  # 1% each
+    assert c.description["dropped_empty"] == 2 and c.description["dropped_empty_lines"] == {"all": [301, 302]}
+    assert ("house 7", "Haus 7") in c.train + c.valid + c.test
+    de_en = load_corpus(f"files:{path}:en-de", "de", "en")
+    assert (de_en.src_lang, de_en.tgt_lang) == ("de", "en")
+    assert ("Haus 7", "house 7") in de_en.train + de_en.valid + de_en.test
+    assert load_corpus(f"files:{path}:en-de").src_lang == "en"  # columns in order by default
+    with pytest.raises(ValueError, match=r"src_lang='fr' is not available; languages: \['en', 'de'\]"):
+        load_corpus(f"files:{path}:en-de", "fr", "en")
+
+
+def test_tsv_short_lines_listed(tmp_path):
+    lines = ["a\tb"] * 5 + ["no tab here", "a\tb", "nor here"] + ["a\tb"] * 3
+    path = write(tmp_path / "bad.tsv", lines)
+    with pytest.raises(ValueError, match=r"bad\.tsv line 6, 8: fewer than 2 tab-separated columns"):
+        load_corpus(f"files:{path}")
+    write(path, ["x"] * 12)
+    with pytest.raises(ValueError, match=r"line 1, 2, 3, 4, 5, 6, 7, 8, 9, 10 and 2 more"):
+        load_corpus(f"files:{path}")
+
+
+def test_pair_of_files(tmp_path):
+    a = write(tmp_path / "corpus.de", [f"Satz {i}" for i in range(10)])
+    b = write(tmp_path / "corpus.en", [f"sentence {i}" for i in range(10)])
+    c = load_corpus(f"files:{a},{b}", "de", "en", seed=4)
+    assert (len(c.train), len(c.valid), len(c.test)) == (8, 1, 1)  # at least one each
+    assert c.description["format"] == "pair"
+    assert load_corpus(f"files:{a},{b}", "de", "en", seed=4).test == c.test
+    write(b, ["only one"])
+    with pytest.raises(ValueError, match="corpus.de has 10 lines but corpus.en has 1"):
+        load_corpus(f"files:{a},{b}")
+    with pytest.raises(FileNotFoundError, match="missing.en: no such file"):
+        load_corpus(f"files:{a},{tmp_path / 'missing.en'}")
+
+
+def test_carve_keeps_repeated_sources_together():
+    pairs = [(f"source {i // 3}", f"target {i}") for i in range(3000)]  # each source three times
+    train, valid, test = carve_splits(pairs, seed=0)
+    assert len(train) + len(valid) + len(test) == 3000 and len(valid) == len(test) == 30
+    train_sources = {s for s, _ in train}
+    assert not train_sources & {s for s, _ in valid + test}
+    with pytest.raises(ValueError, match="at least 3 pairs"):
+        carve_splits(pairs[:2], seed=0)
+
+
+def test_bad_specs(tmp_path):
+    for spec in ("multi30k", "file:x", "synthetic:", "s3://bucket"):
+        with pytest.raises(ValueError, match=r"synthetic:NAME, files:PATH .*, hf:NAME\[:CONFIG\]"):
+            load_corpus(spec)
+    with pytest.raises(ValueError, match="unknown synthetic task 'nope'; allowed: copy, reverse"):
+        load_corpus("synthetic:nope")
+    with pytest.raises(ValueError, match="limit must be a positive integer"):
+        load_corpus("synthetic:copy", limit=0)
+    path = write(tmp_path / "plain.txt", ["a"])
+    with pytest.raises(ValueError, match=r"expected a folder .* a \.tsv or \.tsv\.gz file, or two aligned files"):
+        load_corpus(f"files:{path}")
+
+
+# ----- Hugging Face datasets -------------------------------------------------------------
+def _json_dataset(tmp_path: Path, splits: dict[str, list[dict]]):
+    import datasets
+
+    for split, rows in splits.items():
+        (tmp_path / f"{split}.jsonl").write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+    return datasets.load_dataset("json", data_files={s: str(tmp_path / f"{s}.jsonl") for s in splits},
+                                 cache_dir=str(tmp_path / "cache"))
+
+
+def test_datasets_path_on_local_json(tmp_path):
+    row = lambda i: {"translation": {"de": f"Ein Hund läuft {i}.", "en": f"A dog runs {i}."}}
+    blank = {"translation": {"de": " ", "en": "x"}}
+    dd = _json_dataset(tmp_path, {"train": [row(i) for i in range(20)] + [blank],
+                                  "validation": [row(i) for i in range(20, 24)],
+                                  "test": [row(i) for i in range(24, 27)]})
+    c = corpus_from_dataset_dict(dd, None, None, "hf:local")
+    assert (c.src_lang, c.tgt_lang) == ("de", "en")
+    assert (len(c.train), len(c.valid), len(c.test)) == (20, 4, 3)
+    assert c.train[1] == ("Ein Hund läuft 1.", "A dog runs 1.") and c.description["dropped_empty"] == 1
+    flipped = corpus_from_dataset_dict(dd, "en", "de", "hf:local")
+    assert flipped.valid[0] == ("A dog runs 20.", "Ein Hund läuft 20.")
+    with pytest.raises(ValueError, match=r"src_lang='fr' is not available; languages: \['de', 'en'\]"):
+        corpus_from_dataset_dict(dd, "fr", "en", "hf:local")
+
+
+def test_datasets_columns_per_language_and_train_only(tmp_path):
+    # bentrevett/multi30k has "en" and "de" columns; opus_books has only a train split.
+    dd = _json_dataset(tmp_path, {"train": [{"en": f"cat {i}", "de": f"Katze {i}"} for i in range(120)]})
+    c = corpus_from_dataset_dict(dd, "en", "de", "hf:local", seed=1)
+    assert (len(c.train), len(c.valid), len(c.test)) == (118, 1, 1)
+    assert c.description["carved"]["seed"] == 1 and c.train[0] == ("cat 0", "Katze 0")
+
+
+def test_hf_offline_fails_fast(monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    start = time.monotonic()
+    with pytest.raises(ValueError, match=r"hf:transformer-studio/no-such-dataset.*files:PATH"):
+        load_corpus("hf:transformer-studio/no-such-dataset:de-en")
+    assert time.monotonic() - start < 10
+
+
+def test_hf_unreachable_fails_fast(monkeypatch):
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.setattr(core.data.urllib.request, "urlopen", lambda *a, **k: time.sleep(30))  # a stalled network
+    monkeypatch.setattr(core.data, "HUB_PROBE_S", 0.5)
+    start = time.monotonic()
+    assert not hub_reachable(timeout=0.5)
+    with pytest.raises(ValueError, match=r"hf:opus_books:de-en: huggingface.co is unreachable.*files:PATH"):
+        load_hf("opus_books", "de-en")
+    assert time.monotonic() - start < 10

@@ -1,0 +1,75 @@
+"""core.tokenizer: subword vocabularies give German and English text back exactly."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from core.data import load_corpus
+from core.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Tokenizer
+
+SAMPLE = Path(__file__).parent / "fixtures" / "de_en_sample.tsv"  # 20 hand-written pairs
+
+
+@pytest.fixture(scope="module")
+def sentences() -> list[str]:
+    corpus = load_corpus(f"files:{SAMPLE}:de-en")
+    return [s for pair in corpus.train + corpus.valid + corpus.test for s in pair]
+
+
+@pytest.fixture(scope="module", params=["bpe", "unigram"])
+def subword(request, sentences) -> Tokenizer:
+    return Tokenizer.train(sentences * 3, vocab_size=400, kind=request.param)
+
+
+def test_round_trip_on_training_text(subword, sentences):
+    for text in sentences:
+        ids = subword.encode(text)
+        assert UNK_ID not in ids
+        assert subword.decode(ids) == text
+
+
+@pytest.mark.parametrize("text", [
+    "Größe, Öl & Käse: über 3,50 €!",
+    "„Können Sie mir helfen?“, fragte Jürgen.",
+    "The café's size is 12 m² (50 % smaller)...",
+    "Straße",
+])
+def test_round_trip_on_new_text(subword, text):
+    # New words built from known characters: the vocabulary falls back to smaller pieces.
+    assert subword.decode(subword.encode(text)) == text
+
+
+def test_specials_and_save_load(subword, tmp_path):
+    assert subword.tokens([PAD_ID, BOS_ID, EOS_ID, UNK_ID]) == ["<pad>", "<bos>", "<eos>", "<unk>"]
+    subword.save(tmp_path / "tokenizer.json")
+    again = Tokenizer.load(tmp_path / "tokenizer.json")
+    text = "Ein Mädchen läuft über die Brücke."
+    assert again.encode(text) == subword.encode(text) and again.kind == subword.kind
+
+
+def test_word_kind_round_trip_on_spaced_tokens():
+    tok = Tokenizer.train(["drei hundert ein und zwanzig", "2 0 2 1 - 0 3 - 0 5"], 100, "word", min_frequency=1)
+    for text in ("ein und zwanzig", "2 0 2 1 - 0 3 - 0 5"):
+        assert tok.decode(tok.encode(text)) == text
+
+
+def test_unknown_characters_are_reported(subword):
+    assert subword.unknown_pieces("Das ist 猫.") == ["猫"]
+
+
+def _ordinary_text(alphabet: str):
+    """Words of known characters separated by single spaces: what a sentence looks like."""
+    word = st.text(alphabet=alphabet, min_size=1, max_size=12)
+    return st.lists(word, min_size=1, max_size=8).map(" ".join)
+
+
+_ALPHABET = sorted({c for line in SAMPLE.read_text(encoding="utf-8").splitlines() for c in line} - {" ", "\t"})
+
+
+@settings(max_examples=60, deadline=None)
+@given(text=_ordinary_text("".join(_ALPHABET)))
+def test_round_trip_property(subword, text):
+    assert subword.decode(subword.encode(text)) == text
