@@ -2,7 +2,7 @@
 
     python -m studio [--host 127.0.0.1] [--port 7860] [--checkpoint PATH] [--share]
 
-A Train tab (later) adds its models with ``ModelRegistry.add(name, bundle)`` and refreshes
+The Train tab adds the model it trains with ``ModelRegistry.add(name, bundle)`` and refreshes
 the picker with ``picker_update(registry, name)``.
 """
 from __future__ import annotations
@@ -106,8 +106,11 @@ def _assemble(files: list[str]) -> Path:
     return folder
 
 
-def build_app(registry: ModelRegistry, selected: str | None = None) -> gr.Blocks:
-    from .tabs import attention, beam, model_view, positional, translate
+def build_app(registry: ModelRegistry, selected: str | None = None, checkpoints_dir: Path | None = None) -> gr.Blocks:
+    """checkpoints_dir: where the Train tab saves (default: the repository's checkpoints/)."""
+    from .registry import CHECKPOINTS
+    from .tabs import attention, beam, model_view, positional, train, translate
+    from .training import TrainingJob
 
     names = registry.names()
     selected = selected if selected in names else (names[0] if names else None)
@@ -134,8 +137,9 @@ def build_app(registry: ModelRegistry, selected: str | None = None) -> gr.Blocks
                 positional.build()
             with gr.Tab("Model", id="model", elem_id="tab-model"):
                 model_view.build(shell)
-            # A Train tab goes here: it calls registry.add(name, bundle) and returns
-            # picker_update(registry, name) to put the new model in the picker.
+            with gr.Tab("Train", id="train", elem_id="tab-train"):
+                # One job for the whole process: every browser session sees (and controls) the same run.
+                train.build(shell, TrainingJob(registry, checkpoints_dir or CHECKPOINTS))
         presenter.change(None, inputs=presenter, js=PRESENTER_JS)
         picker.change(guard(partial(status_line, registry)), inputs=picker, outputs=status)
         upload.upload(guard(partial(open_checkpoint, registry)), inputs=[upload, picker], outputs=[picker, status])
@@ -169,6 +173,6 @@ def main(argv: list[str] | None = None) -> None:
             selected = registry.open(args.checkpoint)
         except (ValueError, FileNotFoundError) as exc:
             sys.exit(f"error: --checkpoint {args.checkpoint}: {exc}")
-    demo = build_app(registry, selected)
+    demo = build_app(registry, selected, args.checkpoints_dir)
     demo.queue().launch(server_name=args.host, server_port=args.port, share=args.share, css=CSS,
                         show_error=False)

@@ -136,3 +136,63 @@ def test_studio_in_headless_chromium(studio):
     print("screenshots:", *sorted(str(p) for p in shots.iterdir()), sep="\n  ")
     assert not outside, f"requests to non-local addresses: {outside}"
     assert not errors, f"console errors: {errors}"
+
+
+def _train_step(page) -> int:
+    text = page.locator("#train-progress p").inner_text()
+    return int(text.split()[1].replace(",", ""))
+
+
+def test_train_tab_live_run_then_translate(studio):
+    """Issue 8: start a tiny run on a synthetic task, watch the loss curve grow, stop it, see the
+    stopped run from a fresh page (state lives in the server), translate with the new model."""
+    sync_api = pytest.importorskip("playwright.sync_api")
+    shots = Path(tempfile.mkdtemp(prefix="studio-train-shots-"))
+    outside, errors = [], []
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=[
+            "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update"])
+        page = browser.new_page(viewport={"width": 1400, "height": 1000})
+        page.on("request", lambda req: outside.append(req.url) if req.url.split(":")[0] not in (
+            "data", "blob", "about") and urlparse(req.url).hostname not in LOCAL else None)
+        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+        page.on("pageerror", lambda e: errors.append(str(e)))
+        page.goto(studio)
+        page.get_by_role("tab", name="Train").click()
+        page.get_by_label("steps", exact=True).fill("5000")  # never finishes before Stop
+        page.get_by_label("evaluate every N steps").fill("20")
+        page.get_by_role("button", name="Start").click()
+
+        line = page.locator("#train-curves .scatterlayer .trace path.js-line").first
+        line.wait_for(timeout=30000)
+        before, step = line.get_attribute("d"), _train_step(page)
+        page.wait_for_function("n => parseInt(document.querySelector('#train-progress p').innerText.split(' ')[1]"
+                               ".replace(/,/g, '')) > n", arg=step + 5, timeout=20000)
+        assert line.get_attribute("d") != before  # the loss curve grew
+        page.locator("#tab-train").get_by_text("Validation samples at step").wait_for(timeout=30000)
+        page.locator("#tab-train [role=row]").nth(3).wait_for(timeout=10000)  # header + sample translations
+        page.locator("#tab-train .js-plotly-plot").nth(1).locator(".heatmaplayer").wait_for(timeout=10000)
+        page.screenshot(path=shots / "7-train-live.png", full_page=True)
+        page.get_by_role("button", name="Stop").click()
+        page.locator("#train-status").get_by_text("Stopped", exact=True).wait_for(timeout=20000)
+        page.screenshot(path=shots / "8-train-stopped.png", full_page=True)
+
+        # A new session (the lecturer reconnects) sees the same run.
+        other = browser.new_page(viewport={"width": 1400, "height": 1000})
+        other.goto(studio)
+        other.get_by_role("tab", name="Train").click()
+        other.locator("#train-status").get_by_text("Stopped", exact=True).wait_for(timeout=20000)
+        other.close()
+
+        # Start selected the new model in the picker: translate with it.
+        page.get_by_role("tab", name="Translate").click()
+        page.get_by_text("live-numbers ·").first.wait_for(timeout=10000)
+        page.get_by_label("Source sentence").fill("4 2")
+        page.get_by_role("button", name="Translate", exact=True).click()
+        page.locator("#tab-translate .js-plotly-plot .bars").first.wait_for(timeout=20000)
+        assert page.get_by_label("Translation").input_value().strip() != ""
+        page.screenshot(path=shots / "9-train-translate.png", full_page=False)
+        browser.close()
+    print("screenshots:", *sorted(str(p) for p in shots.iterdir()), sep="\n  ")
+    assert not outside, f"requests to non-local addresses: {outside}"
+    assert not errors, f"console errors: {errors}"

@@ -1,0 +1,366 @@
+"""Train: set up a run, start/pause/resume/stop/save it, watch it learn (curves, progress,
+sample translations, the attention forming) and use the model at once in the other tabs.
+
+The run lives in the process-wide TrainingJob (studio/training.py); a gr.Timer reads its
+state about once a second and redraws only when something changed.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import partial
+
+import gradio as gr
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from core.config import PRESETS
+from core.tasks import TASKS
+
+from .. import plots
+from ..app import Shell, picker_update
+from ..text import guard, info, md, warn
+from ..training import SOURCES, JobBusy, JobView, Settings, TrainingJob, corpus_spec, device_line, warm_up
+
+TICK_S = 1.0
+DEFAULTS = Settings()
+# The set-up panel's inputs, in the order the callbacks receive them.
+FIELDS = ("kind", "task", "path", "upload", "hf_name", "src_lang", "tgt_lang", "limit", "name", "preset",
+          "layers", "d_model", "n_heads", "d_ff", "dropout", "vocab_size", "max_steps", "warmup", "lr_factor",
+          "label_smoothing", "max_tokens", "clip_norm", "eval_every", "attention_every")
+STATE_WORDS = {"idle": "No training yet", "preparing": "Preparing", "running": "Training", "paused": "Paused",
+               "stopping": "Stopping", "stopped": "Stopped", "finished": "Finished", "failed": "Failed"}
+CURVES = (("Loss (label-smoothed)", "loss", "val_loss"), ("Perplexity", "perplexity", "val_perplexity"),
+          ("Token accuracy", "accuracy", "val_accuracy"), ("Learning rate", "lr", None),
+          ("Target tokens per second", "tokens_per_s", None), ("Exact match / BLEU (validation)", None, None))
+
+
+@dataclass(frozen=True)
+class Seen:
+    """What this browser session last drew: the job's version and the picker's names."""
+
+    version: int = -1
+    names: tuple[str, ...] = ()
+
+
+# ----- set-up ------------------------------------------------------------------------------
+def _int(value, name: str, low: int = 1) -> int:
+    if value is None or value == "" or float(value) != int(float(value)) or int(float(value)) < low:
+        raise ValueError(f"{name} must be a whole number of at least {low}, got {value!r}")
+    return int(float(value))
+
+
+def _float(value, name: str) -> float:
+    if value is None or value == "" or not float(value) >= 0:
+        raise ValueError(f"{name} must be a number of at least 0, got {value!r}")
+    return float(value)
+
+
+def settings_from(values: dict) -> Settings:
+    """The panel's values -> Settings; ValueError names a bad field."""
+    v = values
+    limit = _int(v["limit"], "training pairs", 0) if v["limit"] not in (None, "") else 0
+    return Settings(
+        data=corpus_spec(v["kind"], v["task"], v["path"], v["upload"], v["hf_name"]),
+        src_lang=(v["src_lang"] or "").strip() or None, tgt_lang=(v["tgt_lang"] or "").strip() or None,
+        limit=limit or None, name=(v["name"] or "").strip() or "live-model", preset=v["preset"],
+        layers=_int(v["layers"], "layers"), d_model=_int(v["d_model"], "d_model", 2),
+        n_heads=_int(v["n_heads"], "heads"), d_ff=_int(v["d_ff"], "d_ff"), dropout=_float(v["dropout"], "dropout"),
+        vocab_size=_int(v["vocab_size"], "vocabulary size", 8), max_steps=_int(v["max_steps"], "steps"),
+        warmup=_int(v["warmup"], "warm-up steps"), lr_factor=_float(v["lr_factor"], "lr factor"),
+        label_smoothing=_float(v["label_smoothing"], "label smoothing"), max_tokens=_int(v["max_tokens"], "max tokens", 16),
+        clip_norm=_float(v["clip_norm"], "gradient clipping"), eval_every=_int(v["eval_every"], "evaluate every"),
+        attention_every=_int(v["attention_every"], "attention snapshot every"))
+
+
+def preset_values(preset: str) -> tuple:
+    """(layers, d_model, heads, d_ff, dropout) of a preset, to fill the override fields."""
+    p = PRESETS[preset]
+    return p["encoder_layers"], p["d_model"], p["n_heads"], p["d_ff"], p["dropout"]
+
+
+def peak_lr(d_model, warmup, factor) -> str:
+    """Eq. 3's peak, reached at step = warmup."""
+    try:
+        lr = float(factor) * float(d_model) ** -0.5 * float(warmup) ** -0.5
+    except (TypeError, ValueError, ZeroDivisionError):
+        return ""
+    return f"Peak learning rate (eq. 3, at step {int(float(warmup))}): factor · d_model^−0.5 · warmup^−0.5 = **{lr:.2e}**"
+
+
+def source_visibility(kind: str) -> tuple:
+    return tuple(gr.update(visible=kind == k) for k in SOURCES)
+
+
+# ----- controls ----------------------------------------------------------------------------
+def start(job: TrainingJob, *values):
+    """Start a run; the new model is selected in the picker. Refusals come as warnings."""
+    try:
+        name = job.start(settings_from(dict(zip(FIELDS, values))))
+    except (JobBusy, ValueError) as exc:
+        warn(exc)
+        return gr.skip()
+    info(f"Training {name}: it is in the model picker now and improves as it trains.")
+    return picker_update(job.registry, name)
+
+
+def control(job: TrainingJob, action: str) -> None:
+    """Pause, resume or stop the run."""
+    try:
+        getattr(job, action)()
+    except ValueError as exc:
+        warn(exc)
+
+
+def save(job: TrainingJob, name: str) -> str:
+    try:
+        path = job.save(name)
+    except (ValueError, OSError) as exc:
+        warn(exc)
+        return f"**Not saved:** {md(exc)}"
+    info(f"Saved {path.name}.")
+    return f"Saved to {md(path)}"
+
+
+def picked(job: TrainingJob, name: str | None) -> None:
+    """Selecting the model being trained fetches its newest weights."""
+    view = job.view()
+    if view.settings is not None and name == view.settings.name:
+        job.refresh()
+
+
+# ----- the live view -----------------------------------------------------------------------
+def status(view: JobView) -> str:
+    if view.settings is None:
+        return f"**{STATE_WORDS[view.state]}.** {md(view.message)}"
+    f = view.facts
+    return (f"**{STATE_WORDS[view.state]}** · {md(view.settings.name)} · {f['parameters']} parameters · "
+            f"vocabulary {f['vocabulary']} · {md(f['pairs'])} pairs · {md(f['device'])}  \n{md(view.message)}")
+
+
+def _clock(seconds: float) -> str:
+    seconds = int(round(seconds))
+    return f"{seconds // 60} min {seconds % 60:02d} s" if seconds >= 60 else f"{seconds} s"
+
+
+def progress(view: JobView) -> str:
+    if view.settings is None:
+        return ""
+    eta = f" · about {_clock(view.eta)} left" if view.eta is not None else ""
+    return (f'<progress max="{view.max_steps}" value="{view.step}" style="width:100%;height:22px"></progress>'
+            f"<p>Step {view.step:,} of {view.max_steps:,} · {_clock(view.elapsed)} of training{eta}</p>")
+
+
+def curves(view: JobView) -> go.Figure:
+    """Train (line) and validation (dots) curves against the step, one panel per quantity."""
+    if not view.history:
+        return plots.empty("Press Start: the curves appear with the first steps.", 520)
+    fig = make_subplots(rows=2, cols=3, subplot_titles=[c[0] for c in CURVES], shared_xaxes="all",
+                        horizontal_spacing=0.07, vertical_spacing=0.12)
+    steps = [h["step"] for h in view.history]
+    evals = view.evaluations
+    for i, (_, train_key, valid_key) in enumerate(CURVES):
+        row, col = divmod(i, 3)
+        if train_key:
+            fig.add_trace(go.Scatter(x=steps, y=[h[train_key] for h in view.history], mode="lines", name="train",
+                                     line=dict(color="#1b6ca8", width=1.5), showlegend=i == 0,
+                                     legendgroup="train"), row=row + 1, col=col + 1)
+        if valid_key and evals:
+            fig.add_trace(go.Scatter(x=[e.step for e in evals], y=[e.metrics.get(valid_key) for e in evals],
+                                     mode="lines+markers", name="validation", line=dict(color="#d95f02"),
+                                     showlegend=i == 0, legendgroup="valid"), row=row + 1, col=col + 1)
+    if evals:
+        for key, color, name in (("exact_match", "#1a9850", "exact match"), ("bleu", "#762a83", "BLEU / 100")):
+            scale = 0.01 if key == "bleu" else 1.0
+            fig.add_trace(go.Scatter(x=[e.step for e in evals], y=[e.metrics.get(key, 0) * scale for e in evals],
+                                     mode="lines+markers", name=name, line=dict(color=color)), row=2, col=3)
+        fig.update_yaxes(range=[0, 1.02], row=2, col=3)
+    fig.update_yaxes(type="log", row=1, col=2)
+    fig.update_yaxes(range=[0, 1.02], row=1, col=3)
+    fig.update_yaxes(exponentformat="e", row=2, col=1)
+    fig.update_xaxes(title="step", row=2)
+    fig.update_layout(legend=dict(orientation="h", y=-0.14), margin=dict(l=60, r=20, t=60, b=40), height=560,
+                      template=plots.TEMPLATE)
+    return fig
+
+
+def metrics(view: JobView) -> str:
+    if not view.evaluations:
+        every = view.settings.eval_every if view.settings else None
+        return f"*The first evaluation comes at step {every}.*" if every else ""
+    e = view.evaluations[-1]
+    m = e.metrics
+    parts = [f"validation loss {m['val_loss']:.3f}" if "val_loss" in m else "",
+             f"perplexity {m['val_perplexity']:.2f}" if "val_perplexity" in m else "",
+             f"token accuracy {m['val_accuracy']:.1%}" if "val_accuracy" in m else "",
+             f"**exact match {m['exact_match']:.0%}**" if "exact_match" in m else "",
+             f"BLEU {m['bleu']:.1f}" if "bleu" in m else ""]
+    return f"**Evaluation at step {e.step}** ({_clock(e.seconds)}): " + " · ".join(p for p in parts if p)
+
+
+def samples(view: JobView) -> gr.Dataframe:
+    rows = [[s["source"], s["reference"], s["output"], "✓" if s["output"] == s["reference"] else "✗"]
+            for s in (view.evaluations[-1].samples if view.evaluations else [])]
+    # Not "translation": the Translate tab's output box is found by that label.
+    label = (f"Validation samples at step {view.evaluations[-1].step} (greedy decoding)" if view.evaluations
+             else "Validation samples (after the first evaluation)")
+    return gr.Dataframe(value=rows, label=label)
+
+
+def frame_at(view: JobView, step: float | None):
+    """The attention snapshot nearest to step (the latest when step is None)."""
+    if not view.frames:
+        return None
+    if step is None:
+        return view.frames[-1]
+    return min(view.frames, key=lambda f: abs(f.step - float(step)))
+
+
+def attention(view: JobView, step: float | None, layer: float, head: float) -> go.Figure:
+    """The fixed example's cross-attention at a step: one layer, one head (0: mean of heads)."""
+    frame = frame_at(view, step)
+    if frame is None or view.example is None:
+        return plots.empty("Press Start: snapshots of the attention appear as the model trains.", 420)
+    n_layers, n_heads = frame.cross.shape[:2]
+    l = min(max(int(layer), 1), n_layers) - 1
+    h = min(max(int(head), 0), n_heads)
+    weights = frame.cross[l].mean(axis=0) if h == 0 else frame.cross[l, h - 1]
+    which = f"mean of {n_heads} heads" if h == 0 else f"head {h}"
+    rows, cols = view.example
+    return plots.attention_head(weights, rows, cols, f"Step {frame.step}: cross-attention, layer {l + 1}, {which}",
+                                "target token being predicted", "source token")
+
+
+def timeline_slider(view: JobView, follow: bool) -> gr.Slider:
+    last = view.frames[-1].step if view.frames else 0
+    spacing = max(1, view.settings.attention_every if view.settings else 1)
+    kwargs = dict(value=last) if follow else {}
+    return gr.Slider(minimum=0, maximum=max(last, spacing), step=spacing, **kwargs)
+
+
+_rendered: dict[int, tuple[int, tuple]] = {}  # id(job) -> (version, outputs shared by every session)
+
+
+def shared_outputs(job: TrainingJob, view: JobView) -> tuple:
+    """(status, progress, curves, metrics, samples, layer slider, head slider), built once per version."""
+    cached = _rendered.get(id(job))
+    if cached and cached[0] == view.version:
+        return cached[1]
+    shape = view.frames[-1].cross.shape if view.frames else (1, 1)
+    outputs = (status(view), progress(view), curves(view), metrics(view), samples(view),
+               gr.Slider(maximum=max(shape[0], 1)), gr.Slider(maximum=max(shape[1], 1)))
+    _rendered[id(job)] = (view.version, outputs)
+    return outputs
+
+
+def tick(job: TrainingJob, seen: Seen | None, layer: float, head: float, follow: bool):
+    """Everything the live view shows, or gr.skip() for each output when nothing changed."""
+    seen = seen or Seen()
+    view = job.view()
+    names = tuple(job.registry.names())
+    n_outputs = 11
+    if view.version == seen.version and names == seen.names:
+        return (gr.skip(),) * n_outputs
+    picker = gr.Dropdown(choices=list(names)) if names != seen.names else gr.skip()
+    return (Seen(view.version, names), *shared_outputs(job, view), timeline_slider(view, follow),
+            attention(view, None, layer, head) if follow else gr.skip(), picker)
+
+
+def scrub(job: TrainingJob, step: float, layer: float, head: float):
+    """The user moved the timeline: show that snapshot and stop following the training."""
+    return attention(job.view(), step, layer, head), False
+
+
+def redraw(job: TrainingJob, step: float, layer: float, head: float, follow: bool) -> go.Figure:
+    view = job.view()
+    return attention(view, None if follow else step, layer, head)
+
+
+# ----- layout ------------------------------------------------------------------------------
+def build(shell: Shell, job: TrainingJob) -> None:
+    d = DEFAULTS
+    layers, d_model, heads, d_ff, dropout = preset_values(d.preset)
+    with gr.Accordion("Set-up", open=True):
+        with gr.Row():
+            with gr.Column(scale=3):
+                kind = gr.Radio(list(SOURCES), value=SOURCES[0], label="Data")
+                task = gr.Dropdown([(f"{n}: {t}", n) for n, t in TASKS.items()], value=d.data.split(":")[1],
+                                   label="Synthetic task (generated here, no download)")
+                path = gr.Textbox(label="Corpus folder or .tsv[.gz] file under data/ or ../shared/data "
+                                        "(a TSV's column languages may follow, e.g. deu-eng.tsv.gz:en-de)",
+                                  placeholder="../shared/data/multi30k", visible=False)
+                upload = gr.File(label="TSV file: source<TAB>target, one pair a line", file_types=[".tsv", ".txt", ".gz"],
+                                 type="filepath", visible=False)
+                hf_name = gr.Textbox(label="Hugging Face dataset (needs the network or a cached copy)",
+                                     placeholder="bentrevett/multi30k", visible=False)
+                with gr.Row():
+                    src_lang = gr.Textbox(label="Source language (blank: from the data)", max_lines=1)
+                    tgt_lang = gr.Textbox(label="Target language (blank: from the data)", max_lines=1)
+                    limit = gr.Number(0, precision=0, label="Training pairs used (0: all)", minimum=0)
+                name = gr.Textbox(d.name, label="Model name in the picker", max_lines=1)
+            with gr.Column(scale=2):
+                preset = gr.Dropdown(list(PRESETS), value=d.preset, label="Preset")
+                with gr.Row():
+                    layers_in = gr.Number(layers, precision=0, label="layers (encoder = decoder)", minimum=1)
+                    d_model_in = gr.Number(d_model, precision=0, label="d_model", minimum=2)
+                    heads_in = gr.Number(heads, precision=0, label="heads", minimum=1)
+                with gr.Row():
+                    d_ff_in = gr.Number(d_ff, precision=0, label="d_ff", minimum=1)
+                    dropout_in = gr.Number(dropout, label="dropout", minimum=0, maximum=0.9, step=0.05)
+                    vocab = gr.Number(d.vocab_size, precision=0, label="vocabulary (real corpora)", minimum=8)
+        with gr.Row():
+            steps = gr.Number(d.max_steps, precision=0, label="steps", minimum=1)
+            warmup = gr.Number(d.warmup, precision=0, label="warm-up steps", minimum=1)
+            lr_factor = gr.Number(d.lr_factor, label="lr factor", minimum=0, step=0.05)
+            smoothing = gr.Number(d.label_smoothing, label="label smoothing ε", minimum=0, maximum=0.9, step=0.05)
+            max_tokens = gr.Number(d.max_tokens, precision=0, label="max tokens per batch", minimum=16)
+            clip = gr.Number(d.clip_norm, label="gradient clipping (0: off)", minimum=0)
+            eval_every = gr.Number(d.eval_every, precision=0, label="evaluate every N steps", minimum=1)
+            attention_every = gr.Number(d.attention_every, precision=0, label="attention snapshot every K steps",
+                                        minimum=1)
+        lr_line = gr.Markdown(peak_lr(d_model, d.warmup, d.lr_factor))
+        gr.Markdown(f"**Device:** {md(device_line('auto'))}")
+    with gr.Row():
+        start_button = gr.Button("Start", variant="primary")
+        pause_button = gr.Button("Pause")
+        resume_button = gr.Button("Resume")
+        stop_button = gr.Button("Stop", variant="stop")
+        save_name = gr.Textbox(label="Checkpoint name (blank: the model's)", max_lines=1, scale=2)
+        save_button = gr.Button("Save checkpoint")
+    saved = gr.Markdown()
+    state_line = gr.Markdown(elem_classes="status-line", elem_id="train-status")
+    bar = gr.HTML(elem_id="train-progress")
+    curve_plot = gr.Plot(label="Training curves", elem_id="train-curves")
+    metrics_line = gr.Markdown()
+    sample_table = gr.Dataframe(headers=["source", "reference", "model output", "="], interactive=False, wrap=True,
+                                datatype=["str", "str", "str", "str"], column_widths=["32%", "31%", "31%", "6%"])
+    gr.Markdown("### Attention timeline: one fixed test sentence, snapshotted while the model learns")
+    with gr.Row():
+        timeline = gr.Slider(0, d.attention_every, value=0, step=d.attention_every, label="training step", scale=3)
+        layer = gr.Slider(1, layers, value=layers, step=1, label="decoder layer")
+        head = gr.Slider(0, heads, value=0, step=1, label="head (0: mean of all heads)")
+        follow = gr.Checkbox(True, label="follow the training (latest snapshot)")
+    attention_plot = gr.Plot(label="Cross-attention of the fixed example")
+    seen = gr.State(Seen())
+    timer = gr.Timer(TICK_S)
+
+    fields = [kind, task, path, upload, hf_name, src_lang, tgt_lang, limit, name, preset, layers_in, d_model_in,
+              heads_in, d_ff_in, dropout_in, vocab, steps, warmup, lr_factor, smoothing, max_tokens, clip,
+              eval_every, attention_every]
+    kind.change(source_visibility, inputs=kind, outputs=[task, path, upload, hf_name])
+    task.change(lambda t: f"live-{t}", inputs=task, outputs=name)
+    preset.change(guard(preset_values), inputs=preset, outputs=[layers_in, d_model_in, heads_in, d_ff_in, dropout_in])
+    gr.on([d_model_in.change, warmup.change, lr_factor.change], peak_lr, inputs=[d_model_in, warmup, lr_factor],
+          outputs=lr_line)
+    start_button.click(guard(partial(start, job)), inputs=fields, outputs=shell.model)
+    for button, action in ((pause_button, "pause"), (resume_button, "resume"), (stop_button, "stop")):
+        button.click(guard(partial(control, job, action)))
+    save_button.click(guard(partial(save, job)), inputs=save_name, outputs=saved)
+    shell.model.change(guard(partial(picked, job)), inputs=shell.model)
+    shell.demo.load(warm_up)
+    live = [seen, state_line, bar, curve_plot, metrics_line, sample_table, layer, head, timeline, attention_plot,
+            shell.model]
+    gr.on([timer.tick, shell.demo.load], guard(partial(tick, job)), inputs=[seen, layer, head, follow],
+          outputs=live, show_progress="hidden")
+    timeline.release(guard(partial(scrub, job)), inputs=[timeline, layer, head], outputs=[attention_plot, follow])
+    gr.on([layer.release, head.release, follow.input], guard(partial(redraw, job)),
+          inputs=[timeline, layer, head, follow], outputs=attention_plot)

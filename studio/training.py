@@ -1,0 +1,526 @@
+"""The Train tab's training job: one per app process, shared by every browser session.
+
+``TrainingJob.start(settings)`` reads the corpus, builds a fresh model and runs core's
+Trainer in a thread of its own; the UI only reads ``view()`` (a copy of the job's state,
+taken under a lock) on a timer, so closing the browser tab changes nothing and a
+reconnecting session sees the run as it is. The model being trained is offered in the
+model picker as a consistent CPU snapshot, refreshed at each evaluation, at the end and
+on ``refresh()``. No Gradio here: the tests drive this module directly.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import re
+import shutil
+import tempfile
+import threading
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from core.batching import encode_pairs
+from core.bundle import ModelBundle, new_bundle
+from core.checkpoint import save_checkpoint
+from core.config import ModelConfig
+from core.data import load_corpus
+from core.tasks import TOKENIZER_KIND
+from core.trainer import StepEvent, TrainConfig, Trainer, TrainingStopped, resolve_device
+from core.tokenizer import BOS_ID
+
+from .registry import CHECKPOINTS, ModelRegistry
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA_ROOTS = (ROOT / "data", ROOT.parent / "shared" / "data")  # where typed corpus paths may point
+SOURCES = ("Synthetic task", "Corpus on this machine", "Uploaded TSV", "Hugging Face dataset")
+ACTIVE = ("preparing", "running", "paused", "stopping")
+BYTES_PER_PARAMETER = 16  # fp32 weights, gradients and Adam's two moments
+MEMORY_SHARE = 0.6  # of the free memory a model may plan to use, leaving room for activations
+EVAL_SENTENCES = 100  # validation sentences decoded (greedy) at each evaluation
+SAMPLES_SHOWN = 5
+MAX_FRAMES = 200  # attention snapshots kept; beyond, every other one is dropped
+MAX_POINTS = 4000  # per-step records kept; beyond, every other one is dropped
+log = logging.getLogger("studio")
+
+
+class JobBusy(RuntimeError):
+    """Start was pressed while a run is going."""
+
+
+@dataclass
+class Settings:
+    """Everything the set-up panel chooses. The defaults are the lecture run: the `numbers`
+    task (its cross-attention crosses: "4 2" -> "zwei und vierzig") on the tiny preset,
+    >= 95% exact match on the test split in about 250 steps, well under a minute on two
+    busy CPU cores (bench/live_training.py)."""
+
+    data: str = "synthetic:numbers"
+    src_lang: str | None = None
+    tgt_lang: str | None = None
+    limit: int | None = None  # training pairs kept (None: all)
+    name: str = "live-numbers"
+    preset: str = "tiny"
+    layers: int | None = None  # encoder and decoder layers; None: the preset's
+    d_model: int | None = None
+    n_heads: int | None = None
+    d_ff: int | None = None
+    dropout: float | None = None
+    vocab_size: int = 8000  # subword vocabulary for real corpora (synthetic tasks use whole words)
+    max_steps: int = 600
+    max_tokens: int = 1024
+    warmup: int = 100
+    lr_factor: float = 0.5  # peak lr = 0.5 * 64^-0.5 * 100^-0.5 = 6.3e-3 with the tiny preset
+    label_smoothing: float = 0.1
+    clip_norm: float = 0.0
+    eval_every: int = 50
+    attention_every: int = 10
+    device: str = "auto"
+    seed: int = 0
+
+    def model_overrides(self) -> dict[str, Any]:
+        chosen = {"encoder_layers": self.layers, "decoder_layers": self.layers, "d_model": self.d_model,
+                  "n_heads": self.n_heads, "d_ff": self.d_ff, "dropout": self.dropout}
+        return {k: v for k, v in chosen.items() if v is not None}
+
+    def train_config(self) -> TrainConfig:
+        return TrainConfig(max_steps=self.max_steps, max_tokens=self.max_tokens, warmup=self.warmup,
+                           lr_factor=self.lr_factor, label_smoothing=self.label_smoothing, clip_norm=self.clip_norm,
+                           device=self.device, seed=self.seed, eval_every=self.eval_every,
+                           bleu_sentences=EVAL_SENTENCES, sample_translations=SAMPLES_SHOWN)
+
+
+@dataclass
+class Frame:
+    """The fixed example's cross-attention at one step: (layers, heads, target, source)."""
+
+    step: int
+    cross: np.ndarray
+
+
+@dataclass
+class Evaluation:
+    step: int
+    seconds: float
+    metrics: dict[str, float]  # val_loss, val_perplexity, val_accuracy, bleu, exact_match
+    samples: list[dict[str, str]]  # source, reference, output
+
+
+@dataclass
+class JobView:
+    """A consistent copy of the job's state for rendering."""
+
+    version: int
+    state: str  # idle, preparing, running, paused, stopping, stopped, finished, failed
+    message: str
+    settings: Settings | None
+    facts: dict[str, str]
+    step: int
+    max_steps: int
+    elapsed: float  # seconds of training, pauses excluded
+    eta: float | None
+    history: list[dict[str, float]]
+    evaluations: list[Evaluation]
+    frames: list[Frame]
+    example: tuple[list[str], list[str]] | None  # the frames' (target rows, source columns) tokens
+    last_good_step: int | None
+
+
+# ----- set-up checks (pure) -----------------------------------------------------------------
+def upload_root() -> Path:
+    """Where Gradio keeps uploaded files."""
+    return Path(os.environ.get("GRADIO_TEMP_DIR") or Path(tempfile.gettempdir()) / "gradio").resolve()
+
+
+def _inside(path: Path, roots: tuple[Path, ...]) -> bool:
+    return any(path.is_relative_to(root.resolve()) for root in roots)
+
+
+def corpus_path_spec(text: str, roots: tuple[Path, ...] = DATA_ROOTS) -> str:
+    """A typed folder or .tsv[.gz] path (optionally ending in :LANG1-LANG2, the TSV columns'
+    languages) -> a files: spec; ValueError unless it lies under one of roots (relative
+    paths start at the repository)."""
+    text = (text or "").strip()
+    match = re.fullmatch(r"(.+?)(:[A-Za-z_]+-[A-Za-z_]+)?", text)
+    if not match:
+        raise ValueError("Type the path of a corpus folder or a .tsv file.")
+    path = (ROOT / match[1]).resolve()
+    if not _inside(path, roots):
+        allowed = ", ".join(str(r) for r in roots)
+        raise ValueError(f"The studio reads corpora only from {allowed} (or an uploaded TSV); {text!r} is outside.")
+    return f"files:{path}{match[2] or ''}"
+
+
+def uploaded_tsv_spec(upload: str | None, root: Path | None = None) -> str:
+    """An uploaded file -> a files: spec for a TSV copy of it (core reads TSV by its name)."""
+    if not upload:
+        raise ValueError("Upload a TSV file first (one pair a line: source<TAB>target).")
+    path = Path(upload).resolve()
+    if not _inside(path, (root or upload_root(),)):
+        raise ValueError("That file was not uploaded through the studio.")
+    gz = path.read_bytes()[:2] == b"\x1f\x8b"
+    copy = Path(tempfile.mkdtemp(prefix="studio-tsv-")) / ("uploaded.tsv.gz" if gz else "uploaded.tsv")
+    shutil.copyfile(path, copy)
+    return f"files:{copy}"
+
+
+def corpus_spec(kind: str, task: str, path: str, upload: str | None, hf_name: str,
+                roots: tuple[Path, ...] = DATA_ROOTS, uploads: Path | None = None) -> str:
+    """The set-up panel's data choice -> a core.data corpus spec (ValueError with a message)."""
+    if kind == SOURCES[0]:
+        return f"synthetic:{task}"
+    if kind == SOURCES[1]:
+        return corpus_path_spec(path, roots)
+    if kind == SOURCES[2]:
+        return uploaded_tsv_spec(upload, uploads)
+    if kind == SOURCES[3]:
+        name = (hf_name or "").strip()
+        if not name:
+            raise ValueError("Type a Hugging Face dataset name, e.g. bentrevett/multi30k or opus_books:de-en.")
+        return f"hf:{name}"
+    raise ValueError(f"Unknown data source {kind!r}; choose one of: {', '.join(SOURCES)}.")
+
+
+def safe_name(text: str, fallback: str = "live-model") -> str:
+    """A checkpoint folder name: letters, digits, '.', '_' and '-' only; no leading dot."""
+    name = re.sub(r"[^A-Za-z0-9._-]+", "-", text or "").strip(".-")[:64]
+    return name or fallback
+
+
+def parameter_count(c: ModelConfig) -> int:
+    """Parameters of core.model.Transformer(c), computed without building it."""
+    d, f = c.d_model, c.d_ff
+    attention, ffn, norm = 4 * d * d + 4 * d, 2 * d * f + f + d, 2 * d
+    embeddings = c.src_vocab_size * d + (0 if c.shared_vocab else c.tgt_vocab_size * d)
+    final_norms = 2 * norm if c.norm_first else 0
+    return (embeddings + c.encoder_layers * (attention + ffn + 2 * norm)
+            + c.decoder_layers * (2 * attention + ffn + 3 * norm) + final_norms)
+
+
+def free_memory(device: torch.device) -> int:
+    """Bytes free for a new model on device (CPU: MemAvailable of /proc/meminfo)."""
+    if device.type == "cuda":
+        return torch.cuda.mem_get_info(device)[0]
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+
+
+def check_fits(config: ModelConfig, device: torch.device, free: int | None = None) -> int:
+    """The parameter count; ValueError when training it would not fit in memory."""
+    params = parameter_count(config)
+    need = params * BYTES_PER_PARAMETER
+    free = free_memory(device) if free is None else free
+    if need > MEMORY_SHARE * free:
+        raise ValueError(f"This model has {params / 1e6:,.1f}M parameters: training it needs about "
+                         f"{need / 2**30:,.1f} GiB (weights, gradients, Adam: {BYTES_PER_PARAMETER} bytes a "
+                         f"parameter, before activations), but {device.type.upper()} has {free / 2**30:,.1f} GiB "
+                         f"free. Choose a smaller preset, d_model, d_ff or fewer layers.")
+    return params
+
+
+def device_line(name: str = "auto") -> str:
+    """Where training runs, in words."""
+    device = resolve_device(name)
+    if device.type == "cuda":
+        return f"GPU: {torch.cuda.get_device_name(device)} (CUDA)"
+    cores = os.cpu_count() or 1
+    gpu = "no CUDA GPU found" if name == "auto" else "chosen"
+    return f"CPU ({gpu}): {cores} cores, torch uses {torch.get_num_threads()} thread(s)"
+
+
+def warm_up() -> None:
+    """Import what the first Start would otherwise wait ~3 s for (every torch optimizer pulls
+    in torch._dynamo on first use); the Train tab calls it when a page loads."""
+    torch.optim.Adam([torch.nn.Parameter(torch.zeros(1))])
+
+
+def weights_finite(bundle: ModelBundle) -> bool:
+    return all(bool(torch.isfinite(p).all()) for p in bundle.model.parameters())
+
+
+def cross_attention(model: torch.nn.Module, src: list[int], tgt_in: list[int]) -> np.ndarray:
+    """(layers, heads, target, source) cross-attention of one teacher-forced pair."""
+    device = next(model.parameters()).device
+    was_training = model.training
+    model.eval()
+    with torch.no_grad():
+        _, attention = model(torch.tensor([src], device=device), torch.tensor([tgt_in], device=device),
+                             return_attention=True)
+    model.train(was_training)
+    return torch.cat(attention["cross"]).float().cpu().numpy()
+
+
+def _thin(items: list, limit: int) -> list:
+    """Every other item (always keeping the last) once there are more than limit."""
+    return items if len(items) <= limit else items[::2] + ([items[-1]] if len(items) % 2 == 0 else [])
+
+
+# ----- the job --------------------------------------------------------------------------------
+@dataclass
+class _Run:
+    """What one started run owns."""
+
+    settings: Settings
+    trainer: Trainer
+    example: tuple[list[int], list[int]]  # (source ids, decoder input ids) of the attention example
+    facts: dict[str, str]
+    history: list[dict[str, float]] = field(default_factory=list)
+    evaluations: list[Evaluation] = field(default_factory=list)
+    frames: list[Frame] = field(default_factory=list)
+    frame_every: int = 10
+    last_good: ModelBundle | None = None
+    last_good_step: int | None = None
+    started: float = field(default_factory=time.monotonic)
+    paused_total: float = 0.0
+    paused_since: float | None = None
+    ended: float | None = None
+
+    def elapsed(self) -> float:
+        now = self.paused_since or self.ended or time.monotonic()
+        return now - self.started - self.paused_total
+
+
+class TrainingJob:
+    def __init__(self, registry: ModelRegistry, checkpoints_dir: Path = CHECKPOINTS):
+        self.registry = registry
+        self.checkpoints_dir = Path(checkpoints_dir)
+        self._lock = threading.Lock()
+        self._run: _Run | None = None
+        self._state = "idle"
+        self._message = ""
+        self._version = 0
+        self._thread: threading.Thread | None = None
+        self._names: set[str] = set()  # picker entries this job made (a new run may replace them)
+
+    # ----- control ------------------------------------------------------------------------
+    def start(self, settings: Settings) -> str:
+        """Prepare the run (corpus, model, trainer) here, train in a thread; returns the model's
+        name in the picker. JobBusy while a run is going; ValueError for bad settings."""
+        with self._lock:
+            if self._state in ACTIVE:
+                raise JobBusy(f"A training run is {self._state} (one at a time): stop it before starting another.")
+            if settings.name in self.registry.names() and settings.name not in self._names:
+                raise ValueError(f"Cannot start: a model called {settings.name!r} is already in the picker; "
+                                 f"choose another name.")
+            before = (self._state, self._message)
+            self._set("preparing", f"Reading the data and building {settings.name}…")
+        try:
+            run = prepare(settings)
+            run.frames.append(Frame(0, cross_attention(run.trainer.model, *run.example)))
+            first = run.trainer.snapshot()
+        except Exception as exc:
+            with self._lock:
+                self._set(*before)
+            if isinstance(exc, (ValueError, FileNotFoundError, MemoryError, RuntimeError)):
+                raise ValueError(f"Cannot start: {exc}") from None
+            raise
+        self._publish(run, first)
+        with self._lock:
+            self._run = run
+            self._set("running", f"Training {settings.name} on {run.facts['device']}.")
+        self._thread = threading.Thread(target=self._train, args=(run,), name="studio-training", daemon=True)
+        self._thread.start()
+        return settings.name
+
+    def pause(self) -> None:
+        with self._lock:
+            run = self._need("running", "Nothing is training, so nothing to pause.")
+            run.trainer.pause()
+            run.paused_since = time.monotonic()
+            self._set("paused", f"Paused at step {run.trainer.step_count}.")
+
+    def resume(self) -> None:
+        with self._lock:
+            run = self._need("paused", "Nothing is paused, so nothing to resume.")
+            run.paused_total += time.monotonic() - run.paused_since
+            run.paused_since = None
+            run.trainer.resume()
+            self._set("running", f"Training {run.settings.name}.")
+
+    def stop(self) -> None:
+        with self._lock:
+            if self._state not in ("running", "paused"):
+                raise ValueError("Nothing is training, so nothing to stop.")
+            self._run.trainer.stop()
+            self._set("stopping", "Stopping after the current step…")
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Wait for the training thread to end; True if it has."""
+        if self._thread is not None:
+            self._thread.join(timeout)
+        return self._thread is None or not self._thread.is_alive()
+
+    def refresh(self) -> ModelBundle | None:
+        """Put the newest weights in the picker now (e.g. when the user selects the model)."""
+        with self._lock:
+            run = self._run if self._state in ACTIVE else None
+        if run is None:
+            return None
+        snapshot = run.trainer.snapshot()
+        if not weights_finite(snapshot):
+            return None
+        self._publish(run, snapshot)
+        return snapshot
+
+    def save(self, name: str = "") -> Path:
+        """Write the newest good weights to checkpoints_dir/NAME-stepN (name sanitised, never
+        replacing an existing folder); the last good snapshot after a NaN failure."""
+        with self._lock:
+            run, failed = self._run, self._state == "failed"
+        if run is None:
+            raise ValueError("Nothing to save yet: start a training run first.")
+        bundle, step = run.last_good, run.last_good_step
+        if not failed:
+            fresh = run.trainer.snapshot()
+            if weights_finite(fresh):
+                bundle, step = fresh, run.trainer.step_count
+        if bundle is None:
+            raise ValueError("There are no good weights to save (the loss was NaN from the start).")
+        bundle.info.update(step=step, train=asdict(run.settings.train_config()))
+        self.checkpoints_dir.mkdir(parents=True, exist_ok=True)
+        base = f"{safe_name(name or run.settings.name)}-step{step}"
+        path, n = self.checkpoints_dir / base, 2
+        while path.exists():
+            path, n = self.checkpoints_dir / f"{base}-{n}", n + 1
+        if path.resolve().parent != self.checkpoints_dir.resolve():
+            raise ValueError(f"{name!r} is not a usable checkpoint name.")
+        return save_checkpoint(path, bundle)
+
+    # ----- reading ------------------------------------------------------------------------
+    def view(self) -> JobView:
+        with self._lock:
+            run = self._run
+            if run is None:
+                return JobView(self._version, self._state, self._message, None, {}, 0, 0, 0.0, None, [], [], [],
+                               None, None)
+            tok = run.trainer.bundle.tokenizer.tokens
+            src, tgt_in = run.example
+            example = (tok(tgt_in[1:]) + ["<eos>"], tok(src))
+            return JobView(self._version, self._state, self._message, run.settings, dict(run.facts),
+                           run.trainer.step_count, run.settings.max_steps, run.elapsed(), self._eta(run),
+                           list(run.history), list(run.evaluations), list(run.frames), example, run.last_good_step)
+
+    # ----- inside -------------------------------------------------------------------------
+    def _set(self, state: str, message: str) -> None:
+        """Change state; call with the lock held."""
+        self._state, self._message = state, message
+        self._version += 1
+
+    def _need(self, state: str, refusal: str) -> _Run:
+        if self._state != state or self._run is None:
+            raise ValueError(refusal)
+        return self._run
+
+    def _eta(self, run: _Run) -> float | None:
+        recent = run.history[-30:]
+        if self._state != "running" or len(recent) < 2 or recent[-1]["seconds"] <= recent[0]["seconds"]:
+            return None
+        rate = (recent[-1]["step"] - recent[0]["step"]) / (recent[-1]["seconds"] - recent[0]["seconds"])
+        return (run.settings.max_steps - run.trainer.step_count) / rate
+
+    def _publish(self, run: _Run, snapshot: ModelBundle) -> None:
+        """Offer snapshot in the picker and keep it as the last good weights."""
+        snapshot.info["step"] = run.trainer.step_count
+        self.registry.add(run.settings.name, snapshot)
+        with self._lock:
+            self._names.add(run.settings.name)
+            run.last_good, run.last_good_step = snapshot, snapshot.info["step"]
+            self._version += 1
+
+    def _on_step(self, run: _Run, event: StepEvent) -> None:
+        """Called by the trainer's thread between steps."""
+        record = {k: v for k, v in event.to_dict().items() if k != "validation"}
+        record["seconds"] = run.elapsed()
+        frame = None
+        if event.step % run.frame_every == 0:
+            frame = Frame(event.step, cross_attention(run.trainer.model, *run.example))
+        if event.validation:
+            snapshot = run.trainer.snapshot()
+            if weights_finite(snapshot):
+                self._publish(run, snapshot)
+        with self._lock:
+            run.history.append(record)
+            if len(run.history) > MAX_POINTS:
+                run.history = _thin(run.history, MAX_POINTS)
+            if frame is not None:
+                run.frames.append(frame)
+                if len(run.frames) > MAX_FRAMES:
+                    run.frames, run.frame_every = _thin(run.frames, MAX_FRAMES), 2 * run.frame_every
+            if event.validation:
+                metrics = {k: v for k, v in event.validation.items() if isinstance(v, (int, float))}
+                samples = list(event.validation.get("samples", []))
+                run.evaluations.append(Evaluation(event.step, record["seconds"], metrics, samples))
+            self._version += 1
+
+    def _train(self, run: _Run) -> None:
+        try:
+            run.trainer.run(lambda event: self._on_step(run, event))
+        except TrainingStopped as exc:
+            self._fail(run, f"{exc}.")
+            return
+        except Exception as exc:  # the thread's last stop, e.g. out of memory: keep the app and the weights
+            log.exception("training failed")
+            self._fail(run, f"Training failed ({type(exc).__name__}): {exc}")
+            return
+        self._finish(run)
+
+    def _finish(self, run: _Run) -> None:
+        run.ended = time.monotonic()
+        snapshot = run.trainer.snapshot()
+        if weights_finite(snapshot):
+            self._publish(run, snapshot)
+        stopped = run.trainer.stopped
+        with self._lock:
+            self._set("stopped" if stopped else "finished",
+                      f"{'Stopped' if stopped else 'Finished'} at step {run.trainer.step_count} after "
+                      f"{run.elapsed():.0f} s. The model stays in the picker; Save keeps it on disk.")
+
+    def _fail(self, run: _Run, reason: str) -> None:
+        run.ended = time.monotonic()
+        snapshot = run.trainer.snapshot()
+        if weights_finite(snapshot):
+            self._publish(run, snapshot)
+        with self._lock:
+            kept = (f"The last good weights (step {run.last_good_step}) stay in the picker; Save writes them."
+                    if run.last_good is not None else "No good weights were kept.")
+            self._set("failed", f"{reason} {kept}")
+
+
+def prepare(settings: Settings) -> _Run:
+    """Corpus, tokenizer, model (checked to fit in memory first) and trainer for settings."""
+    corpus = load_corpus(settings.data, settings.src_lang, settings.tgt_lang, seed=settings.seed,
+                         limit=settings.limit)
+    if not corpus.train or not (corpus.valid or corpus.test):
+        raise ValueError(f"{settings.data} has no training or no validation pairs")
+    synthetic = settings.data.startswith("synthetic:")
+    device = resolve_device(settings.device)
+    # The vocabulary is at most vocab_size: check the model fits before learning it.
+    check_fits(ModelConfig.from_preset(settings.preset, src_vocab_size=settings.vocab_size,
+                                       tgt_vocab_size=settings.vocab_size, **settings.model_overrides()), device)
+    torch.manual_seed(settings.seed)
+    info = {"name": settings.name, "src_lang": corpus.src_lang, "tgt_lang": corpus.tgt_lang,
+            "data": corpus.description, "examples": [s for s, _ in corpus.test[:8]]}
+    bundle = new_bundle(corpus.train, settings.preset, vocab_size=settings.vocab_size,
+                        tokenizer_kind=TOKENIZER_KIND if synthetic else "bpe", info=info,
+                        **settings.model_overrides())
+    config = bundle.model.config
+    train, dropped = encode_pairs(corpus.train, bundle.tokenizer, config.max_len)
+    valid, _ = encode_pairs(corpus.valid, bundle.tokenizer, config.max_len)
+    if not train:
+        raise ValueError(f"every training pair of {settings.data} is longer than {config.max_len} tokens")
+    trainer = Trainer(bundle, train, settings.train_config(), valid_pairs=corpus.valid, valid=valid)
+    src, tgt = (bundle.tokenizer.encode(text)[: config.max_len - 1] for text in (corpus.test or corpus.valid)[0])
+    example = (src + [config.eos_id], [BOS_ID] + tgt)  # the attention timeline's sentence, teacher-forced
+    facts = {"parameters": f"{bundle.model.num_parameters():,}", "device": str(trainer.device),
+             "vocabulary": f"{bundle.tokenizer.vocab_size:,} ({bundle.tokenizer.kind})",
+             "pairs": f"{len(train):,} training, {len(corpus.valid):,} validation"
+                      + (f" ({dropped:,} too long, left out)" if dropped else "")}
+    return _Run(settings, trainer, example, facts, frame_every=max(1, settings.attention_every))

@@ -1,0 +1,313 @@
+"""Issue 8: the Train tab and its process-wide training job, driven from Python — start, pause,
+resume, stop, save on a synthetic task (tiny model, a few dozen steps), the live view, the
+attention timeline, and bad input: paths outside the data folders, malformed TSV, a model
+too large for memory, NaN loss."""
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import replace
+
+import gradio as gr
+import plotly.graph_objects as go
+import pytest
+import torch
+
+from _studio import one_thread, studio_bundle
+from core.checkpoint import load_checkpoint
+from core.config import ModelConfig
+from core.decoding import translate
+from core.model import Transformer
+from studio import training
+from studio.registry import ModelRegistry
+from studio.tabs import train as tab
+from studio.training import JobBusy, Settings, TrainingJob
+
+single_thread = pytest.fixture(scope="module", autouse=True)(one_thread)
+
+
+@pytest.fixture(autouse=True)
+def few_eval_sentences(monkeypatch):
+    """Decoding 100 validation sentences with a barely trained model would dominate these tests."""
+    monkeypatch.setattr(training, "EVAL_SENTENCES", 10)
+
+QUICK = Settings(max_steps=30, max_tokens=256, warmup=10, eval_every=10, attention_every=5)
+
+
+@pytest.fixture
+def job(tmp_path):
+    job = TrainingJob(ModelRegistry(None), tmp_path / "checkpoints")
+    yield job
+    if job.view().state in ("running", "paused"):
+        job.stop()
+    job.wait(30)
+
+
+def wait_for(job: TrainingJob, predicate, timeout: float = 30.0) -> training.JobView:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        view = job.view()
+        if predicate(view):
+            return view
+        time.sleep(0.02)
+    raise TimeoutError(f"job still {job.view().state} at step {job.view().step}")
+
+
+def panel(**changes) -> list:
+    """The set-up panel's values in FIELDS order: the tab's defaults, changed."""
+    d = tab.DEFAULTS
+    layers, d_model, heads, d_ff, dropout = tab.preset_values(d.preset)
+    values = dict(kind=training.SOURCES[0], task="numbers", path="", upload=None, hf_name="", src_lang="",
+                  tgt_lang="", limit=0, name="live-numbers", preset=d.preset, layers=layers, d_model=d_model,
+                  n_heads=heads, d_ff=d_ff, dropout=dropout, vocab_size=d.vocab_size, max_steps=30, warmup=10,
+                  lr_factor=d.lr_factor, label_smoothing=d.label_smoothing, max_tokens=256, clip_norm=0,
+                  eval_every=10, attention_every=5)
+    values.update(changes)
+    return [values[f] for f in tab.FIELDS]
+
+
+# ----- a run from start to finish ----------------------------------------------------------------
+def test_run_pause_resume_finish_and_save(job):
+    name = job.start(QUICK)
+    assert name == "live-numbers" and job.registry.names() == ["live-numbers"]  # usable at once
+    with pytest.raises(JobBusy, match="stop it before starting another"):
+        job.start(QUICK)
+    wait_for(job, lambda v: v.step >= 3)
+    job.pause()
+    paused = wait_for(job, lambda v: v.state == "paused")
+    time.sleep(0.3)
+    at = job.view().step
+    time.sleep(0.3)
+    assert job.view().step == at and paused.eta is None
+    with pytest.raises(ValueError, match="nothing to pause"):
+        job.pause()
+    job.resume()
+    view = wait_for(job, lambda v: v.state == "finished")
+    assert view.step == 30 and [h["step"] for h in view.history] == list(range(1, 31))
+    assert {"loss", "perplexity", "accuracy", "lr", "tokens_per_s", "seconds"} <= set(view.history[0])
+    assert [e.step for e in view.evaluations] == [10, 20, 30]
+    assert {"val_loss", "exact_match", "bleu"} <= set(view.evaluations[-1].metrics)
+    assert len(view.evaluations[-1].samples) == training.SAMPLES_SHOWN
+    assert [f.step for f in view.frames] == [0, 5, 10, 15, 20, 25, 30]
+    rows, cols = view.example
+    assert view.frames[-1].cross.shape == (2, 4, len(rows), len(cols))
+    assert torch.allclose(torch.from_numpy(view.frames[-1].cross.sum(-1)), torch.ones(2, 4, len(rows)), atol=1e-4)
+    live = job.registry.get("live-numbers")
+    assert live.info["step"] == 30 and not live.model.training and live.device.type == "cpu"
+
+    path = job.save("../../etc/my model <1>")  # sanitised, inside the checkpoints folder
+    assert path.parent == job.checkpoints_dir and path.name == "etc-my-model-1-step30"
+    assert job.save("../../etc/my model <1>").name == "etc-my-model-1-step30-2"  # never replaces
+    saved = load_checkpoint(path)
+    assert saved.info["step"] == 30 and saved.info["src_lang"] == "en"
+    assert translate(saved, ["4 2"], method="greedy") == translate(live, ["4 2"], method="greedy")
+
+
+def test_stop_while_paused_and_start_again(job):
+    job.start(replace(QUICK, max_steps=10_000))
+    wait_for(job, lambda v: v.step >= 2)
+    job.pause()
+    job.stop()
+    view = wait_for(job, lambda v: v.state == "stopped")
+    assert view.step < 10_000 and "Stopped at step" in view.message
+    time.sleep(0.05)
+    assert job.view().elapsed == view.elapsed  # the clock stops with the run
+    with pytest.raises(ValueError, match="nothing to stop"):
+        job.stop()
+    job.start(replace(QUICK, max_steps=3, name="second"))  # a finished or stopped run makes room
+    wait_for(job, lambda v: v.state == "finished")
+    assert job.registry.names() == ["live-numbers", "second"]
+
+
+def test_selecting_the_model_fetches_newer_weights(job):
+    job.start(replace(QUICK, max_steps=10_000, eval_every=10_000))
+    first = job.registry.get("live-numbers")
+    wait_for(job, lambda v: v.step >= 3)
+    tab.picked(job, "live-numbers")
+    newer = job.registry.get("live-numbers")
+    assert newer is not first and newer.info["step"] >= 3
+    assert not torch.equal(newer.model.generator.weight, first.model.generator.weight)
+
+
+def test_a_corpus_folder_under_shared_data_trains(job, multi30k):
+    spec = training.corpus_path_spec(str(multi30k))
+    job.start(replace(QUICK, data=spec, limit=300, vocab_size=300, max_steps=2, name="m30k"))
+    view = wait_for(job, lambda v: v.state == "finished")
+    assert view.facts["vocabulary"].endswith("(bpe)") and view.facts["pairs"].startswith("300 training")
+    assert job.registry.get("m30k").info["src_lang"] == "de"
+
+
+def test_the_app_mounts_the_train_tab(tmp_path):
+    from studio import app
+
+    demo = app.build_app(ModelRegistry(None), checkpoints_dir=tmp_path)
+    assert "Train" in {b.label for b in demo.blocks.values() if isinstance(b, gr.Tab)}
+
+
+# ----- bad input and faults ------------------------------------------------------------------------
+def test_corpus_paths_outside_the_data_folders_are_refused(tmp_path):
+    data = tmp_path / "data"
+    (data / "corpus").mkdir(parents=True)
+    (data / "escape").symlink_to("/etc")
+    roots = (data,)
+    assert training.corpus_path_spec(str(data / "corpus"), roots) == f"files:{data / 'corpus'}"
+    assert training.corpus_path_spec(f"{data}/pairs.tsv.gz:en-de", roots) == f"files:{data}/pairs.tsv.gz:en-de"
+    for bad in ("../../etc/passwd", "/etc/passwd", str(data / "escape" / "passwd"), f"{data}/../x.tsv", ""):
+        with pytest.raises(ValueError):
+            training.corpus_path_spec(bad, roots)
+    assert training.corpus_path_spec("../shared/data/multi30k") == f"files:{training.ROOT.parent}/shared/data/multi30k"
+
+
+def test_uploaded_tsv_with_malformed_lines_is_refused_with_line_numbers(job, tmp_path):
+    upload = tmp_path / "up" / "pairs.txt"
+    upload.parent.mkdir()
+    upload.write_text("eins\tone\nzwei two\ndrei\tthree\nvier\n", encoding="utf-8")
+    spec = training.corpus_spec(training.SOURCES[2], "", "", str(upload), "", uploads=tmp_path / "up")
+    assert spec.endswith("uploaded.tsv")
+    with pytest.raises(ValueError, match=r"Cannot start: .*line 2, 4: fewer than 2 tab-separated columns"):
+        job.start(replace(QUICK, data=spec))
+    assert job.view().state == "idle" and job.registry.names() == []
+    with pytest.raises(ValueError, match="not uploaded through the studio"):
+        training.uploaded_tsv_spec("/etc/passwd", tmp_path / "up")
+
+
+def test_uploaded_tsv_trains(job, tmp_path):
+    upload = tmp_path / "up" / "pairs.tsv"
+    upload.parent.mkdir()
+    upload.write_text("".join(f"{n} {n + 1}\t{n + 1} {n}\n" for n in range(60)), encoding="utf-8")
+    spec = training.corpus_spec(training.SOURCES[2], "", "", str(upload), "", uploads=tmp_path / "up")
+    job.start(replace(QUICK, data=spec, max_steps=4, vocab_size=64, name="tsv"))
+    view = wait_for(job, lambda v: v.state == "finished")
+    assert view.facts["vocabulary"].endswith("(bpe)") and job.registry.names() == ["tsv"]
+
+
+def test_hugging_face_offline_message_reaches_the_user(job, monkeypatch):
+    spec = training.corpus_spec(training.SOURCES[3], "", "", None, " bentrevett/multi30k ")
+    assert spec == "hf:bentrevett/multi30k"
+
+    def offline(spec, *args, **kwargs):
+        raise ValueError(f"{spec}: huggingface.co is unreachable; set HF_HUB_OFFLINE=1 to use a cached copy")
+
+    monkeypatch.setattr(training, "load_corpus", offline)
+    with pytest.raises(ValueError, match="Cannot start: hf:bentrevett/multi30k: huggingface.co is unreachable"):
+        job.start(replace(QUICK, data=spec))
+    with pytest.raises(ValueError, match="Hugging Face dataset name"):
+        training.corpus_spec(training.SOURCES[3], "", "", None, "  ")
+
+
+@pytest.mark.parametrize("overrides", [{}, {"norm_first": True}, {"shared_vocab": False, "tgt_vocab_size": 77}])
+def test_parameter_estimate_matches_the_model(overrides):
+    config = ModelConfig.from_preset("tiny", **{"src_vocab_size": 50, "tgt_vocab_size": 50, **overrides},
+                                     encoder_layers=1, decoder_layers=3, d_ff=96)
+    assert training.parameter_count(config) == Transformer(config).num_parameters()
+
+
+def test_a_model_too_large_for_memory_is_refused_before_building(job):
+    huge = ModelConfig.from_preset("paper-big", src_vocab_size=32000, tgt_vocab_size=32000)
+    assert training.check_fits(huge, torch.device("cpu"), free=2**40) > 200e6
+    with pytest.raises(ValueError, match=r"needs about 3\.1 GiB .* has 1\.0 GiB free"):
+        training.check_fits(huge, torch.device("cpu"), free=2**30)
+    with pytest.raises(ValueError, match="Cannot start: This model has .* GiB"):
+        job.start(replace(QUICK, d_model=65536, n_heads=4))
+    assert job.view().state == "idle"
+
+
+def test_errors_while_building_leave_the_app_usable(job, monkeypatch):
+    def no_memory(*args, **kwargs):
+        raise RuntimeError("DefaultCPUAllocator: not enough memory")
+
+    monkeypatch.setattr(training, "new_bundle", no_memory)
+    with pytest.raises(ValueError, match="Cannot start: DefaultCPUAllocator"):
+        job.start(QUICK)
+    monkeypatch.undo()
+    job.start(replace(QUICK, max_steps=2))
+    assert wait_for(job, lambda v: v.state == "finished").step == 2
+
+
+def test_nan_loss_stops_training_and_keeps_the_last_good_weights(job):
+    job.start(replace(QUICK, max_steps=10_000, eval_every=5))
+    wait_for(job, lambda v: v.last_good_step and v.last_good_step >= 5)
+    job.pause()
+    wait_for(job, lambda v: v.state == "paused")
+    time.sleep(0.2)  # the step under way when Pause was pressed ends
+    good = job.view().last_good_step
+    with torch.no_grad():
+        job._run.trainer.model.encoder_layers[0].ffn.w1.weight.fill_(math.nan)
+    job.resume()
+    view = wait_for(job, lambda v: v.state == "failed")
+    assert "NaN" in view.message and f"last good weights (step {good})" in view.message
+    assert view.last_good_step == good >= 5
+    assert training.weights_finite(job.registry.get("live-numbers"))
+    path = job.save("")
+    assert path.name == f"live-numbers-step{good}" and training.weights_finite(load_checkpoint(path))
+
+
+# ----- the tab's callbacks -------------------------------------------------------------------------
+def test_a_name_taken_by_another_model_is_refused(tmp_path):
+    registry = ModelRegistry(None)
+    registry.add("shipped", studio_bundle())  # an entry the job did not make
+    job = TrainingJob(registry, tmp_path)
+    with pytest.raises(ValueError, match="'shipped' is already in the picker"):
+        job.start(replace(QUICK, name="shipped"))
+    assert registry.get("shipped") is studio_bundle()
+
+
+def test_start_refusals_come_as_messages(job):
+    assert tab.start(job, *panel(kind=training.SOURCES[1], path="../../etc/passwd")) is not None
+    assert job.view().state == "idle"
+    with pytest.raises(ValueError, match="steps must be a whole number"):
+        tab.settings_from(dict(zip(tab.FIELDS, panel(max_steps=0))))
+    with pytest.raises(ValueError, match="dropout"):
+        tab.settings_from(dict(zip(tab.FIELDS, panel(dropout=None))))
+
+
+def test_callbacks_start_pause_resume_stop_save(job):
+    picker = tab.start(job, *panel(max_steps=10_000))
+    assert picker.value == "live-numbers" and picker.choices == [("live-numbers", "live-numbers")]
+    assert tab.start(job, *panel()) is not None and job.view().state == "running"  # refused: a warning
+    wait_for(job, lambda v: v.step >= 2)
+    tab.control(job, "pause")
+    assert job.view().state == "paused"
+    tab.control(job, "resume")
+    assert job.view().state == "running"
+    assert "Saved to" in tab.save(job, "demo")
+    tab.control(job, "stop")
+    wait_for(job, lambda v: v.state == "stopped")
+    tab.control(job, "pause")  # nothing to pause: a warning, no exception
+    assert "Not saved" in tab.save(TrainingJob(ModelRegistry(None)), "x")
+
+
+def test_live_view_redraws_only_when_something_changed(job):
+    first = tab.tick(job, None, 2, 0, True)
+    assert isinstance(first[0], tab.Seen) and "No training yet" in first[1]
+    assert all(out == gr.skip() for out in tab.tick(job, first[0], 2, 0, True))
+    job.start(replace(QUICK, name="<b>mine</b>"))
+    view = wait_for(job, lambda v: v.state == "finished")
+    seen, state, bar, curves, metrics, samples, layer, head, timeline, attention, picker = tab.tick(
+        job, first[0], 2, 1, True)
+    assert "&lt;b&gt;mine&lt;/b&gt;" in state and "<b>" not in state and "Finished" in state
+    assert f'value="{view.step}"' in bar and "Step 30 of 30" in bar
+    assert isinstance(curves, go.Figure) and len(curves.data) >= 9
+    assert "Evaluation at step 30" in metrics and "exact match" in metrics
+    assert len(samples.value["data"]) == training.SAMPLES_SHOWN
+    assert (layer.maximum, head.maximum, timeline.maximum, timeline.value) == (2, 4, 30, 30)
+    assert "Step 30" in attention.layout.title.text and picker.choices == [("<b>mine</b>", "<b>mine</b>")]
+    again = tab.tick(job, seen, 2, 1, False)
+    assert all(out == gr.skip() for out in again)
+
+
+def test_timeline_scrubs_to_the_nearest_snapshot(job):
+    job.start(QUICK)
+    wait_for(job, lambda v: v.state == "finished")
+    figure, follow = tab.scrub(job, 12, 1, 0)
+    assert follow is False and figure.layout.title.text.startswith("Step 10: cross-attention, layer 1, mean of 4")
+    assert "layer 2, head 4" in tab.redraw(job, 0, 9, 9, True).layout.title.text  # clamped, latest
+    assert tab.redraw(job, 0, 1, 1, False).layout.title.text.startswith("Step 0:")
+
+
+def test_defaults_and_lr_line():
+    settings = tab.settings_from(dict(zip(tab.FIELDS, panel(max_steps=tab.DEFAULTS.max_steps))))
+    assert settings == replace(tab.DEFAULTS, limit=None, layers=2, d_model=64, n_heads=4, d_ff=256, dropout=0.0,
+                               max_tokens=256, warmup=10, eval_every=10, attention_every=5)
+    assert "6.25e-03" in tab.peak_lr(64, 100, 0.5)
+    assert tab.preset_values("small") == (3, 256, 4, 1024, 0.1)
