@@ -7,7 +7,7 @@ sentence). It follows the same rules as core.decoding (section 6.1 of the paper:
 length penalty α = 0.6, maximum output length input + 50), so the outputs must be identical.
 It is slow (about 0.7 s a sentence for beam 4), so it runs on the first --naive-limit sentences.
 
-    python bench/decode.py [--checkpoint DIR] [--naive-limit N] [--limit M]
+    python bench/decode.py [--checkpoint DIR] [--naive-limit N] [--limit M] [--threads T]
 """
 from __future__ import annotations
 
@@ -134,7 +134,11 @@ def main(argv: list[str] | None = None) -> int:
                         help="time the naive decoder on the first N sentences (default 100)")
     parser.add_argument("--limit", type=int, default=None, help="decode only the first M sentences")
     parser.add_argument("--data-dir", type=Path, default=DATA, help=f"Multi30k folder (default {DATA})")
+    parser.add_argument("--threads", type=int, default=0,
+                        help="torch CPU threads for both decoders (default: torch's choice)")
     args = parser.parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
     sentences = read_sentences(args.data_dir, args.limit)
     from core.checkpoint import load_checkpoint
 

@@ -173,7 +173,8 @@ class Trainer:
         """A copy of the current weights (between two steps, never half-updated), eval mode, CPU."""
         with self._lock:
             model = copy.deepcopy(self.model).to("cpu").eval()
-        return ModelBundle(model, self.bundle.tokenizer, dict(self.bundle.info), None)
+            step = self.step_count
+        return ModelBundle(model, self.bundle.tokenizer, {**self.bundle.info, "step": step}, None)
 
     # ----- training ----------------------------------------------------------------
     def lr_at(self, step: int) -> float:
@@ -249,8 +250,8 @@ class Trainer:
                       f"({self.bad_steps} in a row)")
         if self.bad_steps >= self.config.max_bad_steps:
             raise TrainingStopped(f"training stopped: the loss was NaN/inf {self.bad_steps} steps in a row "
-                                  f"(last at step {self.step_count}); try a lower --lr-factor, more warm-up "
-                                  f"or --clip-norm")
+                                  f"(last at step {self.step_count}); try a lower learning rate, a longer "
+                                  f"warm-up or gradient clipping")
 
     def _all_reduce_sum(self, value: float) -> float:
         if self.world_size == 1:

@@ -1,0 +1,502 @@
+"""Inference: greedy decoding, beam search and sampling, batched over sentences on the
+decoder's key/value cache (each step feeds one new token per hypothesis).
+
+Section 6.1 of the paper: "we used beam search with a beam size of 4 and length penalty
+α = 0.6 ... We set the maximum output length during inference to input length + 50, but
+terminate early when possible." The length penalty is GNMT's (Wu et al. 2016, section 7):
+
+    lp(Y) = (5 + |Y|)^α / (5 + 1)^α,        score(Y) = log P(Y | X) / lp(Y)
+
+(without GNMT's coverage penalty); ``length_penalty="plain"`` divides by |Y|^α instead.
+
+Conventions (shared with core.beam, the studio and the CLI):
+- source ids are ``tokenizer.encode(text) + [eos]``, right-padded with pad; a source longer
+  than the model's max_len is cut to max_len - 1 tokens plus eos;
+- |Y| counts the generated tokens including eos;
+- the maximum output length is a·|source| + b tokens including eos, |source| counting the
+  source's eos (the paper: a = 1, b = 50), clamped to the model's max_len - 1 (the target with
+  its bos must fit in max_len); at that length eos is forced, so every hypothesis ends in eos;
+- pad and bos are never generated; ``min_len`` forbids eos before that many tokens;
+  ``no_repeat_ngram`` = n forbids any n-gram to occur twice in an output;
+- beam search expands the 2·beam best (hypothesis, token) pairs of each sentence per step,
+  as fairseq does: those ending in eos among the best ``beam`` become finished hypotheses, the
+  ``beam`` best others stay live; a sentence stops once it has ``beam`` finished hypotheses or
+  reaches its maximum length, and leaves the batch (finished sentences cost nothing).
+"""
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import math
+import warnings
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator, Sequence
+
+import torch
+
+from .batching import source_ids
+from .model import DecoderCache, Transformer
+from .tokenizer import EOS_ID, Tokenizer
+
+METHODS = ("greedy", "beam", "sample")
+LENGTH_PENALTIES = ("gnmt", "plain")
+PRUNED, LIVE, FINISHED = 0, 1, 2  # beam candidates' fate, see StepRecord.status
+NEG_INF = float("-inf")
+
+
+# ----- options and results ---------------------------------------------------------------
+@dataclass
+class DecodeOptions:
+    method: str = "beam"            # "greedy" | "beam" | "sample"
+    beam_size: int = 4
+    alpha: float = 0.6              # length-penalty exponent; 0 ranks by raw log-probability
+    length_penalty: str = "gnmt"    # "gnmt": ((5+|Y|)/6)^alpha | "plain": |Y|^alpha
+    max_len_a: float = 1.0          # max output length = a * |source| + b (clamped to max_len - 1)
+    max_len_b: int = 50
+    min_len: int = 0                # eos is forbidden before this many output tokens
+    n_best: int = 1                 # beam only: return this many hypotheses (<= beam_size)
+    no_repeat_ngram: int = 0        # 0: off; n: no n-gram occurs twice in an output
+    temperature: float = 1.0        # sampling only
+    top_k: int = 0                  # sampling only; 0: off
+    top_p: float = 1.0              # sampling only (nucleus); 1: off
+    seed: int | None = None         # sampling only; None: a fresh random seed
+    batch_size: int = 64            # sentences per batch (beam search runs batch_size * beam rows)
+
+    def validate(self) -> None:
+        """Raise ValueError naming the offending option and its allowed values."""
+        if self.method not in METHODS:
+            raise ValueError(f"DecodeOptions.method must be one of {', '.join(METHODS)}; got {self.method!r}")
+        if self.length_penalty not in LENGTH_PENALTIES:
+            raise ValueError(f"DecodeOptions.length_penalty must be one of {', '.join(LENGTH_PENALTIES)}; "
+                             f"got {self.length_penalty!r}")
+        for name, low in (("beam_size", 1), ("max_len_b", 0), ("min_len", 0), ("n_best", 1),
+                          ("no_repeat_ngram", 0), ("top_k", 0), ("batch_size", 1)):
+            _check_int(name, getattr(self, name), low)
+        _check_number("alpha", self.alpha, ">= 0", lambda x: x >= 0)
+        _check_number("max_len_a", self.max_len_a, ">= 0", lambda x: x >= 0)
+        _check_number("temperature", self.temperature, "> 0", lambda x: x > 0)
+        _check_number("top_p", self.top_p, "in (0, 1]", lambda x: 0 < x <= 1)
+        if self.seed is not None:
+            _check_int("seed", self.seed, 0)
+        limit = self.beam_size if self.method == "beam" else 1
+        if self.n_best > limit:
+            raise ValueError(f"DecodeOptions.n_best must be between 1 and {limit} for method "
+                             f"{self.method!r} (at most beam_size for beam search, 1 otherwise); got {self.n_best}")
+
+
+def _check_int(name: str, value: Any, low: int) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or value < low:
+        raise ValueError(f"DecodeOptions.{name} must be an integer >= {low}; got {value!r}")
+
+
+def _check_number(name: str, value: Any, allowed: str, ok: Callable[[float], bool]) -> None:
+    if (not isinstance(value, (int, float)) or isinstance(value, bool) or not math.isfinite(value)
+            or not ok(value)):
+        raise ValueError(f"DecodeOptions.{name} must be a number {allowed}; got {value!r}")
+
+
+def resolve_options(options: DecodeOptions | None, overrides: dict[str, Any]) -> DecodeOptions:
+    """options (default DecodeOptions()) with keyword overrides applied, validated."""
+    names = {f.name for f in dataclasses.fields(DecodeOptions)}
+    unknown = sorted(set(overrides) - names)
+    if unknown:
+        raise ValueError(f"unknown decoding option(s) {unknown}; allowed: {sorted(names)}")
+    resolved = dataclasses.replace(options or DecodeOptions(), **overrides)
+    resolved.validate()
+    return resolved
+
+
+@dataclass(frozen=True)
+class Hypothesis:
+    """One output of the tensor-level decoders."""
+
+    ids: list[int]               # generated ids, ending with eos
+    token_logprobs: list[float]  # the model's log-probability of each id (eos included)
+    logprob: float               # their sum, log P(Y | X)
+    score: float                 # beam: logprob / lp(|Y|); greedy and sampling: logprob
+
+
+@dataclass
+class Translation:
+    text: str                        # detokenized best output
+    ids: list[int]                   # output ids without bos/eos
+    tokens: list[str]                # token strings of ids (for plots)
+    token_logprobs: list[float]      # log-prob of each output token, then of eos: len(ids) + 1 entries
+    score: float                     # beam: length-normalised; greedy/sample: sum of token_logprobs
+    n_best: list[tuple[str, float]]  # (text, score), best first; n_best entries (fewer if fewer finished)
+    source_tokens: list[str]         # the source as fed to the encoder, "<eos>" included
+    notices: list[str] = field(default_factory=list)  # what was done to the input, in words
+
+
+# ----- sources -----------------------------------------------------------------------------
+@dataclass
+class Source:
+    """A sentence ready for the encoder, and what was done to it."""
+
+    ids: list[int]       # tokenizer.encode(text) + [eos], truncated to max_len; [] if empty
+    tokens: list[str]
+    notices: list[str]
+
+    @property
+    def empty(self) -> bool:
+        return not self.ids
+
+
+def prepare_source(tokenizer: Tokenizer, text: str, max_len: int) -> Source:
+    """Encode text for a model whose sequences hold at most max_len tokens."""
+    if not isinstance(text, str):
+        raise TypeError(f"a source sentence must be a str, got {type(text).__name__}")
+    ids = source_ids(tokenizer, text) if text.strip() else []
+    if len(ids) <= 1:
+        return Source([], [], ["empty input"])
+    notices = []
+    unknown = tokenizer.unknown_pieces(text)
+    if unknown:
+        shown = ", ".join(repr(p) for p in dict.fromkeys(unknown))
+        notices.append(f"{len(unknown)} unknown piece{'s' * (len(unknown) > 1)} mapped to <unk>: {shown}")
+    if len(ids) > max_len:
+        notices.append(f"source truncated from {len(ids) - 1} to {max_len - 1} tokens "
+                       f"(the model's max_len is {max_len} with <eos>)")
+        ids = ids[:max_len - 1] + ids[-1:]
+    return Source(ids, tokenizer.tokens(ids), notices)
+
+
+def max_output_length(source_length: int, options: DecodeOptions, model_max_len: int) -> tuple[int, str | None]:
+    """a·|source| + b output tokens (eos included), clamped to [1, max_len - 1]; and a notice if clamped."""
+    wanted = int(options.max_len_a * source_length + options.max_len_b)
+    limit = model_max_len - 1
+    if wanted > limit:
+        return limit, (f"maximum output length {wanted} clamped to {limit} tokens "
+                       f"(the model's max_len is {model_max_len} with <bos>)")
+    return max(wanted, 1), None
+
+
+# ----- shared step machinery ---------------------------------------------------------------
+@contextlib.contextmanager
+def inference(model: Transformer) -> Iterator[None]:
+    """Eval mode and torch.inference_mode() inside the block; the model's mode is restored."""
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.inference_mode():
+            yield
+    finally:
+        model.train(was_training)
+
+
+def length_penalty(length: int, options: DecodeOptions) -> float:
+    if options.length_penalty == "gnmt":
+        return ((5 + length) / 6) ** options.alpha
+    return length ** options.alpha
+
+
+def copy_cache(cache: DecoderCache) -> DecoderCache:
+    """A cache the next decode_step may extend without touching the original (tensors are shared)."""
+    return dataclasses.replace(cache, self_kv=list(cache.self_kv))
+
+
+def _repeated_ngrams(tokens: torch.Tensor, n: int, vocab: int) -> torch.Tensor | None:
+    """(R, V) bool: tokens that would complete an n-gram already present in each row."""
+    rows, t = tokens.shape
+    if t < n:
+        return None
+    windows = tokens.unfold(1, n, 1)  # (R, W, n), every n-gram so far
+    match = (windows[:, :, :-1] == tokens[:, t - n + 1:][:, None, :]).all(dim=-1)  # same n-1 prefix
+    hits = torch.zeros(rows, vocab, device=tokens.device).scatter_add_(1, windows[:, :, -1], match.float())
+    return hits > 0
+
+
+def constrain(model: Transformer, log_probs: torch.Tensor, tokens: torch.Tensor, max_out: torch.Tensor,
+              options: DecodeOptions) -> torch.Tensor:
+    """Apply the decoding rules in place to next-token log_probs (R, V), given each row's
+    generated tokens (R, t) and maximum output length (R,)."""
+    cfg = model.config
+    step = tokens.size(1)
+    eos = log_probs[:, cfg.eos_id].clone()
+    log_probs[:, [cfg.pad_id, cfg.bos_id]] = NEG_INF
+    if step < options.min_len:
+        log_probs[:, cfg.eos_id] = NEG_INF
+    if options.no_repeat_ngram:
+        banned = _repeated_ngrams(tokens, options.no_repeat_ngram, log_probs.size(1))
+        if banned is not None:
+            log_probs.masked_fill_(banned, NEG_INF)
+    at_max = step + 1 >= max_out
+    if bool(at_max.any()):  # the last position: eos only, whatever min_len says
+        log_probs[at_max] = NEG_INF
+        log_probs[at_max, cfg.eos_id] = eos[at_max]
+    return log_probs
+
+
+def last_tokens(model: Transformer, tokens: torch.Tensor) -> torch.Tensor:
+    if tokens.size(1):
+        return tokens[:, -1]
+    return torch.full((tokens.size(0),), model.config.bos_id, dtype=torch.long, device=tokens.device)
+
+
+def _lengths(src: torch.Tensor, max_len: torch.Tensor | int, model: Transformer) -> torch.Tensor:
+    """Per-row maximum output length as a (B,) tensor, clamped to [1, max_len - 1]."""
+    limits = torch.as_tensor(max_len, dtype=torch.long, device=src.device).expand(src.size(0))
+    return limits.clamp(1, model.config.max_len - 1)
+
+
+# ----- beam search: one step function for the one-shot search and core.beam's stepper ------
+@dataclass
+class BeamState:
+    """Beam search over N active sentences × R hypotheses (R = 1 before the first step, then
+    K), rows sentence-major."""
+
+    cache: DecoderCache
+    tokens: torch.Tensor          # (N·R, t) generated ids of each live hypothesis
+    token_logprobs: torch.Tensor  # (N·R, t)
+    logprobs: torch.Tensor        # (N·R,) cumulative; -inf where no live hypothesis remains
+    sentences: list[int]          # original batch index of each active sentence
+    max_out: torch.Tensor         # (N,) maximum output length of each active sentence
+    finished: list[list[Hypothesis]]  # per original sentence, in the order they finished
+
+    @property
+    def done(self) -> bool:
+        return not self.sentences
+
+
+@dataclass
+class StepRecord:
+    """What one beam step considered: per active sentence its 2·K best expansions, best first."""
+
+    parents: torch.Tensor         # (N, 2K) expanded hypothesis (index within its sentence)
+    tokens: torch.Tensor          # (N, 2K)
+    token_logprobs: torch.Tensor  # (N, 2K)
+    logprobs: torch.Tensor        # (N, 2K) cumulative
+    status: torch.Tensor          # (N, 2K) PRUNED, LIVE or FINISHED
+    live: torch.Tensor            # (N, K) candidate index of each new live hypothesis
+
+
+def beam_start(model: Transformer, src: torch.Tensor, max_out: torch.Tensor) -> BeamState:
+    """Encode src once; each sentence starts with one empty hypothesis (K after the first step)."""
+    n = src.size(0)
+    return BeamState(model.start_decoding(src), src.new_empty((n, 0)), torch.empty((n, 0), device=src.device),
+                     torch.zeros(n, device=src.device), list(range(n)), max_out, [[] for _ in range(n)])
+
+
+def beam_step(model: Transformer, state: BeamState, options: DecodeOptions) -> tuple[BeamState, StepRecord]:
+    """Advance every active sentence by one token; state is not modified."""
+    k, n, t = options.beam_size, len(state.sentences), state.tokens.size(1)
+    r = state.logprobs.numel() // n  # hypotheses per sentence: 1 at the first step, then K
+    cache = copy_cache(state.cache)
+    log_probs = model.decode_step(last_tokens(model, state.tokens), cache)
+    log_probs = constrain(model, log_probs, state.tokens, state.max_out.repeat_interleave(r), options)
+    vocab = log_probs.size(1)
+    if vocab <= k:
+        raise ValueError(f"DecodeOptions.beam_size must be smaller than the vocabulary ({vocab} tokens); got {k}")
+    total = (state.logprobs[:, None] + log_probs).view(n, r * vocab)
+    cand_logprobs, flat = total.topk(min(2 * k, r * vocab), dim=1)  # fewer only for tiny vocabularies
+    parents, cand_tokens = flat // vocab, flat % vocab
+    cand_token_lp = log_probs.view(n, r * vocab).gather(1, flat)
+    is_eos = cand_tokens == model.config.eos_id  # at most one per parent: >= K candidates are not eos
+    live = torch.sort(is_eos.to(torch.uint8), dim=1, stable=True).indices[:, :k]
+    status = torch.zeros_like(cand_tokens, dtype=torch.int8).scatter_(1, live, LIVE)
+    record = StepRecord(parents, cand_tokens, cand_token_lp, cand_logprobs, status, live)
+    finished = _finish(state, record, is_eos, t + 1, options)
+    rows = (torch.arange(n, device=flat.device)[:, None] * r + parents.gather(1, live)).view(-1)
+    tokens = torch.cat([state.tokens[rows], cand_tokens.gather(1, live).view(-1, 1)], dim=1)
+    token_lp = torch.cat([state.token_logprobs[rows], cand_token_lp.gather(1, live).view(-1, 1)], dim=1)
+    logprobs = cand_logprobs.gather(1, live)
+    going = ((logprobs[:, 0] > NEG_INF) & (state.max_out > t + 1)).tolist()
+    keep = [i for i, s in enumerate(state.sentences) if going[i] and len(finished[s]) < k]
+    logprobs = logprobs.view(-1)
+    if len(keep) == n and r == k:
+        cache.reorder_hypotheses(rows)
+        return BeamState(cache, tokens, token_lp, logprobs, state.sentences, state.max_out, finished), record
+    keep_t = torch.tensor(keep, dtype=torch.long, device=flat.device)
+    kept_rows = (keep_t[:, None] * k + torch.arange(k, device=flat.device)).view(-1)
+    return BeamState(cache.select(rows[kept_rows]), tokens[kept_rows], token_lp[kept_rows], logprobs[kept_rows],
+                     [state.sentences[i] for i in keep], state.max_out[keep_t], finished), record
+
+
+def _finish(state: BeamState, record: StepRecord, is_eos: torch.Tensor, length: int,
+            options: DecodeOptions) -> list[list[Hypothesis]]:
+    """Turn eos candidates ranked in the top K into finished hypotheses (at most K per
+    sentence); marks them FINISHED in record.status. Returns the new finished lists."""
+    k = options.beam_size
+    top = is_eos[:, :k] & (record.logprobs[:, :k] > NEG_INF)
+    if not bool(top.any()):
+        return state.finished
+    finished = list(state.finished)
+    penalty = length_penalty(length, options)
+    r = state.logprobs.numel() // len(state.sentences)
+    for i, j in top.nonzero().tolist():
+        s = state.sentences[i]
+        if len(finished[s]) == k:
+            continue
+        row = i * r + int(record.parents[i, j])
+        logprob = float(record.logprobs[i, j])
+        hyp = Hypothesis(state.tokens[row].tolist() + [int(record.tokens[i, j])],
+                         state.token_logprobs[row].tolist() + [float(record.token_logprobs[i, j])],
+                         logprob, logprob / penalty)
+        finished[s] = finished[s] + [hyp]
+        record.status[i, j] = FINISHED
+    return finished
+
+
+def ranked(hypotheses: Sequence[Hypothesis]) -> list[Hypothesis]:
+    """Best score first; ties keep the order in which they finished."""
+    return sorted(hypotheses, key=lambda h: -h.score)
+
+
+# ----- tensor-level decoders ---------------------------------------------------------------
+def beam_search(model: Transformer, src: torch.Tensor, max_len: torch.Tensor | int,
+                options: DecodeOptions | None = None, **overrides: Any) -> list[list[Hypothesis]]:
+    """Beam search for every row of src (B, S); max_len: output tokens per row (int or (B,)),
+    eos included. Returns per row its n_best hypotheses, best first. options.method is ignored."""
+    opts = resolve_options(options, overrides)
+    with inference(model):
+        state = beam_start(model, src, _lengths(src, max_len, model))
+        while not state.done:
+            state, _ = beam_step(model, state, opts)
+    return [ranked(f)[:opts.n_best] for f in state.finished]
+
+
+def greedy_decode(model: Transformer, src: torch.Tensor, max_len: torch.Tensor | int,
+                  options: DecodeOptions | None = None, **overrides: Any) -> list[Hypothesis]:
+    """The most probable token at each step, for every row of src (B, S); score = log P(Y|X).
+    Uses options.min_len and no_repeat_ngram."""
+    opts = resolve_options(options, overrides)
+    return _decode_rows(model, src, max_len, opts, lambda log_probs: log_probs.argmax(dim=-1))
+
+
+def sample(model: Transformer, src: torch.Tensor, max_len: torch.Tensor | int,
+           options: DecodeOptions | None = None, generator: torch.Generator | None = None,
+           **overrides: Any) -> list[Hypothesis]:
+    """Draw each token from the model's distribution sharpened by temperature and cut to the
+    top_k tokens and/or the top_p nucleus; generator (default: seeded from options.seed) makes
+    it repeatable. token_logprobs and score are the model's own log-probabilities."""
+    opts = resolve_options(options, overrides)
+    gen = generator or make_generator(opts, src.device)
+
+    def choose(log_probs: torch.Tensor) -> torch.Tensor:
+        logits = filter_logits(log_probs / opts.temperature, opts.top_k, opts.top_p)
+        return torch.multinomial(logits.softmax(dim=-1), 1, generator=gen).squeeze(1)
+
+    return _decode_rows(model, src, max_len, opts, choose)
+
+
+def make_generator(options: DecodeOptions, device: torch.device) -> torch.Generator:
+    gen = torch.Generator(device=device)
+    if options.seed is None:
+        gen.seed()
+    else:
+        gen.manual_seed(options.seed)
+    return gen
+
+
+def filter_logits(logits: torch.Tensor, top_k: int, top_p: float) -> torch.Tensor:
+    """Keep the top_k largest logits (0: all), then the smallest set whose probability reaches top_p."""
+    if top_k:
+        kth = logits.topk(min(top_k, logits.size(1)), dim=1).values[:, -1:]
+        logits = logits.masked_fill(logits < kth, NEG_INF)
+    if top_p < 1.0:
+        sorted_logits, order = logits.sort(dim=1, descending=True)
+        probs = sorted_logits.softmax(dim=1)
+        outside = probs.cumsum(dim=1) - probs >= top_p  # the mass before it already reaches top_p
+        logits = logits.masked_fill(torch.zeros_like(outside).scatter(1, order, outside), NEG_INF)
+    return logits
+
+
+def _decode_rows(model: Transformer, src: torch.Tensor, max_len: torch.Tensor | int, options: DecodeOptions,
+                 choose: Callable[[torch.Tensor], torch.Tensor]) -> list[Hypothesis]:
+    """One hypothesis per row, choose() picking each next token; finished rows leave the batch."""
+    eos = model.config.eos_id
+    results: list[Hypothesis | None] = [None] * src.size(0)
+    with inference(model):
+        max_out = _lengths(src, max_len, model)
+        cache = model.start_decoding(src)
+        rows = list(range(src.size(0)))
+        tokens = src.new_empty((len(rows), 0))
+        token_lp = torch.empty((len(rows), 0), device=src.device)
+        while rows:
+            log_probs = model.decode_step(last_tokens(model, tokens), cache)
+            log_probs = constrain(model, log_probs, tokens, max_out, options)
+            chosen = choose(log_probs)
+            tokens = torch.cat([tokens, chosen[:, None]], dim=1)
+            token_lp = torch.cat([token_lp, log_probs.gather(1, chosen[:, None])], dim=1)
+            ended = chosen == eos
+            if not bool(ended.any()):
+                continue
+            for i in ended.nonzero().squeeze(1).tolist():
+                lps = token_lp[i].tolist()
+                results[rows[i]] = Hypothesis(tokens[i].tolist(), lps, math.fsum(lps), math.fsum(lps))
+            keep = (~ended).nonzero().squeeze(1)
+            cache, tokens, token_lp, max_out = cache.select(keep), tokens[keep], token_lp[keep], max_out[keep]
+            rows = [rows[i] for i in keep.tolist()]
+    return results
+
+
+# ----- sentences in, text out ----------------------------------------------------------------
+def translate(bundle: Any, sentences: list[str], **options: Any) -> list[str]:
+    """Translate sentences with bundle.model and bundle.tokenizer (e.g. a ModelBundle); options
+    are DecodeOptions fields. Truncated sources are reported with warnings.warn."""
+    results = translate_detailed(bundle, sentences, **options)
+    for text, result in zip(sentences, results):
+        for notice in result.notices:
+            if notice.startswith("source truncated"):
+                warnings.warn(f"{notice}: {text[:40]!r}...", stacklevel=2)
+    return [r.text for r in results]
+
+
+def translate_detailed(bundle: Any, sentences: list[str], options: DecodeOptions | None = None, *,
+                       on_batch: Callable[[int], None] | None = None, **overrides: Any) -> list[Translation]:
+    """Translate sentences, in batches of options.batch_size sentences of similar length,
+    returned in input order. on_batch(n) is called after each batch of n sentences."""
+    if isinstance(sentences, str):
+        raise TypeError("sentences must be a list of str, not a single str")
+    opts = resolve_options(options, overrides)
+    model, tokenizer = bundle.model, bundle.tokenizer
+    max_len = model.config.max_len
+    sources = [prepare_source(tokenizer, text, max_len) for text in sentences]
+    results = [_empty_translation(s) if s.empty else None for s in sources]
+    order = sorted((i for i, s in enumerate(sources) if not s.empty), key=lambda i: len(sources[i].ids))
+    device = next(model.parameters()).device
+    generator = make_generator(opts, device) if opts.method == "sample" else None
+    with inference(model):
+        for start in range(0, len(order), opts.batch_size):
+            batch = order[start:start + opts.batch_size]
+            limits = [max_output_length(len(sources[i].ids), opts, max_len) for i in batch]
+            src = pad_batch([sources[i].ids for i in batch], model.config.pad_id, device)
+            max_out = torch.tensor([n for n, _ in limits], device=device)
+            for i, (_, notice), hyps in zip(batch, limits, _decode(model, src, max_out, opts, generator)):
+                results[i] = _translation(tokenizer, sources[i], hyps, [notice] if notice else [])
+            if on_batch:
+                on_batch(len(batch))
+    return results
+
+
+def pad_batch(rows: list[list[int]], pad_id: int, device: torch.device) -> torch.Tensor:
+    width = max(map(len, rows))
+    return torch.tensor([row + [pad_id] * (width - len(row)) for row in rows], device=device)
+
+
+def _decode(model: Transformer, src: torch.Tensor, max_out: torch.Tensor, options: DecodeOptions,
+            generator: torch.Generator | None) -> list[list[Hypothesis]]:
+    if options.method == "beam":
+        return beam_search(model, src, max_out, options)
+    if options.method == "greedy":
+        return [[h] for h in greedy_decode(model, src, max_out, options)]
+    return [[h] for h in sample(model, src, max_out, options, generator)]
+
+
+def _strip_eos(ids: list[int]) -> list[int]:
+    return ids[:-1] if ids and ids[-1] == EOS_ID else ids
+
+
+def _translation(tokenizer: Tokenizer, source: Source, hyps: list[Hypothesis], notices: list[str]) -> Translation:
+    if not hyps:  # only when every continuation was forbidden (e.g. no_repeat_ngram on a tiny vocabulary)
+        hyps = [Hypothesis([], [], NEG_INF, NEG_INF)]
+        notices = notices + ["no hypothesis could be completed"]
+    best = hyps[0]
+    ids = _strip_eos(best.ids)
+    return Translation(tokenizer.decode(ids), ids, tokenizer.tokens(ids), list(best.token_logprobs), best.score,
+                       [(tokenizer.decode(_strip_eos(h.ids)), h.score) for h in hyps],
+                       source.tokens, source.notices + notices)
+
+
+def _empty_translation(source: Source) -> Translation:
+    return Translation("", [], [], [], 0.0, [("", 0.0)], [], list(source.notices))

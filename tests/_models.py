@@ -1,0 +1,75 @@
+"""Test helpers: a tiny Transformer trained in a few seconds to reverse a sequence of letters,
+so that decoders are tested on a model whose outputs are sensible and terminate.
+
+Trained with a hand-written loop over core.model and torch only (no trainer), once per
+test session (``functools.lru_cache``), under a private RNG state.
+"""
+from __future__ import annotations
+
+import contextlib
+import functools
+import random
+from typing import Iterator
+
+import torch
+import torch.nn.functional as F
+
+from core.bundle import ModelBundle
+from core.config import ModelConfig
+from core.model import Transformer
+from core.tokenizer import BOS_ID, EOS_ID, PAD_ID, Tokenizer
+
+LETTERS = [chr(c) for c in range(ord("a"), ord("a") + 12)]
+MAX_LEN = 32  # small, so the truncation and clamping paths are cheap to reach
+STEPS = 300
+BATCH = 32
+
+
+def reverse_task(rng: random.Random) -> tuple[str, str]:
+    """One (source, target) pair: 3 to 8 letters and the same letters reversed."""
+    words = [rng.choice(LETTERS) for _ in range(rng.randint(3, 8))]
+    return " ".join(words), " ".join(reversed(words))
+
+
+def _pad(rows: list[list[int]]) -> torch.Tensor:
+    width = max(map(len, rows))
+    return torch.tensor([row + [PAD_ID] * (width - len(row)) for row in rows])
+
+
+def _train(model: Transformer, tokenizer: Tokenizer, rng: random.Random) -> None:
+    optimizer = torch.optim.Adam(model.parameters(), lr=3e-3, betas=(0.9, 0.98))
+    model.train()
+    for _ in range(STEPS):
+        pairs = [reverse_task(rng) for _ in range(BATCH)]
+        src = _pad([tokenizer.encode(s) + [EOS_ID] for s, _ in pairs])
+        tgt = _pad([[BOS_ID] + tokenizer.encode(t) + [EOS_ID] for _, t in pairs])
+        logits = model(src, tgt[:, :-1])
+        loss = F.cross_entropy(logits.flatten(0, 1), tgt[:, 1:].flatten(), ignore_index=PAD_ID)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+    model.eval()
+
+
+@contextlib.contextmanager
+def one_thread() -> Iterator[None]:
+    """For models this small one thread is far faster than two contended ones."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+
+
+@functools.lru_cache(maxsize=None)
+def tiny_bundle() -> ModelBundle:
+    """The trained reverse model with its word-level tokenizer (vocabulary: specials + letters)."""
+    tokenizer = Tokenizer.train([" ".join(LETTERS)], vocab_size=64, kind="word", min_frequency=1)
+    with one_thread(), torch.random.fork_rng():
+        torch.manual_seed(0)
+        config = ModelConfig.from_preset("tiny", src_vocab_size=tokenizer.vocab_size,
+                                         tgt_vocab_size=tokenizer.vocab_size, max_len=MAX_LEN)
+        model = Transformer(config)
+        _train(model, tokenizer, random.Random(0))
+    return ModelBundle(model, tokenizer, info={"name": "tiny-reverse"})

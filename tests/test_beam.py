@@ -1,0 +1,102 @@
+"""core.beam.BeamStepper: run to the end it equals one-shot beam search exactly; back(),
+reset() and the per-step views (candidates kept/pruned, live and finished hypotheses,
+cross-attention)."""
+from __future__ import annotations
+
+import random
+
+import pytest
+import torch
+
+from _models import one_thread, reverse_task, tiny_bundle
+from core.beam import BeamStepper
+from core.decoding import DecodeOptions, beam_search, length_penalty, translate_detailed
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _one_thread():
+    with one_thread():
+        yield
+
+
+@pytest.fixture(scope="module")
+def bundle():
+    return tiny_bundle()
+
+
+OPTIONS = [DecodeOptions(), DecodeOptions(beam_size=3, alpha=1.0, length_penalty="plain"),
+           DecodeOptions(beam_size=5, no_repeat_ngram=2, min_len=4), DecodeOptions(beam_size=2, max_len_b=4)]
+
+
+@pytest.mark.parametrize("options", OPTIONS)
+def test_run_to_end_equals_one_shot_beam_search(bundle, options):
+    rng = random.Random(1)
+    for text in [reverse_task(rng)[0] for _ in range(4)] + ["a a b b a a"]:
+        stepper = BeamStepper(bundle, text, options)
+        stepper.run_to_end()
+        src = torch.tensor([stepper.source.ids])
+        [expected] = beam_search(bundle.model, src, stepper.max_output, options, n_best=options.beam_size)
+        assert stepper.hypotheses() == expected  # ids, token log-probs and scores, exactly
+        [translation] = translate_detailed(bundle, [text], options, n_best=options.beam_size)
+        assert [(h.score) for h in stepper.hypotheses()] == [s for _, s in translation.n_best]
+        assert [h.ids for h in stepper.view.finished] == [h.ids for h in expected]
+
+
+def test_views_describe_each_step(bundle):
+    k = 3
+    stepper = BeamStepper(bundle, "a b c d", beam_size=k)
+    start = stepper.view
+    assert start.step == 0 and [h.ids for h in start.live] == [[]] and not start.done
+    assert "2·beam = 6" in start.explanation
+    previous = start
+    while not stepper.done:
+        view = stepper.step()
+        assert view.step == previous.step + 1 and len(view.candidates) <= 2 * k
+        assert [c.logprob for c in view.candidates] == sorted((c.logprob for c in view.candidates), reverse=True)
+        for c in view.candidates:
+            parent = previous.live[c.parent]
+            assert c.logprob == pytest.approx(parent.logprob + c.token_logprob, abs=1e-5)
+            assert c.score == pytest.approx(c.logprob / length_penalty(view.step, DecodeOptions()), abs=1e-6)
+            assert c.kept == (c.status != "pruned")
+        live = [c for c in view.candidates if c.status == "live"]
+        assert [previous.live[c.parent].ids + [c.token_id] for c in live] == [h.ids for h in view.live]
+        assert len(view.live) == (0 if view.done else k)
+        for h in view.live + view.finished:
+            assert len(h.cross_attention) == bundle.model.config.decoder_layers
+            for layer in h.cross_attention:
+                assert layer.shape == (bundle.model.config.n_heads, len(stepper.source_tokens))
+                assert torch.allclose(layer.sum(-1), torch.ones(layer.size(0)))
+        assert len(view.finished) >= len(previous.finished)
+        previous = view
+    assert len(previous.finished) == k and all(h.ids[-1] == 2 for h in previous.finished)
+    assert previous.finished[0].tokens[:-1] == ["d", "c", "b", "a"]
+
+
+def test_back_reset_and_no_ops(bundle):
+    stepper = BeamStepper(bundle, "a b c")
+    start = stepper.view
+    assert stepper.back() is start  # nothing to rewind
+    first = stepper.step()
+    second = stepper.step()
+    assert stepper.back() is first
+    again = stepper.step()
+    assert again == second  # ids and scores (attention tensors are not compared)
+    end = stepper.run_to_end()
+    assert stepper.done and stepper.step() is end
+    assert stepper.reset() is stepper.view and stepper.view.step == 0 and not stepper.done
+    stepper.run_to_end()
+    assert stepper.hypotheses() and [h.ids for h in stepper.view.finished] == [h.ids for h in end.finished]
+
+
+def test_empty_and_unknown_input(bundle):
+    empty = BeamStepper(bundle, "   ")
+    assert empty.done and empty.notices == ["empty input"] and empty.hypotheses() == []
+    assert empty.step() is empty.view
+    odd = BeamStepper(bundle, "a ü b")
+    assert "1 unknown piece mapped to <unk>: 'ü'" in odd.notices
+    assert odd.run_to_end().finished
+
+
+def test_bad_options_raise(bundle):
+    with pytest.raises(ValueError, match="beam_size"):
+        BeamStepper(bundle, "a b", beam_size=0)

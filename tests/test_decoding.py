@@ -1,0 +1,290 @@
+"""core.decoding: cached, batched decoders against a naive full-recompute reference, their
+equivalences (beam 1 == greedy, batched == alone, top-k 1 sampling == greedy), options and
+bad input; and bench/decode.py's logic on the tiny model."""
+from __future__ import annotations
+
+import gzip
+import importlib.util
+import math
+import random
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from _models import one_thread, reverse_task, tiny_bundle
+from core.decoding import (DecodeOptions, Translation, beam_search, filter_logits, greedy_decode, length_penalty,
+                           max_output_length, pad_batch, prepare_source, sample, translate, translate_detailed)
+from core.tokenizer import BOS_ID, EOS_ID, PAD_ID
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _one_thread():
+    with one_thread():
+        yield
+
+
+@pytest.fixture(scope="module")
+def bundle():
+    return tiny_bundle()
+
+
+@pytest.fixture(scope="module")
+def sentences() -> list[str]:
+    rng = random.Random(7)
+    return [reverse_task(rng)[0] for _ in range(10)]
+
+
+def encode(bundle, sentences: list[str]) -> tuple[torch.Tensor, torch.Tensor]:
+    """Padded source batch and the default maximum output lengths."""
+    ids = [prepare_source(bundle.tokenizer, s, bundle.model.config.max_len).ids for s in sentences]
+    limits = [max_output_length(len(i), DecodeOptions(), bundle.model.config.max_len)[0] for i in ids]
+    return pad_batch(ids, PAD_ID, torch.device("cpu")), torch.tensor(limits)
+
+
+# ----- naive reference: re-run model(src, prefix) over the whole prefix every step ------------
+def naive_log_probs(model, src: torch.Tensor, prefix: list[int], at_max: bool) -> torch.Tensor:
+    with torch.no_grad():
+        lp = model(src, torch.tensor([[BOS_ID] + prefix]))[0, -1].log_softmax(-1)
+    lp[[PAD_ID, BOS_ID]] = -math.inf
+    if at_max:
+        lp = torch.where(torch.arange(lp.numel()) == EOS_ID, lp, -math.inf)
+    return lp
+
+
+def naive_greedy(model, src: torch.Tensor, max_out: int) -> list[int]:
+    ids: list[int] = []
+    while not ids or ids[-1] != EOS_ID:
+        ids.append(int(naive_log_probs(model, src, ids, len(ids) + 1 >= max_out).argmax()))
+    return ids
+
+
+def naive_beam(model, src: torch.Tensor, max_out: int, k: int, options: DecodeOptions) -> list[tuple[list[int], float]]:
+    beams, finished = [([], 0.0)], []
+    for step in range(max_out):
+        candidates = []
+        for ids, logprob in beams:
+            lp = logprob + naive_log_probs(model, src, ids, step + 1 >= max_out)
+            candidates += [(float(lp[t]), ids, t) for t in range(lp.numel())]
+        candidates = sorted(candidates, key=lambda c: -c[0])[:2 * k]
+        beams = [(ids + [t], s) for s, ids, t in candidates if t != EOS_ID][:k]
+        finished += [(ids + [t], s / length_penalty(step + 1, options))
+                     for s, ids, t in candidates[:k] if t == EOS_ID][:k - len(finished)]
+        if len(finished) == k:
+            break
+    return sorted(finished, key=lambda f: -f[1])
+
+
+def test_greedy_matches_naive_full_recompute(bundle, sentences):
+    src, max_out = encode(bundle, sentences)
+    hyps = greedy_decode(bundle.model, src, max_out)
+    for row, hyp in enumerate(hyps):
+        one = src[row:row + 1, :int((src[row] != PAD_ID).sum())]
+        assert hyp.ids == naive_greedy(bundle.model, one, int(max_out[row]))
+        assert hyp.score == pytest.approx(sum(hyp.token_logprobs), abs=1e-4)
+
+
+def test_beam_matches_naive_full_recompute(bundle, sentences):
+    options = DecodeOptions(beam_size=3, n_best=3)
+    src, max_out = encode(bundle, sentences[:4])
+    nbest = beam_search(bundle.model, src, max_out, options)
+    for row, hyps in enumerate(nbest):
+        one = src[row:row + 1, :int((src[row] != PAD_ID).sum())]
+        expected = naive_beam(bundle.model, one, int(max_out[row]), 3, options)
+        assert [h.ids for h in hyps] == [ids for ids, _ in expected]
+        assert [h.score for h in hyps] == pytest.approx([s for _, s in expected], abs=1e-4)
+
+
+def test_reverse_model_decodes_sensibly(bundle):
+    rng = random.Random(3)
+    pairs = [reverse_task(rng) for _ in range(20)]
+    out = translate(bundle, [s for s, _ in pairs])
+    assert sum(o == t for o, (_, t) in zip(out, pairs)) >= 12
+
+
+def test_beam_size_one_equals_greedy(bundle, sentences):
+    greedy = translate_detailed(bundle, sentences, method="greedy")
+    beam = translate_detailed(bundle, sentences, method="beam", beam_size=1)
+    assert [b.ids for b in beam] == [g.ids for g in greedy]
+    for b, g in zip(beam, greedy):
+        assert b.token_logprobs == pytest.approx(g.token_logprobs)
+
+
+@pytest.mark.parametrize("method", ["beam", "greedy"])
+def test_batched_equals_each_sentence_alone(bundle, sentences, method):
+    mixed = sentences + ["", "a b"]
+    batched = translate_detailed(bundle, mixed, method=method, n_best=1, batch_size=4)
+    for text, result in zip(mixed, batched):
+        [alone] = translate_detailed(bundle, [text], method=method)
+        assert result.ids == alone.ids
+        assert result.score == pytest.approx(alone.score, abs=1e-5)
+
+
+def test_beam_n_best_and_scores(bundle, sentences):
+    options = DecodeOptions(beam_size=4, n_best=4, alpha=0.6)
+    for result in translate_detailed(bundle, sentences[:3], options):
+        assert len(result.n_best) == 4
+        scores = [s for _, s in result.n_best]
+        assert scores == sorted(scores, reverse=True)
+        assert result.n_best[0] == (result.text, result.score)
+        assert len(result.token_logprobs) == len(result.ids) + 1  # eos last
+        gnmt = ((5 + len(result.token_logprobs)) / 6) ** 0.6
+        assert result.score == pytest.approx(sum(result.token_logprobs) / gnmt, abs=1e-4)
+        assert result.tokens == bundle.tokenizer.tokens(result.ids)
+        assert result.source_tokens[-1] == "<eos>"
+
+
+def test_beam_wider_than_half_the_vocabulary(bundle):
+    vocab = bundle.tokenizer.vocab_size  # 16: fewer than 2·beam candidates exist at the first step
+    [result] = translate_detailed(bundle, ["a b c"], beam_size=vocab - 4, n_best=3)
+    assert result.text == "c b a" and len(result.n_best) == 3
+    with pytest.raises(ValueError, match="beam_size must be smaller than the vocabulary"):
+        translate(bundle, ["a b c"], beam_size=vocab)
+
+
+def test_length_penalties():
+    assert length_penalty(1, DecodeOptions()) == 1.0
+    assert length_penalty(7, DecodeOptions(alpha=0.6)) == pytest.approx(2 ** 0.6)
+    assert length_penalty(9, DecodeOptions(length_penalty="plain", alpha=0.5)) == 3.0
+    assert length_penalty(9, DecodeOptions(alpha=0.0)) == 1.0
+
+
+def test_plain_length_penalty_changes_scores(bundle, sentences):
+    [result] = translate_detailed(bundle, sentences[:1], length_penalty="plain", alpha=1.0)
+    assert result.score == pytest.approx(sum(result.token_logprobs) / len(result.token_logprobs), abs=1e-5)
+
+
+def test_sampling_is_repeatable_with_a_seed(bundle, sentences):
+    first = translate_detailed(bundle, sentences, method="sample", seed=11, temperature=2.0)
+    again = translate_detailed(bundle, sentences, method="sample", seed=11, temperature=2.0)
+    other = translate_detailed(bundle, sentences, method="sample", seed=12, temperature=2.0)
+    assert [r.ids for r in first] == [r.ids for r in again]
+    assert [r.ids for r in first] != [r.ids for r in other]
+    for r in first:
+        assert r.score == pytest.approx(sum(r.token_logprobs), abs=1e-4)
+
+
+@pytest.mark.parametrize("cut", [{"top_k": 1}, {"top_p": 1e-6}])
+def test_top_k_1_or_tiny_top_p_sampling_equals_greedy(bundle, sentences, cut):
+    src, max_out = encode(bundle, sentences)
+    sampled = sample(bundle.model, src, max_out, seed=0, temperature=3.0, **cut)
+    greedy = greedy_decode(bundle.model, src, max_out)
+    assert [h.ids for h in sampled] == [h.ids for h in greedy]
+
+
+def test_top_k_and_top_p_filters():
+    logits = torch.tensor([[0.5, 0.3, 0.15, 0.05]]).log()
+    kept = lambda **cut: torch.isfinite(filter_logits(logits, **cut))[0].tolist()
+    assert kept(top_k=3, top_p=1.0) == [True, True, True, False]
+    assert kept(top_k=0, top_p=0.75) == [True, True, False, False]  # 0.5 < 0.75 <= 0.5 + 0.3
+    assert kept(top_k=0, top_p=0.8) == [True, True, False, False]
+    assert kept(top_k=0, top_p=0.81) == [True, True, True, False]
+    assert kept(top_k=1, top_p=0.01) == [True, False, False, False]
+
+
+def test_max_and_min_length(bundle):
+    [short] = translate_detailed(bundle, ["a b c d e f"], max_len_a=0.0, max_len_b=3)
+    assert len(short.ids) <= 2 and len(short.token_logprobs) == len(short.ids) + 1
+    [long] = translate_detailed(bundle, ["a b c"], min_len=6, method="greedy")
+    assert len(long.ids) >= 6
+    [clamped] = translate_detailed(bundle, ["a b c"], max_len_b=500)
+    assert any("clamped to 31 tokens" in n for n in clamped.notices)
+
+
+@pytest.mark.parametrize("n", [1, 2])
+def test_no_repeat_ngram(bundle, n):
+    text = "a a b b a a b b"
+    for method in ("greedy", "beam"):
+        [result] = translate_detailed(bundle, [text], method=method, no_repeat_ngram=n)
+        grams = [tuple(result.ids[i:i + n]) for i in range(len(result.ids) - n + 1)]
+        assert len(grams) == len(set(grams)) and result.ids
+
+
+@pytest.mark.parametrize("bad", [
+    {"beam_size": 0}, {"top_p": 1.5}, {"top_p": 0.0}, {"alpha": -0.1}, {"method": "viterbi"},
+    {"length_penalty": "wu"}, {"temperature": 0}, {"top_k": -1}, {"n_best": 5}, {"max_len_b": -1},
+    {"max_len_a": float("nan")}, {"batch_size": 0}, {"min_len": 1.5}, {"beam_size": True}, {"seed": "x"},
+])
+def test_nonsense_options_raise_value_error_naming_the_option(bundle, bad):
+    name = next(iter(bad))
+    with pytest.raises(ValueError, match=name):
+        translate(bundle, ["a b"], **bad)
+    with pytest.raises(ValueError, match=name):
+        DecodeOptions(**bad).validate()
+
+
+def test_unknown_option_and_single_string(bundle):
+    with pytest.raises(ValueError, match="beams"):
+        translate(bundle, ["a b"], beams=4)
+    with pytest.raises(ValueError, match="n_best"):
+        translate(bundle, ["a b"], method="greedy", n_best=2)
+    with pytest.raises(TypeError):
+        translate(bundle, "a b")
+
+
+def test_empty_input_gives_empty_translation_with_notice(bundle):
+    results = translate_detailed(bundle, ["", "   \n", "a b"])
+    for r in results[:2]:
+        assert isinstance(r, Translation) and r.text == "" and r.ids == [] and r.notices == ["empty input"]
+    assert results[2].text == "b a"
+    assert translate(bundle, []) == []
+
+
+def test_long_source_is_truncated_with_notice_and_warning(bundle):
+    text = " ".join("abcdefghijkl"[i % 12] for i in range(40))
+    [result] = translate_detailed(bundle, [text])
+    assert "source truncated from 40 to 31 tokens" in result.notices[0]
+    assert len(result.source_tokens) == 32
+    with pytest.warns(UserWarning, match="source truncated"):
+        translate(bundle, [text])
+
+
+def test_unknown_characters_are_mapped_to_unk_and_reported(bundle):
+    [result] = translate_detailed(bundle, ["a ü b 🙂 ü"], method="greedy")
+    assert result.notices[0] == "3 unknown pieces mapped to <unk>: 'ü', '🙂'"
+    assert result.source_tokens.count("<unk>") == 3
+
+
+def test_model_mode_is_restored_and_any_bundle_like_object_works(bundle):
+    model = bundle.model
+    model.train()
+    try:
+        out = translate(SimpleNamespace(model=model, tokenizer=bundle.tokenizer), ["a b c"] * 3)
+        assert model.training
+    finally:
+        model.eval()
+    assert out == ["c b a"] * 3
+
+
+# ----- bench/decode.py on the tiny model ---------------------------------------------------
+def load_bench():
+    spec = importlib.util.spec_from_file_location("bench_decode", ROOT / "bench" / "decode.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_bench_naive_and_batched_agree(bundle, sentences):
+    lines = []
+    figures = load_bench().run_benchmark(bundle, sentences[:6], naive_limit=3, out=lines.append)
+    assert set(figures) == {"beam", "greedy"}
+    assert all(f["identical"] and f["speedup"] > 0 for f in figures.values())
+    assert "identical outputs on the first 3: yes" in lines[0] and lines[1].strip().startswith("greedy")
+
+
+def test_bench_main_on_a_saved_checkpoint(bundle, sentences, tmp_path, capsys):
+    from core.checkpoint import save_checkpoint
+
+    save_checkpoint(tmp_path / "tiny", bundle)
+    with gzip.open(tmp_path / "test_2016_flickr.de.gz", "wt", encoding="utf-8") as f:
+        f.write("\n".join(sentences) + "\n")
+    bench = load_bench()
+    assert bench.main(["--checkpoint", str(tmp_path / "tiny"), "--data-dir", str(tmp_path),
+                       "--limit", "5", "--naive-limit", "2"]) == 0
+    out = capsys.readouterr().out
+    assert "first 2 sentences only" in out and out.count("identical outputs on the first 2: yes") == 2
+    with pytest.raises(SystemExit, match="Multi30k test set not found"):
+        bench.main(["--data-dir", str(tmp_path / "absent")])

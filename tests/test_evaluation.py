@@ -1,0 +1,57 @@
+"""core.evaluation: sacreBLEU corpus BLEU and chrF with signatures; evaluate_bundle."""
+from __future__ import annotations
+
+import random
+
+import pytest
+import sacrebleu
+
+from _models import one_thread, reverse_task, tiny_bundle
+from core.decoding import DecodeOptions, translate
+from core.evaluation import EvalResult, evaluate_bleu, evaluate_bundle
+
+HYPS = ["The cat sat on the mat.", "A man rides a red bike down the street."]
+REFS = ["The cat sat on the mat.", "A man is riding a red bicycle down the road."]
+
+
+def test_bleu_and_chrf_match_sacrebleu():
+    result = evaluate_bleu(HYPS, REFS)
+    assert isinstance(result, EvalResult) and result.n == 2
+    assert result.bleu == pytest.approx(sacrebleu.corpus_bleu(HYPS, [REFS]).score)
+    assert result.chrf == pytest.approx(sacrebleu.corpus_chrf(HYPS, [REFS]).score)
+    assert "tok:13a" in result.bleu_signature and "nrefs:1" in result.bleu_signature
+    assert "nc:6" in result.chrf_signature
+    assert "BLEU" in str(result) and result.bleu_signature in str(result)
+
+
+def test_perfect_and_empty_output():
+    assert evaluate_bleu(REFS, REFS).bleu == pytest.approx(100.0)
+    assert evaluate_bleu(["", ""], REFS).bleu == 0.0
+
+
+def test_mismatched_or_missing_input_raises():
+    with pytest.raises(ValueError, match="2 hypotheses but 1 references"):
+        evaluate_bleu(HYPS, REFS[:1])
+    with pytest.raises(ValueError, match="empty"):
+        evaluate_bleu([], [])
+    with pytest.raises(TypeError):
+        evaluate_bleu("a b", "a b")
+    with pytest.raises(ValueError, match="sources"):
+        evaluate_bundle(None, ["a"], [], progress=False)
+
+
+def test_evaluate_bundle_translates_then_scores(capsys):
+    rng = random.Random(5)
+    pairs = [reverse_task(rng) for _ in range(12)]
+    sources, references = [s for s, _ in pairs], [t for _, t in pairs]
+    bundle = tiny_bundle()
+    options = DecodeOptions(method="greedy", batch_size=5)
+    with one_thread():
+        result, hypotheses = evaluate_bundle(bundle, sources, references, options)
+        assert hypotheses == translate(bundle, sources, method="greedy")
+    assert result == evaluate_bleu(hypotheses, references)
+    assert result.bleu > 50
+    assert "12/12" in capsys.readouterr().err  # the progress bar reached the end
+    with one_thread():
+        evaluate_bundle(bundle, sources[:2], references[:2], options, progress=False)
+    assert capsys.readouterr().err == ""
