@@ -10,6 +10,9 @@ import torch
 
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+# The tests' models are tiny: one thread is as fast, and on a busy 2-core machine a second
+# thread mostly spin-waits (measured 2-10x slower under load).
+torch.set_num_threads(1)
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED_DATA = ROOT.parent / "shared" / "data"
