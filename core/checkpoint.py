@@ -11,7 +11,9 @@ into place; a crash at any moment leaves the previous checkpoint loadable.
 """
 from __future__ import annotations
 
+import glob
 import json
+import math
 import os
 import shutil
 import warnings
@@ -19,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from safetensors import SafetensorError
+from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, save_file
 
 from .bundle import ModelBundle
@@ -29,6 +31,7 @@ from .tokenizer import Tokenizer
 
 FORMAT_VERSION = 1
 FILES = ("model.safetensors", "config.json", "tokenizer.json")
+MAX_POSITIONS = 16_384  # max_len allowed on load: the positional table is allocated, not stored
 
 
 def _unique_state(model: Transformer, dtype: torch.dtype | None) -> dict[str, torch.Tensor]:
@@ -67,11 +70,12 @@ def save_checkpoint(path: str | Path, bundle: ModelBundle, trainer_state: dict[s
     half=True stores float16 weights (for shipping); they load back as float32."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    _remove_stale_saves(path)
     tmp = path.with_name(f".{path.name}.saving-{os.getpid()}")
     if tmp.exists():
         shutil.rmtree(tmp)
-    tmp.mkdir()
     try:
+        tmp.mkdir()
         save_file(_unique_state(bundle.model, torch.float16 if half else None), str(tmp / "model.safetensors"))
         info = {k: v for k, v in bundle.info.items() if k not in ("format_version", "model")}
         config = {"format_version": FORMAT_VERSION, "model": bundle.model.config.to_dict(), **info}
@@ -81,20 +85,63 @@ def save_checkpoint(path: str | Path, bundle: ModelBundle, trainer_state: dict[s
             torch.save(trainer_state, tmp / "trainer.pt")
         _fsync_dir(tmp)
         _swap_into_place(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         shutil.rmtree(tmp, ignore_errors=True)
+        if isinstance(exc, OSError):  # disk full, read-only, quota: say what was kept
+            raise OSError(exc.errno, f"saving checkpoint {path} failed ({exc.strerror or exc}); "
+                                     f"the previous checkpoint there, if any, is unchanged") from exc
         raise
     return path
 
 
+def _remove_stale_saves(path: Path) -> None:
+    """Delete the hidden .NAME.saving-PID folders of saves whose process died (kill -9, power
+    loss): each can be as large as the checkpoint."""
+    for stale in path.parent.glob(f".{glob.escape(path.name)}.saving-*"):
+        pid = stale.name.rsplit("-", 1)[-1]
+        if pid.isdigit() and int(pid) != os.getpid() and not _alive(int(pid)):
+            shutil.rmtree(stale, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process
+        return True
+    return True
+
+
 def _swap_into_place(tmp: Path, path: Path) -> None:
     backup = _backup_of(path)
-    if backup.exists():
-        shutil.rmtree(backup)
     if path.exists():
+        if backup.exists():
+            shutil.rmtree(backup)  # path is complete, so this copy is stale
         os.rename(path, backup)  # a crash right here is covered by load_checkpoint's fallback
-    os.rename(tmp, path)
+    # When path is missing, backup is the only complete copy (an earlier save died between the
+    # two renames): it is deleted only after the new checkpoint is in place.
+    try:
+        os.rename(tmp, path)
+    except OSError:
+        if backup.exists() and not path.exists():
+            os.rename(backup, path)  # put the previous checkpoint back under its name
+        raise
+    _fsync_parent(path)
     shutil.rmtree(backup, ignore_errors=True)
+
+
+def _fsync_parent(path: Path) -> None:
+    """Make the renames durable (a power cut after a rename could otherwise undo it); best
+    effort: some file systems cannot fsync a directory, and the checkpoint is in place already."""
+    try:
+        fd = os.open(path.parent, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    except OSError:
+        pass
 
 
 def resolve_checkpoint(path: str | Path) -> Path:
@@ -140,10 +187,32 @@ def load_checkpoint(path: str | Path, device: str | torch.device = "cpu") -> Mod
     if tokenizer.vocab_size > model_config.src_vocab_size or tokenizer.vocab_size > model_config.tgt_vocab_size:
         raise ValueError(f"{path / 'tokenizer.json'} has {tokenizer.vocab_size} entries but the model's "
                          f"vocabulary is {model_config.src_vocab_size}/{model_config.tgt_vocab_size}")
+    _check_size(model_config, path / "model.safetensors")
     model = Transformer(model_config)
     _load_weights(model, path / "model.safetensors")
     info = {k: v for k, v in config.items() if k not in ("format_version", "model")}
     return ModelBundle(model.to(device).eval(), tokenizer, info, path)
+
+
+def _check_size(config: ModelConfig, file: Path) -> None:
+    """Refuse, before allocating anything, a config.json that asks for far more than
+    model.safetensors holds: a 1 KB config (say, an uploaded one) could otherwise demand
+    terabytes. The floor counts only the weight matrices, so every real model passes."""
+    if config.max_len > MAX_POSITIONS:
+        table = config.max_len * config.d_model * 4 / 2**30
+        raise ValueError(f"{file.parent / 'config.json'}: max_len {config.max_len} is above {MAX_POSITIONS:,} "
+                         f"(its positional table alone would take {table:,.1f} GiB)")
+    try:
+        with safe_open(str(file), "pt") as f:
+            stored = sum(math.prod(f.get_slice(k).get_shape()) for k in f.keys())
+    except (SafetensorError, OSError) as exc:
+        raise ValueError(f"{file}: not a readable safetensors file ({exc})") from None
+    d, ff = config.d_model, config.d_ff
+    floor = ((config.src_vocab_size + (0 if config.shared_vocab else config.tgt_vocab_size)) * d
+             + config.encoder_layers * (4 * d * d + 2 * d * ff) + config.decoder_layers * (8 * d * d + 2 * d * ff))
+    if floor > stored:
+        raise ValueError(f"{file} does not match config.json: the config describes at least {floor:,} parameters, "
+                         f"the file holds {stored:,} values")
 
 
 def _load_weights(model: Transformer, file: Path) -> None:

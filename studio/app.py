@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import sys
 import tempfile
+import zipfile
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -22,6 +24,8 @@ import gradio as gr  # noqa: E402
 
 from core.checkpoint import FILES as CHECKPOINT_FILES  # noqa: E402
 
+from .limits import (DEFAULT_CONCURRENCY, MAX_UPLOAD_BYTES, MAX_UPLOAD_MB,  # noqa: E402
+                     MAX_UPLOADED_MODELS, QUEUE_SIZE, check_upload_size)
 from .registry import ModelRegistry, describe  # noqa: E402
 from .text import guard, info, md, warn  # noqa: E402
 
@@ -40,7 +44,6 @@ body.presenter .gradio-container { background: #fff; }
 body.presenter .tab-wrapper button { font-size: 21px; font-weight: 700; color: #000; }
 """
 
-MAX_UNZIPPED = 2**31  # bytes per file taken from an uploaded .zip
 PRESENTER_JS = "(on) => { document.body.classList.toggle('presenter', on); }"
 
 
@@ -79,31 +82,53 @@ def open_checkpoint(registry: ModelRegistry, files: list[str] | None, current: s
     """Uploaded checkpoint files (or one .zip of the folder) -> a new entry in the picker."""
     if not files:
         return picker_update(registry, current), status_line(registry, current)
+    folder = None
     try:
-        name = registry.open(_assemble(files))
-    except (ValueError, FileNotFoundError) as exc:
+        folder = _assemble(files)
+        name = registry.open(folder)
+    except (ValueError, FileNotFoundError, zipfile.BadZipFile) as exc:
         warn(f"That is not a checkpoint the studio can open: {exc}")
         return picker_update(registry, current), status_line(registry, current)
+    finally:
+        if folder is not None:  # loaded into memory (or refused): the copy on disk is not needed
+            shutil.rmtree(folder.parent, ignore_errors=True)
+    # Every upload stays in memory: keep the newest few so repeated uploads cannot exhaust it.
+    registry.uploaded.append(name)
+    while len(registry.uploaded) > MAX_UPLOADED_MODELS:
+        registry.remove(registry.uploaded.pop(0))
     info(f"Opened {name}.")
     return picker_update(registry, name), status_line(registry, name)
 
 
 def _assemble(files: list[str]) -> Path:
-    """Put uploaded files into one fresh folder (a single .zip is unpacked, flattened)."""
-    import zipfile
-
+    """Put uploaded files into one fresh folder (a single .zip is unpacked, flattened). Only the
+    checkpoint's own file names are taken (never trainer.pt, never a member's folder part), each
+    at most MAX_UPLOAD_BYTES, so an upload can neither write outside the folder nor fill the disk."""
     folder = Path(tempfile.mkdtemp(prefix="studio-upload-")) / "uploaded-checkpoint"
     folder.mkdir()
+    try:
+        _copy_checkpoint_files(files, folder)
+    except BaseException:
+        shutil.rmtree(folder.parent, ignore_errors=True)
+        raise
+    return folder
+
+
+def _copy_checkpoint_files(files: list[str], folder: Path) -> None:
     if len(files) == 1 and zipfile.is_zipfile(files[0]):
         with zipfile.ZipFile(files[0]) as archive:
             for member in archive.infolist():
-                base = member.filename.rsplit("/", 1)[-1]
-                if base in CHECKPOINT_FILES and member.file_size <= MAX_UNZIPPED:
-                    (folder / base).write_bytes(archive.read(member))
+                base = member.filename.replace("\\", "/").rsplit("/", 1)[-1]
+                if base in CHECKPOINT_FILES and not member.is_dir():
+                    check_upload_size(member.file_size, f"{base} in the .zip (unpacked)")
+                    # The declared size bounds what zipfile reads: a lying header fails its CRC.
+                    with archive.open(member) as src, open(folder / base, "wb") as dst:
+                        shutil.copyfileobj(src, dst)
     else:
         for file in map(Path, files):
-            (folder / file.name).write_bytes(file.read_bytes())
-    return folder
+            if file.name in CHECKPOINT_FILES:
+                check_upload_size(file.stat().st_size, file.name)
+                shutil.copyfile(file, folder / file.name)
 
 
 def build_app(registry: ModelRegistry, selected: str | None = None, checkpoints_dir: Path | None = None) -> gr.Blocks:
@@ -114,7 +139,9 @@ def build_app(registry: ModelRegistry, selected: str | None = None, checkpoints_
 
     names = registry.names()
     selected = selected if selected in names else (names[0] if names else None)
-    with gr.Blocks(title="Transformer Studio", analytics_enabled=False) as demo:
+    # Uploaded files are copied by the callbacks that use them; Gradio's copies older than two
+    # hours are deleted (checked hourly), so visitors' uploads cannot fill the disk over time.
+    with gr.Blocks(title="Transformer Studio", analytics_enabled=False, delete_cache=(3600, 7200)) as demo:
         with gr.Row(equal_height=True):
             gr.Markdown("## Transformer Studio — *Attention Is All You Need*, opened up")
             presenter = gr.Checkbox(label="Presenter mode (large type, high contrast)", value=False,
@@ -125,7 +152,8 @@ def build_app(registry: ModelRegistry, selected: str | None = None, checkpoints_
         shell = Shell(registry, picker, demo)
         with gr.Accordion("Open another checkpoint", open=False):
             upload = gr.File(label="A checkpoint: config.json, model.safetensors and tokenizer.json "
-                                   "(or a .zip of the folder)", file_count="multiple")
+                                   f"(or a .zip of the folder); at most {MAX_UPLOAD_MB} MB a file",
+                             file_count="multiple")
         with gr.Tabs():
             with gr.Tab("Translate", id="translate", elem_id="tab-translate"):
                 translated = translate.build(shell)
@@ -142,7 +170,8 @@ def build_app(registry: ModelRegistry, selected: str | None = None, checkpoints_
                 train.build(shell, TrainingJob(registry, checkpoints_dir or CHECKPOINTS))
         presenter.change(None, inputs=presenter, js=PRESENTER_JS)
         picker.change(guard(partial(status_line, registry)), inputs=picker, outputs=status)
-        upload.upload(guard(partial(open_checkpoint, registry)), inputs=[upload, picker], outputs=[picker, status])
+        upload.upload(guard(partial(open_checkpoint, registry)), inputs=[upload, picker], outputs=[picker, status],
+                      api_name="open_checkpoint")
         demo.load(guard(partial(refresh, registry)), inputs=picker, outputs=[picker, status])
     return demo
 
@@ -174,5 +203,6 @@ def main(argv: list[str] | None = None) -> None:
         except (ValueError, FileNotFoundError) as exc:
             sys.exit(f"error: --checkpoint {args.checkpoint}: {exc}")
     demo = build_app(registry, selected, args.checkpoints_dir)
-    demo.queue().launch(server_name=args.host, server_port=args.port, share=args.share, css=CSS,
-                        show_error=False)
+    demo.queue(max_size=QUEUE_SIZE, default_concurrency_limit=DEFAULT_CONCURRENCY, status_update_rate=1).launch(
+        server_name=args.host, server_port=args.port, share=args.share, css=CSS, show_error=False,
+        max_file_size=MAX_UPLOAD_BYTES)

@@ -14,6 +14,8 @@ from core.bundle import ModelBundle
 from core.checkpoint import load_checkpoint
 from core.model import Transformer
 
+from .limits import MAX_NAME_CHARS, clean_input
+
 CHECKPOINTS = Path(__file__).resolve().parents[1] / "checkpoints"
 
 
@@ -23,6 +25,7 @@ class ModelRegistry:
         self._bundles: dict[str, ModelBundle] = {}
         self._ablation: dict[str, tuple[Transformer, threading.Lock]] = {}
         self._lock = threading.Lock()
+        self.uploaded: list[str] = []  # names opened from visitors' uploads, oldest first
         if checkpoint_dir is not None and checkpoint_dir.is_dir():
             for sub in sorted(checkpoint_dir.iterdir()):
                 if (sub / "config.json").is_file() and not sub.name.startswith("."):
@@ -39,11 +42,19 @@ class ModelRegistry:
             self._ablation.pop(name, None)
         return name
 
+    def remove(self, name: str) -> None:
+        """Stop offering name (a session that picked it gets a 'no model called' message)."""
+        with self._lock:
+            self._paths.pop(name, None)
+            self._bundles.pop(name, None)
+            self._ablation.pop(name, None)
+
     def open(self, path: str | Path) -> str:
         """Load the checkpoint directory path now (ValueError/FileNotFoundError if it is not
         one) and offer it under a name not yet taken."""
         bundle = load_checkpoint(path)
-        base = str(bundle.info.get("name") or Path(path).name)
+        # The name comes from the (possibly uploaded) config.json: bound it like typed text.
+        base = clean_input(bundle.info.get("name") or Path(path).name, MAX_NAME_CHARS)[0].strip() or "uploaded"
         name, n = base, 2
         while name in self.names():
             name, n = f"{base} ({n})", n + 1

@@ -9,6 +9,7 @@ on ``refresh()``. No Gradio here: the tests drive this module directly.
 """
 from __future__ import annotations
 
+import gzip
 import logging
 import os
 import re
@@ -16,6 +17,7 @@ import shutil
 import tempfile
 import threading
 import time
+import zlib
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,12 +34,15 @@ from core.tasks import TOKENIZER_KIND
 from core.trainer import StepEvent, TrainConfig, Trainer, TrainingStopped, resolve_device
 from core.tokenizer import BOS_ID
 
+from .limits import check_upload_size
 from .registry import CHECKPOINTS, ModelRegistry
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA_ROOTS = (ROOT / "data", ROOT.parent / "shared" / "data")  # where typed corpus paths may point
 SOURCES = ("Synthetic task", "Corpus on this machine", "Uploaded TSV", "Hugging Face dataset")
 ACTIVE = ("preparing", "running", "paused", "stopping")
+HF_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,95}(/[A-Za-z0-9][A-Za-z0-9_.-]{0,95})?(:[A-Za-z0-9_.-]{1,64})?")
+TRAIN_NICE = 10  # the training thread's CPU priority (Linux nice): visitors' requests come first
 BYTES_PER_PARAMETER = 16  # fp32 weights, gradients and Adam's two moments
 MEMORY_SHARE = 0.6  # of the free memory a model may plan to use, leaving room for activations
 EVAL_SENTENCES = 100  # validation sentences decoded (greedy) at each evaluation
@@ -147,10 +152,13 @@ def corpus_path_spec(text: str, roots: tuple[Path, ...] = DATA_ROOTS) -> str:
     match = re.fullmatch(r"(.+?)(:[A-Za-z_]+-[A-Za-z_]+)?", text)
     if not match:
         raise ValueError("Type the path of a corpus folder or a .tsv file.")
+    if "," in match[1]:  # core reads files:A,B as two aligned files: B could lie anywhere
+        raise ValueError("Type one folder or .tsv path (no commas).")
     path = (ROOT / match[1]).resolve()
     if not _inside(path, roots):
         allowed = ", ".join(str(r) for r in roots)
-        raise ValueError(f"The studio reads corpora only from {allowed} (or an uploaded TSV); {text!r} is outside.")
+        raise ValueError(f"The studio reads corpora only from {allowed} (or an uploaded TSV); "
+                         f"{text[:200]!r} is outside.")
     return f"files:{path}{match[2] or ''}"
 
 
@@ -161,10 +169,29 @@ def uploaded_tsv_spec(upload: str | None, root: Path | None = None) -> str:
     path = Path(upload).resolve()
     if not _inside(path, (root or upload_root(),)):
         raise ValueError("That file was not uploaded through the studio.")
-    gz = path.read_bytes()[:2] == b"\x1f\x8b"
-    copy = Path(tempfile.mkdtemp(prefix="studio-tsv-")) / ("uploaded.tsv.gz" if gz else "uploaded.tsv")
-    shutil.copyfile(path, copy)
+    with open(path, "rb") as f:
+        gz = f.read(2) == b"\x1f\x8b"
+    copy = Path(tempfile.mkdtemp(prefix="studio-tsv-")) / "uploaded.tsv"
+    try:
+        _copy_capped(path, copy, gz)
+    except BaseException:
+        shutil.rmtree(copy.parent, ignore_errors=True)
+        raise
     return f"files:{copy}"
+
+
+def _copy_capped(src: Path, dst: Path, gz: bool) -> None:
+    """Copy src to dst, gunzipped when gz, refusing more than MAX_UPLOAD_BYTES: a small .gz can
+    unpack to gigabytes, and core would read it whole into memory."""
+    total = 0
+    try:
+        with (gzip.open(src, "rb") if gz else open(src, "rb")) as f, open(dst, "wb") as out:
+            while chunk := f.read(2**20):
+                total += len(chunk)
+                check_upload_size(total, "The uploaded TSV" + (" (unpacked)" if gz else ""))
+                out.write(chunk)
+    except (EOFError, gzip.BadGzipFile, zlib.error) as exc:
+        raise ValueError(f"The uploaded file is not a valid gzip file ({exc}).") from None
 
 
 def corpus_spec(kind: str, task: str, path: str, upload: str | None, hf_name: str,
@@ -177,11 +204,22 @@ def corpus_spec(kind: str, task: str, path: str, upload: str | None, hf_name: st
     if kind == SOURCES[2]:
         return uploaded_tsv_spec(upload, uploads)
     if kind == SOURCES[3]:
-        name = (hf_name or "").strip()
-        if not name:
-            raise ValueError("Type a Hugging Face dataset name, e.g. bentrevett/multi30k or opus_books:de-en.")
-        return f"hf:{name}"
+        return f"hf:{hf_dataset_name(hf_name)}"
     raise ValueError(f"Unknown data source {kind!r}; choose one of: {', '.join(SOURCES)}.")
+
+
+def hf_dataset_name(text: str | None) -> str:
+    """A Hub dataset id, NAME or OWNER/NAME, optionally :CONFIG; ValueError otherwise. datasets'
+    load_dataset also reads local folders (relative to the working directory), so anything that
+    names an existing path, or looks like one, is refused: only data/ and uploads are readable."""
+    name = (text or "").strip()
+    if not name:
+        raise ValueError("Type a Hugging Face dataset name, e.g. bentrevett/multi30k or opus_books:de-en.")
+    dataset = name.split(":", 1)[0]
+    if not HF_NAME.fullmatch(name) or ".." in name or Path(dataset).exists():
+        raise ValueError(f"{name[:100]!r} is not a Hugging Face dataset id (NAME or OWNER/NAME, optionally "
+                         f":CONFIG); local files are read through \"{SOURCES[1]}\" or \"{SOURCES[2]}\".")
+    return name
 
 
 def safe_name(text: str, fallback: str = "live-model") -> str:
@@ -256,6 +294,16 @@ def cross_attention(model: torch.nn.Module, src: list[int], tgt_in: list[int]) -
                              return_attention=True)
     model.train(was_training)
     return torch.cat(attention["cross"]).float().cpu().numpy()
+
+
+def _lower_priority() -> None:
+    """Lower this thread's CPU priority (Linux schedules threads one by one), so that translations
+    and page updates are served first and training takes the time left over."""
+    try:
+        tid = threading.get_native_id()
+        os.setpriority(os.PRIO_PROCESS, tid, max(os.getpriority(os.PRIO_PROCESS, tid), TRAIN_NICE))
+    except (AttributeError, OSError):  # not Linux, or not permitted: train at normal priority
+        pass
 
 
 def _thin(items: list, limit: int) -> list:
@@ -461,6 +509,7 @@ class TrainingJob:
             self._version += 1
 
     def _train(self, run: _Run) -> None:
+        _lower_priority()
         try:
             run.trainer.run(lambda event: self._on_step(run, event))
         except TrainingStopped as exc:

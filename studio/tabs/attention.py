@@ -16,7 +16,8 @@ from core.tokenizer import BOS_ID, EOS_ID
 
 from .. import bertviz_offline, plots
 from ..app import Shell
-from ..text import guard, info, md, warn
+from ..limits import HEAVY, clean_input
+from ..text import clip, guard, info, md, warn
 from .translate import Current
 
 STACKS = {"Encoder self-attention": "encoder", "Decoder self-attention": "decoder",
@@ -111,12 +112,15 @@ def show(registry, current: Current):
     if analysis is None:
         return None, header(None), gr.Slider(), gr.Slider()
     c = bundle.model.config
-    return (analysis, header(analysis), gr.Slider(maximum=max(c.encoder_layers, c.decoder_layers)),
-            gr.Slider(maximum=c.n_heads))
+    # Both sliders start at 1 and Gradio refuses maximum == minimum (a 1-layer or 1-head model):
+    # at least 2; figures() clamps to the model's.
+    return (analysis, header(analysis), gr.Slider(maximum=max(c.encoder_layers, c.decoder_layers, 2)),
+            gr.Slider(maximum=max(c.n_heads, 2)))
 
 
 def translate_here(registry, name: str | None, text: str) -> Current:
     """The tab's own box: translate with the default settings (beam 4, α 0.6)."""
+    text, cleaned = clean_input(text)
     if not text or not text.strip():
         warn("Type a sentence to look at.")
         return Current()
@@ -126,8 +130,8 @@ def translate_here(registry, name: str | None, text: str) -> Current:
         warn(str(exc))
         return Current()
     t = translate_detailed(bundle, [text], DecodeOptions())[0]
-    for notice in t.notices:
-        info(notice)
+    for notice in cleaned + t.notices:
+        info(clip(notice, 300))
     return Current(name, text, list(t.ids), DecodeOptions())
 
 
@@ -218,13 +222,13 @@ def build(shell: Shell, current: gr.State) -> None:
 
     view_inputs = [analysis, stack, average, layer, head]
     current.change(guard(partial(show, shell.registry)), inputs=current,
-                   outputs=[analysis, title, layer, head]).then(
+                   outputs=[analysis, title, layer, head], **HEAVY).then(
         guard(figures), inputs=view_inputs, outputs=[grid, big]).then(
         guard(bertviz_views), inputs=analysis, outputs=[head_view, model_view])
     gr.on([look.click, source.submit], guard(partial(translate_here, shell.registry)),
-          inputs=[shell.model, source], outputs=current)
+          inputs=[shell.model, source], outputs=current, **HEAVY)
     gr.on([stack.change, average.change, layer.release, head.release], guard(figures), inputs=view_inputs,
           outputs=[grid, big])
     gr.on([shell.demo.load, shell.model.change], guard(partial(head_choices, shell.registry)),
           inputs=shell.model, outputs=list(groups))
-    again.click(guard(partial(ablate, shell.registry)), inputs=[current, *groups], outputs=ablated)
+    again.click(guard(partial(ablate, shell.registry)), inputs=[current, *groups], outputs=ablated, **HEAVY)

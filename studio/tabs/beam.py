@@ -17,7 +17,8 @@ from core.tokenizer import EOS_ID
 
 from .. import plots
 from ..app import Shell
-from ..text import guard, info, md, warn
+from ..limits import HEAVY, clean_input
+from ..text import clip, guard, info, md, warn
 from .translate import examples_update
 
 BEAM_RANGE = (1, 16)
@@ -55,6 +56,9 @@ def decode_options(beam_size: int, alpha: float, penalty: str, max_extra: float)
 def start(registry, name: str | None, text: str, beam_size, alpha: float, penalty: str, max_extra: float
           ) -> Search | None:
     """A fresh search for the inputs (None, with a notice, when there is nothing to search)."""
+    text, cleaned = clean_input(text)
+    for notice in cleaned:
+        info(notice)
     if not text or not text.strip():
         warn("Type a source sentence first.")
         return None
@@ -68,13 +72,13 @@ def start(registry, name: str | None, text: str, beam_size, alpha: float, penalt
         warn(str(exc))
         return None
     for n in stepper.notices:
-        info(n)
+        info(clip(n, 300))
     return Search((name, text, size, float(alpha), penalty, int(max_extra)), stepper, [stepper.view])
 
 
 def _current(search: Search | None, registry, name, text, beam_size, alpha, penalty, max_extra) -> Search | None:
     """search if it was started with these inputs, else a fresh one."""
-    key = (name, text, clamp_beam(beam_size)[0], float(alpha), penalty, int(max_extra))
+    key = (name, clean_input(text)[0], clamp_beam(beam_size)[0], float(alpha), penalty, int(max_extra))
     if search is not None and search.key == key:
         return search
     return start(registry, name, text, beam_size, alpha, penalty, max_extra)
@@ -224,8 +228,9 @@ def build(shell: Shell) -> None:
     settings = [shell.model, source, beam_size, alpha, penalty, max_extra]
     shown = [tree, hyp_table, choice, attention, explanation, mine, theirs, verdict, step, back]
     for button, action in ((step, "step"), (back, "back"), (run, "run"), (reset, "reset")):
-        button.click(guard(partial(act, action, shell.registry)), inputs=[search, *settings], outputs=search).then(
-            guard(partial(render, shell.registry)), inputs=[search, choice], outputs=shown)
+        button.click(guard(partial(act, action, shell.registry)), inputs=[search, *settings], outputs=search,
+                     **HEAVY).then(guard(partial(render, shell.registry)), inputs=[search, choice], outputs=shown,
+                                   **HEAVY)
     choice.input(guard(attention_figure), inputs=[search, choice], outputs=attention)
     examples.click(lambda sample: sample[0], inputs=examples, outputs=source)
     gr.on([shell.demo.load, shell.model.change], guard(partial(examples_update, shell.registry)),

@@ -18,6 +18,7 @@ from core.tasks import TASKS
 
 from .. import plots
 from ..app import Shell, picker_update
+from ..limits import MAX_NAME_CHARS, clean_input
 from ..text import guard, info, md, warn
 from ..training import SOURCES, JobBusy, JobView, Settings, TrainingJob, corpus_spec, device_line, warm_up
 
@@ -61,8 +62,10 @@ def settings_from(values: dict) -> Settings:
     limit = _int(v["limit"], "training pairs", 0) if v["limit"] not in (None, "") else 0
     return Settings(
         data=corpus_spec(v["kind"], v["task"], v["path"], v["upload"], v["hf_name"]),
-        src_lang=(v["src_lang"] or "").strip() or None, tgt_lang=(v["tgt_lang"] or "").strip() or None,
-        limit=limit or None, name=(v["name"] or "").strip() or "live-model", preset=v["preset"],
+        src_lang=clean_input(v["src_lang"], 32)[0].strip() or None,  # language codes: short
+        tgt_lang=clean_input(v["tgt_lang"], 32)[0].strip() or None,
+        limit=limit or None, name=clean_input(v["name"], MAX_NAME_CHARS)[0].strip() or "live-model",
+        preset=v["preset"],
         layers=_int(v["layers"], "layers"), d_model=_int(v["d_model"], "d_model", 2),
         n_heads=_int(v["n_heads"], "heads"), d_ff=_int(v["d_ff"], "d_ff"), dropout=_float(v["dropout"], "dropout"),
         vocab_size=_int(v["vocab_size"], "vocabulary size", 8), max_steps=_int(v["max_steps"], "steps"),
@@ -247,7 +250,9 @@ def shared_outputs(job: TrainingJob, view: JobView) -> tuple:
         return cached[1]
     shape = view.frames[-1].cross.shape if view.frames else (1, 1)
     outputs = (status(view), progress(view), curves(view), metrics(view), samples(view),
-               gr.Slider(maximum=max(shape[0], 1)), gr.Slider(maximum=max(shape[1], 1)))
+               # The layer slider starts at 1 and Gradio refuses maximum == minimum: at least 2
+               # (attention() clamps the layer to the model's).
+               gr.Slider(maximum=max(shape[0], 2)), gr.Slider(maximum=max(shape[1], 1)))
     _rendered[id(job)] = (view.version, outputs)
     return outputs
 
@@ -351,16 +356,16 @@ def build(shell: Shell, job: TrainingJob) -> None:
     preset.change(guard(preset_values), inputs=preset, outputs=[layers_in, d_model_in, heads_in, d_ff_in, dropout_in])
     gr.on([d_model_in.change, warmup.change, lr_factor.change], peak_lr, inputs=[d_model_in, warmup, lr_factor],
           outputs=lr_line)
-    start_button.click(guard(partial(start, job)), inputs=fields, outputs=shell.model)
+    start_button.click(guard(partial(start, job)), inputs=fields, outputs=shell.model, api_name="train_start")
     for button, action in ((pause_button, "pause"), (resume_button, "resume"), (stop_button, "stop")):
-        button.click(guard(partial(control, job, action)))
+        button.click(guard(partial(control, job, action)), api_name=f"train_{action}")
     save_button.click(guard(partial(save, job)), inputs=save_name, outputs=saved)
     shell.model.change(guard(partial(picked, job)), inputs=shell.model)
     shell.demo.load(warm_up)
     live = [seen, state_line, bar, curve_plot, metrics_line, sample_table, layer, head, timeline, attention_plot,
             shell.model]
     gr.on([timer.tick, shell.demo.load], guard(partial(tick, job)), inputs=[seen, layer, head, follow],
-          outputs=live, show_progress="hidden")
+          outputs=live, show_progress="hidden", api_name="train_view")
     timeline.release(guard(partial(scrub, job)), inputs=[timeline, layer, head], outputs=[attention_plot, follow])
     gr.on([layer.release, head.release, follow.input], guard(partial(redraw, job)),
           inputs=[timeline, layer, head, follow], outputs=attention_plot)

@@ -11,8 +11,10 @@ from core.decoding import DecodeOptions, Translation, translate_detailed
 
 from .. import plots
 from ..app import Shell
-from ..text import guard, info, md, warn
+from ..limits import HEAVY, clean_input
+from ..text import clip, guard, info, md, warn
 
+MAX_SEED = 2**63
 # Multi30k-style German image descriptions for the De→En model.
 GERMAN_EXAMPLES = [
     "Ein Mann mit einem orangefarbenen Hut starrt auf etwas.",
@@ -52,6 +54,8 @@ def options(method: str, beam_size: float, alpha: float, max_extra: float, n_bes
                          temperature=float(temperature), top_k=int(top_k), top_p=float(top_p),
                          seed=None if seed in (None, "") else int(seed))
     opts.validate()
+    if opts.seed is not None and opts.seed >= MAX_SEED:  # torch's generator takes 64 bits at most
+        raise ValueError(f"the seed must be below {MAX_SEED:,}; got {opts.seed:,}")
     return opts
 
 
@@ -62,20 +66,22 @@ def nbest_rows(t: Translation) -> list[list]:
 def translate(registry, name: str | None, text: str, method: str, beam_size: float, alpha: float,
               max_extra: float, n_best: float, temperature: float, top_k: float, top_p: float, seed):
     """(translation, probability plot, n-best rows, notice Markdown, Current) — never raises."""
-    nothing = ("", plots.empty("no translation yet"), [], "", Current())
+    text, cleaned = clean_input(text)
     if not text or not text.strip():
         warn("Type a sentence (or click an example) to translate.")
-        return nothing[:3] + ("*Nothing to translate: the source is empty.*", Current())
+        return "", plots.empty("no translation yet"), [], "*Nothing to translate: the source is empty.*", Current()
     try:
         bundle = registry.get(name)
         opts = options(method, beam_size, alpha, max_extra, n_best, temperature, top_k, top_p, seed)
     except (LookupError, ValueError, FileNotFoundError) as exc:
         warn(str(exc))
-        return nothing[:3] + (f"**Cannot translate:** {md(exc)}", Current())
+        # The blank plot is built only when needed: ~7 ms, a sixth of a translate request's CPU.
+        return "", plots.empty("no translation yet"), [], f"**Cannot translate:** {md(exc)}", Current()
     t = translate_detailed(bundle, [text], opts)[0]
-    for notice in t.notices:
+    notices = [clip(n, 300) for n in cleaned + t.notices]  # e.g. a 2,000-character unknown piece
+    for notice in notices:
         info(notice)
-    notes = "\n".join(f"- {md(n)}" for n in t.notices)
+    notes = "\n".join(f"- {md(n)}" for n in notices)
     tokens = t.tokens + ["<eos>"] if t.token_logprobs else []
     return (t.text, plots.token_probabilities(tokens, t.token_logprobs), nbest_rows(t), notes,
             Current(name, text, list(t.ids), opts))
@@ -124,8 +130,9 @@ def build(shell: Shell):
     inputs = [shell.model, source, method, beam_size, alpha, max_extra, n_best, temperature, top_k, top_p, seed]
     outputs = [output, probs, nbest, notices, current]
     run = guard(partial(translate, shell.registry))
-    gr.on([go.click, source.submit], run, inputs=inputs, outputs=outputs)
-    examples.click(lambda sample: sample[0], inputs=examples, outputs=source).then(run, inputs=inputs, outputs=outputs)
+    gr.on([go.click, source.submit], run, inputs=inputs, outputs=outputs, api_name="translate", **HEAVY)
+    examples.click(lambda sample: sample[0], inputs=examples, outputs=source).then(run, inputs=inputs, outputs=outputs,
+                                                                                   **HEAVY)
     method.change(method_visibility, inputs=method, outputs=[beam_group, sample_group])
     gr.on([shell.demo.load, shell.model.change], guard(partial(examples_update, shell.registry)),
           inputs=shell.model, outputs=examples)

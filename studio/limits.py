@@ -1,0 +1,52 @@
+"""What one visitor may ask of the studio: bounded text, bounded uploads, bounded concurrency.
+
+The studio may run as a public Space on two CPU cores, so every input a visitor controls has a
+ceiling that is enforced on the server (the browser's own checks can be bypassed through the API),
+and a full queue answers "busy, try again" instead of piling work onto the machine.
+"""
+from __future__ import annotations
+
+import re
+
+MAX_INPUT_CHARS = 2_000  # per text box; the models read at most max_len (256) tokens anyway
+MAX_NAME_CHARS = 64  # model names typed on the Train tab
+MAX_UPLOAD_MB = 200  # per uploaded file, and per file unpacked from an uploaded .zip
+MAX_UPLOAD_BYTES = MAX_UPLOAD_MB * 2**20
+MAX_UPLOADED_MODELS = 4  # checkpoints opened from uploads kept in memory; the oldest goes first
+# Decoding callbacks (translate, beam search, attention, ablation) share this many workers: each
+# runs on one torch thread, and more at once than cores only makes every request slower.
+DECODE_CONCURRENCY = 2
+HEAVY = {"concurrency_limit": DECODE_CONCURRENCY, "concurrency_id": "decode"}
+# Events waiting, all kinds together; beyond it a request is refused at once with Gradio's
+# "This application is currently busy. Please try again." (QueueError in gradio_client).
+QUEUE_SIZE = 64
+DEFAULT_CONCURRENCY = 2  # every other event (status lines, plots, the Train tab's timer)
+
+# C0 and C1 control characters except tab, newline and carriage return; and lone UTF-16
+# surrogates, which JSON can carry but UTF-8 (and the Rust tokenizer) cannot.
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
+
+
+def clean_input(text: object, limit: int = MAX_INPUT_CHARS) -> tuple[str, list[str]]:
+    """text cut to limit characters, lone surrogates replaced by U+FFFD and control characters by
+    spaces; and a notice (in words) for each change made."""
+    text = "" if text is None else str(text)
+    notices = []
+    if len(text) > limit:
+        notices.append(f"input cut to its first {limit:,} characters (it had {len(text):,})")
+        text = text[:limit]
+    text, n = _SURROGATE.subn("\ufffd", text)
+    if n:
+        notices.append(f"{n} invalid character{'s' * (n > 1)} (lone surrogate) replaced by \ufffd")
+    text, n = _CONTROL.subn(" ", text)
+    if n:
+        notices.append(f"{n} control character{'s' * (n > 1)} replaced by spaces")
+    return text, notices
+
+
+def check_upload_size(size: int, what: str) -> None:
+    """ValueError when an uploaded (or unpacked) file is larger than MAX_UPLOAD_BYTES."""
+    if size > MAX_UPLOAD_BYTES:
+        raise ValueError(f"{what} is {size / 2**20:,.0f} MB; the studio accepts files of at most "
+                         f"{MAX_UPLOAD_MB} MB")
