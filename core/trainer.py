@@ -16,7 +16,7 @@ import random
 import threading
 import time
 import warnings
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, fields
 from typing import Any, Callable, Iterator
 
 import torch
@@ -27,7 +27,6 @@ from .batching import Batch, Example, TokenBatcher
 from .bundle import ModelBundle
 from .checkpoint import save_checkpoint
 from .loss import Objective
-from .model import Transformer
 from .schedule import SCHEDULES, learning_rate
 
 AMP_MODES = ("auto", "off", "bf16", "fp16")

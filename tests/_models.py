@@ -6,10 +6,8 @@ test session (``functools.lru_cache``), under a private RNG state.
 """
 from __future__ import annotations
 
-import contextlib
 import functools
 import random
-from typing import Iterator
 
 import torch
 import torch.nn.functional as F
@@ -51,22 +49,11 @@ def _train(model: Transformer, tokenizer: Tokenizer, rng: random.Random) -> None
     model.eval()
 
 
-@contextlib.contextmanager
-def one_thread() -> Iterator[None]:
-    """For models this small one thread is far faster than two contended ones."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(threads)
-
-
 @functools.lru_cache(maxsize=None)
 def tiny_bundle() -> ModelBundle:
     """The trained reverse model with its word-level tokenizer (vocabulary: specials + letters)."""
     tokenizer = Tokenizer.train([" ".join(LETTERS)], vocab_size=64, kind="word", min_frequency=1)
-    with one_thread(), torch.random.fork_rng():
+    with torch.random.fork_rng():
         torch.manual_seed(0)
         config = ModelConfig.from_preset("tiny", src_vocab_size=tokenizer.vocab_size,
                                          tgt_vocab_size=tokenizer.vocab_size, max_len=MAX_LEN)

@@ -34,9 +34,3 @@ def studio_registry():
     return registry
 
 
-def one_thread():
-    """Generator for a module fixture: run with one torch thread (as the studio does), then restore."""
-    previous = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(previous)

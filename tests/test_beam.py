@@ -8,15 +8,9 @@ import random
 import pytest
 import torch
 
-from _models import one_thread, reverse_task, tiny_bundle
+from _models import reverse_task, tiny_bundle
 from core.beam import BeamStepper
 from core.decoding import DecodeOptions, beam_search, length_penalty, translate_detailed
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _one_thread():
-    with one_thread():
-        yield
 
 
 @pytest.fixture(scope="module")

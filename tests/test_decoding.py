@@ -13,18 +13,12 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from _models import one_thread, reverse_task, tiny_bundle
+from _models import reverse_task, tiny_bundle
 from core.decoding import (DecodeOptions, Translation, beam_search, filter_logits, greedy_decode, length_penalty,
                            max_output_length, pad_batch, prepare_source, sample, translate, translate_detailed)
 from core.tokenizer import BOS_ID, EOS_ID, PAD_ID
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _one_thread():
-    with one_thread():
-        yield
 
 
 @pytest.fixture(scope="module")

@@ -6,7 +6,7 @@ import random
 import pytest
 import sacrebleu
 
-from _models import one_thread, reverse_task, tiny_bundle
+from _models import reverse_task, tiny_bundle
 from core.decoding import DecodeOptions, translate
 from core.evaluation import EvalResult, evaluate_bleu, evaluate_bundle
 
@@ -46,12 +46,10 @@ def test_evaluate_bundle_translates_then_scores(capsys):
     sources, references = [s for s, _ in pairs], [t for _, t in pairs]
     bundle = tiny_bundle()
     options = DecodeOptions(method="greedy", batch_size=5)
-    with one_thread():
-        result, hypotheses = evaluate_bundle(bundle, sources, references, options)
-        assert hypotheses == translate(bundle, sources, method="greedy")
+    result, hypotheses = evaluate_bundle(bundle, sources, references, options)
+    assert hypotheses == translate(bundle, sources, method="greedy")
     assert result == evaluate_bleu(hypotheses, references)
     assert result.bleu > 50
     assert "12/12" in capsys.readouterr().err  # the progress bar reached the end
-    with one_thread():
-        evaluate_bundle(bundle, sources[:2], references[:2], options, progress=False)
+    evaluate_bundle(bundle, sources[:2], references[:2], options, progress=False)
     assert capsys.readouterr().err == ""

@@ -36,7 +36,6 @@ from core.tokenizer import Tokenizer  # noqa: E402
 from core.trainer import TrainConfig, Trainer  # noqa: E402
 
 sys.path.insert(0, str(ROOT / "tests"))
-from _studio import one_thread  # noqa: E402
 
 STEPS = 12
 TIMEOUT = 120.0  # seconds a child may take to say something (a busy 2-core machine)
@@ -78,7 +77,6 @@ def digest(model: torch.nn.Module) -> str:
 
 # One torch thread, as in the children: results then match bit for bit, and on a busy 2-core
 # machine a 2-thread step of this tiny model takes ~2 s instead of ~20 ms.
-single_thread = pytest.fixture(scope="module", autouse=True)(one_thread)
 
 
 @pytest.fixture(scope="module")

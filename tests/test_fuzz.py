@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from _studio import SENTENCES, one_thread, studio_registry
+from _studio import SENTENCES, studio_registry
 from core.checkpoint import load_checkpoint
 from core.data import load_corpus
 from core.tokenizer import Tokenizer
@@ -27,7 +27,6 @@ REGISTRY = studio_registry()
 # Any code point at all: lone surrogates (JSON can carry them) and control characters included.
 ANY_TEXT = st.text(st.characters(exclude_categories=()), max_size=300)
 
-single_thread = pytest.fixture(scope="module", autouse=True)(one_thread)
 
 
 @pytest.fixture(scope="module", autouse=True)

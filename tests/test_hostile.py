@@ -26,7 +26,7 @@ import gradio as gr
 import pytest
 import torch
 
-from _studio import SENTENCES, one_thread, studio_bundle, studio_registry
+from _studio import SENTENCES, studio_bundle, studio_registry
 from core.bundle import ModelBundle
 from core.checkpoint import load_checkpoint, load_trainer_state, save_checkpoint
 from core.config import ModelConfig
@@ -38,7 +38,6 @@ from studio.tabs import attention, beam
 from studio.tabs import train as train_tab
 from studio.tabs import translate
 
-single_thread = pytest.fixture(scope="module", autouse=True)(one_thread)
 ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = "/usr/bin/chromium"
 MODEL = "studio-tiny"

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from _studio import SENTENCES, one_thread, studio_bundle, studio_registry
+from _studio import SENTENCES, studio_bundle, studio_registry
 from core.decoding import DecodeOptions, translate_detailed
 from studio.tabs import beam
 
 SETTINGS = dict(name="studio-tiny", text=SENTENCES[0], beam_size=3, alpha=0.6, penalty="gnmt", max_extra=6)
 
 
-single_thread = pytest.fixture(scope="module", autouse=True)(one_thread)
 
 
 @pytest.fixture(scope="module")

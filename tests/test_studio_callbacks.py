@@ -11,7 +11,7 @@ import plotly.graph_objects as go
 import pytest
 import torch
 
-from _studio import SENTENCES, one_thread, studio_bundle, studio_registry
+from _studio import SENTENCES, studio_bundle, studio_registry
 from core.checkpoint import save_checkpoint
 from core.decoding import translate_detailed
 from studio import app, bertviz_offline, plots
@@ -29,7 +29,6 @@ def run_translate(registry, text, **changes):
                                o["max_extra"], o["n_best"], o["temperature"], o["top_k"], o["top_p"], o["seed"])
 
 
-single_thread = pytest.fixture(scope="module", autouse=True)(one_thread)
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ import plotly.graph_objects as go
 import pytest
 import torch
 
-from _studio import one_thread, studio_bundle
+from _studio import studio_bundle
 from core.checkpoint import load_checkpoint
 from core.config import ModelConfig
 from core.decoding import translate
@@ -23,7 +23,6 @@ from studio.registry import ModelRegistry
 from studio.tabs import train as tab
 from studio.training import JobBusy, Settings, TrainingJob
 
-single_thread = pytest.fixture(scope="module", autouse=True)(one_thread)
 
 
 @pytest.fixture(autouse=True)
