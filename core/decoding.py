@@ -72,7 +72,8 @@ class DecodeOptions:
         for name, low in (("beam_size", 1), ("max_len_b", 0), ("min_len", 0), ("n_best", 1),
                           ("no_repeat_ngram", 0), ("top_k", 0), ("batch_size", 1)):
             _check_int(name, getattr(self, name), low)
-        _check_number("alpha", self.alpha, ">= 0", lambda x: x >= 0)
+        # The paper uses 0.6 and GNMT tuned it in [0, 1]; very large values overflow the penalty.
+        _check_number("alpha", self.alpha, "in [0, 10]", lambda x: 0 <= x <= 10)
         _check_number("max_len_a", self.max_len_a, ">= 0", lambda x: x >= 0)
         _check_number("temperature", self.temperature, "> 0", lambda x: x > 0)
         _check_number("top_p", self.top_p, "in (0, 1]", lambda x: 0 < x <= 1)
