@@ -73,23 +73,29 @@ def _plots_in(page, tab: str, at_least: int) -> None:
     assert page.locator(f"#tab-{tab} .js-plotly-plot .main-svg").count() >= at_least
 
 
+def _watched_page(p, outside: list[str], errors: list[str]):
+    """Headless Chromium and a page that records non-local requests and console errors."""
+    browser = p.chromium.launch(executable_path=CHROMIUM, args=[
+        "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update"])
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+
+    def request(req) -> None:
+        host = urlparse(req.url).hostname
+        if req.url.split(":")[0] not in ("data", "blob", "about") and host not in LOCAL:
+            outside.append(req.url)
+
+    page.on("request", request)
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    return browser, page
+
+
 def test_studio_in_headless_chromium(studio):
     sync_api = pytest.importorskip("playwright.sync_api")
     shots = Path(tempfile.mkdtemp(prefix="studio-shots-"))
     outside, errors = [], []
     with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=[
-            "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update"])
-        page = browser.new_page(viewport={"width": 1400, "height": 1000})
-
-        def request(req) -> None:
-            host = urlparse(req.url).hostname
-            if req.url.split(":")[0] not in ("data", "blob", "about") and host not in LOCAL:
-                outside.append(req.url)
-
-        page.on("request", request)
-        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-        page.on("pageerror", lambda e: errors.append(str(e)))
+        browser, page = _watched_page(p, outside, errors)
         page.goto(studio)
         page.get_by_text("studio-tiny ·").first.wait_for(timeout=20000)
 
@@ -150,13 +156,7 @@ def test_train_tab_live_run_then_translate(studio):
     shots = Path(tempfile.mkdtemp(prefix="studio-train-shots-"))
     outside, errors = [], []
     with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=[
-            "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update"])
-        page = browser.new_page(viewport={"width": 1400, "height": 1000})
-        page.on("request", lambda req: outside.append(req.url) if req.url.split(":")[0] not in (
-            "data", "blob", "about") and urlparse(req.url).hostname not in LOCAL else None)
-        page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-        page.on("pageerror", lambda e: errors.append(str(e)))
+        browser, page = _watched_page(p, outside, errors)
         page.goto(studio)
         page.get_by_role("tab", name="Train").click()
         page.get_by_label("steps", exact=True).fill("5000")  # never finishes before Stop
