@@ -16,6 +16,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .packing import Packing
+
 
 class MultiHeadAttention(nn.Module):
     """h heads of size d_k = d_model / h. Self-attention projects Q, K, V with one
@@ -41,9 +43,11 @@ class MultiHeadAttention(nn.Module):
         b, t, _ = x.shape
         return x.view(b, t, self.n_heads, self.d_head).transpose(1, 2)
 
-    def project_kv(self, memory: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Keys and values of the encoder output for cross-attention, (B, h, S, d_k) each."""
-        k, v = self.kv_proj(memory).chunk(2, dim=-1)
+    def project_kv(self, memory: torch.Tensor, packing: Packing | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """Keys and values of the encoder output (B, S, d_model), or of its real tokens (N, d_model)
+        laid out by `packing`, for cross-attention: (B, h, S, d_k) each."""
+        kv = self.kv_proj(memory)
+        k, v = (packing.unpack(kv) if packing else kv).chunk(2, dim=-1)
         return self._split(k), self._split(v)
 
     def forward(
@@ -55,8 +59,10 @@ class MultiHeadAttention(nn.Module):
         key_padding: torch.Tensor | None = None,
         causal: bool = False,
         need_weights: bool = False,
+        packing: Packing | None = None,
     ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor], torch.Tensor | None]:
-        """Attend from x (B, T, d_model).
+        """Attend from x (B, T, d_model), or from the real tokens x (N, d_model) laid out by `packing`
+        (the output then has x's shape too).
 
         memory_kv: precomputed encoder keys/values (cross-attention).
         past_kv:   self-attention keys/values of earlier positions (incremental decoding).
@@ -64,11 +70,12 @@ class MultiHeadAttention(nn.Module):
         causal:    position i may attend to keys <= i only (section 3.2.3).
         Returns (output, (k, v), probabilities or None). (k, v) includes past_kv, ready to cache.
         """
+        grid = packing.unpack if packing else (lambda t: t)
         if self.cross:
-            q = self._split(self.q_proj(x))
+            q = self._split(grid(self.q_proj(x)))
             k, v = memory_kv
         else:
-            q, k, v = (self._split(t) for t in self.qkv_proj(x).chunk(3, dim=-1))
+            q, k, v = (self._split(t) for t in grid(self.qkv_proj(x)).chunk(3, dim=-1))
             if past_kv is not None:
                 k = torch.cat([past_kv[0], k], dim=2)
                 v = torch.cat([past_kv[1], v], dim=2)
@@ -89,7 +96,8 @@ class MultiHeadAttention(nn.Module):
         if self.head_mask is not None:
             context = context * self.head_mask.view(1, -1, 1, 1).to(context.dtype)
         b, _, t, _ = context.shape
-        output = self.out_proj(context.transpose(1, 2).reshape(b, t, self.n_heads * self.d_head))
+        context = context.transpose(1, 2).reshape(b, t, self.n_heads * self.d_head)
+        output = self.out_proj(packing.pack(context) if packing else context)
         return output, (k, v), probs
 
     @staticmethod

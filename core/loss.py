@@ -3,7 +3,12 @@ perplexity, as the model learns to be more unsure, but improves accuracy and BLE
 
 The target distribution puts 1 - eps on the reference token and spreads eps uniformly over
 the vocabulary (the form PyTorch and fairseq use). Loss is computed on real tokens only:
-the caller passes the logits of non-padding positions.
+the caller passes the decoder states of non-padding positions.
+
+The output layer and the loss are the largest single piece of a training step (the vocabulary
+is 10-40x d_model), so training runs them a chunk of rows at a time and never holds the whole
+(tokens, vocabulary) logits matrix: less memory, and on CPUs no page faults from allocating and
+freeing tens of megabytes every step.
 """
 from __future__ import annotations
 
@@ -15,6 +20,8 @@ from torch import nn
 
 if TYPE_CHECKING:
     from .model import Transformer
+
+CHUNK_ELEMENTS = 1 << 22  # logits per chunk: 16 MB in fp32
 
 
 @dataclass
@@ -35,6 +42,64 @@ def label_smoothed_loss(logits: torch.Tensor, target: torch.Tensor, eps: float) 
     return LossParts(loss.sum(), nll.detach().sum(), correct)
 
 
+class _ChunkedProjectedLoss(torch.autograd.Function):
+    """label_smoothed_loss(hidden @ weight.T, target), a chunk of rows at a time. Each chunk's
+    gradient is taken while its logits are at hand: d loss / d logits = softmax - smoothed target."""
+
+    @staticmethod
+    def forward(ctx, hidden, weight, target, eps: float, dtype: torch.dtype, want_grad: bool):
+        vocab, chunk = weight.size(0), max(1, CHUNK_ELEMENTS // weight.size(0))
+        grad_hidden = torch.empty_like(hidden) if want_grad else None
+        grad_weight = torch.zeros_like(weight, dtype=torch.float32) if want_grad else None
+        w = weight.to(dtype)
+        loss, nll_sum, correct = (hidden.new_zeros((), dtype=torch.float32) for _ in range(3))
+        for start in range(0, hidden.size(0), chunk):
+            h, t = hidden[start:start + chunk].to(dtype), target[start:start + chunk]
+            logits = (h @ w.T).float()
+            probs = logits.softmax(dim=-1)  # one exp per logit serves the loss and its gradient
+            best = probs.argmax(dim=-1, keepdim=True)
+            # log Z = logit - log p of the most probable token, whose p >= 1/V cannot underflow.
+            log_z = (logits.gather(1, best) - probs.gather(1, best).log()).squeeze(1)
+            nll = log_z - logits.gather(1, t[:, None]).squeeze(1)
+            uniform = log_z - logits.mean(dim=-1)  # cross-entropy against the uniform distribution
+            loss += ((1.0 - eps) * nll + eps * uniform).sum()
+            nll_sum += nll.sum()
+            correct += (best.squeeze(1) == t).sum()
+            if want_grad:
+                grad = probs.sub_(eps / vocab)  # softmax - eps/V everywhere ...
+                grad.scatter_add_(1, t[:, None], grad.new_full((t.size(0), 1), eps - 1.0))  # ... - (1-eps) at t
+                grad = grad.to(dtype)
+                grad_hidden[start:start + chunk] = grad @ w
+                _accumulate(grad_weight, grad.T, h)
+        ctx.save_for_backward(grad_hidden, grad_weight)
+        ctx.weight_dtype = weight.dtype
+        return loss, nll_sum, correct
+
+    @staticmethod
+    def backward(ctx, grad_loss, _nll, _correct):
+        grad_hidden, grad_weight = ctx.saved_tensors
+        return grad_hidden * grad_loss, (grad_weight * grad_loss).to(ctx.weight_dtype), None, None, None, None
+
+
+def _accumulate(total: torch.Tensor, a: torch.Tensor, b: torch.Tensor) -> None:
+    """total (fp32) += a @ b, in place when a and b are fp32 too."""
+    if a.dtype == total.dtype:
+        total.addmm_(a, b)
+    else:
+        total += a @ b
+
+
+def projected_loss(hidden: torch.Tensor, weight: torch.Tensor, target: torch.Tensor, eps: float) -> LossParts:
+    """label_smoothed_loss(hidden @ weight.T, target) without the whole (N, V) logits matrix.
+    Under autocast the matrix products run in the autocast dtype, as nn.Linear's would."""
+    device = hidden.device.type
+    dtype = torch.get_autocast_dtype(device) if torch.is_autocast_enabled(device) else weight.dtype
+    want_grad = torch.is_grad_enabled() and (hidden.requires_grad or weight.requires_grad)
+    with torch.autocast(device, enabled=False):
+        loss, nll, correct = _ChunkedProjectedLoss.apply(hidden, weight, target, eps, dtype, want_grad)
+    return LossParts(loss, nll.detach(), correct.long())
+
+
 def smoothed_target_distribution(target: int, vocab_size: int, eps: float) -> torch.Tensor:
     """The distribution label_smoothed_loss trains towards, for plotting."""
     dist = torch.full((vocab_size,), eps / vocab_size)
@@ -52,7 +117,13 @@ class Objective(nn.Module):
         self.label_smoothing = label_smoothing
 
     def forward(self, src: torch.Tensor, tgt_in: torch.Tensor, tgt_out: torch.Tensor):
-        hidden = self.model.hidden(src, tgt_in)
-        real = tgt_out.ne(self.model.config.pad_id)
-        parts = label_smoothed_loss(self.model.project(hidden[real]), tgt_out[real], self.label_smoothing)
+        pad = self.model.config.pad_id
+        # The last real input of a shorter sentence (its eos) predicts padding, which is never
+        # scored; dropping it makes the decoder's rows exactly the scored positions.
+        tgt_in = tgt_in.masked_fill(tgt_out.eq(pad), pad)
+        hidden, target = self.model.hidden(src, tgt_in, packed=True), tgt_out[tgt_out.ne(pad)]
+        if torch.compiler.is_compiling():  # the compiler fuses the plain form itself
+            parts = label_smoothed_loss(self.model.project(hidden), target, self.label_smoothing)
+        else:
+            parts = projected_loss(hidden, self.model.generator.weight, target, self.label_smoothing)
         return parts.loss, parts.nll, parts.correct

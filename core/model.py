@@ -4,6 +4,9 @@ Post-norm by default, as in the paper: each sub-layer's output is
 LayerNorm(x + Dropout(Sublayer(x))) (sections 3.1 and 5.4). ``norm_first``
 gives the pre-norm variant x + Dropout(Sublayer(LayerNorm(x))) with a final
 LayerNorm on each stack.
+
+Padded batches run their position-wise parts on the real tokens only (core/packing.py);
+attention sees the padded grid with the padding masked, so nothing changes but the work.
 """
 from __future__ import annotations
 
@@ -18,6 +21,7 @@ from torch import nn
 
 from .attention import MultiHeadAttention
 from .config import ModelConfig
+from .packing import Packing
 from .positional import sinusoidal_encoding
 
 Attention = dict[str, list[torch.Tensor]]  # "encoder" / "decoder" / "cross" -> per layer (B, h, Tq, Tk)
@@ -59,9 +63,9 @@ class EncoderLayer(nn.Module):
         self.res_attn = Residual(c.d_model, c.dropout, c.norm_first)
         self.res_ffn = Residual(c.d_model, c.dropout, c.norm_first)
 
-    def forward(self, x, src_padding, need_weights=False):
+    def forward(self, x, src_padding, need_weights=False, packing=None):
         x, (_, probs) = self.res_attn(
-            x, lambda h: self.self_attn(h, key_padding=src_padding, need_weights=need_weights))
+            x, lambda h: self.self_attn(h, key_padding=src_padding, need_weights=need_weights, packing=packing))
         x, _ = self.res_ffn(x, lambda h: (self.ffn(h),))
         return x, probs
 
@@ -76,14 +80,15 @@ class DecoderLayer(nn.Module):
         self.res_cross = Residual(c.d_model, c.dropout, c.norm_first)
         self.res_ffn = Residual(c.d_model, c.dropout, c.norm_first)
 
-    def forward(self, y, memory_kv, src_padding, past_kv=None, need_weights=False):
+    def forward(self, y, memory_kv, src_padding, past_kv=None, need_weights=False, packing=None):
         # Masked self-attention (3.2.3). Targets are right-padded, so a causal mask alone
         # keeps every real position away from padding; padded positions are never scored.
         y, (self_kv, self_probs) = self.res_self(
-            y, lambda h: self.self_attn(h, past_kv=past_kv, causal=True, need_weights=need_weights))
+            y, lambda h: self.self_attn(h, past_kv=past_kv, causal=True, need_weights=need_weights,
+                                        packing=packing))
         y, (_, cross_probs) = self.res_cross(
             y, lambda h: self.cross_attn(h, memory_kv=memory_kv, key_padding=src_padding,
-                                         need_weights=need_weights))
+                                         need_weights=need_weights, packing=packing))
         y, _ = self.res_ffn(y, lambda h: (self.ffn(h),))
         return y, self_kv, self_probs, cross_probs
 
@@ -145,37 +150,48 @@ class Transformer(nn.Module):
                              f"{self.config.max_len} tokens; shorten the input or build the model with "
                              f"a larger max_len")
 
-    def _embed(self, ids: torch.Tensor, table: nn.Embedding, offset: int = 0) -> torch.Tensor:
+    def _embed(self, ids: torch.Tensor, table: nn.Embedding, offset: int = 0,
+               packing: Packing | None = None) -> torch.Tensor:
         # Section 3.4: embeddings are multiplied by sqrt(d_model); 3.5: positions are added.
-        x = table(ids) * math.sqrt(self.config.d_model)
-        return self.embed_dropout(x + self.positional[offset:offset + ids.size(1)])
+        x = table(ids) * math.sqrt(self.config.d_model) + self.positional[offset:offset + ids.size(1)]
+        return self.embed_dropout(packing.pack(x) if packing else x)
+
+    def _encode(self, src: torch.Tensor, need_weights: bool = False):
+        """The encoder stack on the real source tokens: (rows (N, d_model), their packing or
+        None when nothing is padded (rows are then (B, S, d_model)), per-layer attention)."""
+        self._check_length(src, "source")
+        src_padding = src.eq(self.config.pad_id)
+        packing = Packing.of(src_padding)
+        x = self._embed(src, self.src_embed, packing=packing)
+        probs = []
+        for layer in self.encoder_layers:
+            x, p = layer(x, src_padding, need_weights, packing)
+            probs.append(p)
+        return self.encoder_norm(x), packing, probs
 
     def encode(self, src: torch.Tensor, need_weights: bool = False) -> tuple[torch.Tensor, list[torch.Tensor]]:
         """src (B, S) -> encoder output (B, S, d_model) and per-layer self-attention (if asked)."""
-        self._check_length(src, "source")
-        src_padding = src.eq(self.config.pad_id)
-        x = self._embed(src, self.src_embed)
-        probs = []
-        for layer in self.encoder_layers:
-            x, p = layer(x, src_padding, need_weights)
-            probs.append(p)
-        return self.encoder_norm(x), probs
+        memory, packing, probs = self._encode(src, need_weights)
+        return (packing.unpack(memory) if packing else memory), probs
 
-    def _decode(self, tgt_in, cache: DecoderCache, need_weights: bool):
+    def _decode(self, tgt_in, cache: DecoderCache, need_weights: bool, packing: Packing | None = None):
+        """The decoder stack over tgt_in (B, T), after the cache.length tokens already in the cache.
+        With `packing` (whole targets only), on the real target tokens; returns rows (N, d_model)."""
         self._check_length(tgt_in, "target", cache.length)
-        y = self._embed(tgt_in, self.tgt_embed, cache.length)
+        y = self._embed(tgt_in, self.tgt_embed, cache.length, packing)
         self_probs, cross_probs = [], []
         for i, layer in enumerate(self.decoder_layers):
             y, cache.self_kv[i], sp, cp = layer(y, cache.memory_kv[i], cache.src_padding,
-                                                cache.self_kv[i], need_weights)
+                                                cache.self_kv[i], need_weights, packing)
             self_probs.append(sp)
             cross_probs.append(cp)
         cache.length += tgt_in.size(1)
         return self.decoder_norm(y), self_probs, cross_probs
 
-    def start_cache(self, src: torch.Tensor, memory: torch.Tensor) -> DecoderCache:
-        """Cross-attention keys/values of every decoder layer, computed once per source."""
-        return DecoderCache([layer.cross_attn.project_kv(memory) for layer in self.decoder_layers],
+    def start_cache(self, src: torch.Tensor, memory: torch.Tensor, packing: Packing | None = None) -> DecoderCache:
+        """Cross-attention keys/values of every decoder layer, computed once per source from the
+        encoder output (B, S, d_model), or from its real-token rows laid out by `packing`."""
+        return DecoderCache([layer.cross_attn.project_kv(memory, packing) for layer in self.decoder_layers],
                             [None] * len(self.decoder_layers), src.eq(self.config.pad_id))
 
     def project(self, hidden: torch.Tensor) -> torch.Tensor:
@@ -183,27 +199,42 @@ class Transformer(nn.Module):
         return self.generator(hidden)
 
     # ----- whole sequences (training, teacher forcing) ------------------------------
-    def hidden(self, src: torch.Tensor, tgt_in: torch.Tensor) -> torch.Tensor:
-        """Final decoder states (B, T, d_model); the trainer projects only non-pad positions."""
-        memory, _ = self.encode(src)
-        y, _, _ = self._decode(tgt_in, self.start_cache(src, memory), need_weights=False)
-        return y
+    def _teacher_forced(self, src: torch.Tensor, tgt_in: torch.Tensor, need_weights: bool):
+        """Decoder states of every target position given the whole target (training): the rows
+        of the real target tokens, their packing (None when nothing is padded), the attention."""
+        tgt_padding = tgt_in.eq(self.config.pad_id)
+        if bool((tgt_padding[:, :-1] & ~tgt_padding[:, 1:]).any()):
+            # The causal mask is what keeps real positions from attending to padding (3.2.3).
+            raise ValueError("target must be right-padded: a real token follows padding (pad_id "
+                             f"{self.config.pad_id}) in tgt_in")
+        memory, src_packing, enc_probs = self._encode(src, need_weights)
+        cache = self.start_cache(src, memory, src_packing)
+        packing = Packing.of(tgt_padding)
+        y, dec_probs, cross_probs = self._decode(tgt_in, cache, need_weights, packing)
+        return y, packing, {"encoder": enc_probs, "decoder": dec_probs, "cross": cross_probs}
+
+    def hidden(self, src: torch.Tensor, tgt_in: torch.Tensor, packed: bool = False) -> torch.Tensor:
+        """Final decoder states (B, T, d_model), zeros at padding; packed=True gives the rows
+        (N, d_model) of the non-pad positions of tgt_in in row-major order, equal to
+        hidden(src, tgt_in)[tgt_in != pad_id] (the trainer projects only those)."""
+        y, packing, _ = self._teacher_forced(src, tgt_in, need_weights=False)
+        if packing is None:
+            return y.flatten(0, 1) if packed else y
+        return y if packed else packing.unpack(y)
 
     def forward(self, src: torch.Tensor, tgt_in: torch.Tensor, return_attention: bool = False):
         """Logits (B, T, V) for tgt_in given src; with return_attention also the
         attention probabilities of every layer and head (the inspect path)."""
-        if not return_attention:
-            return self.project(self.hidden(src, tgt_in))
-        memory, enc_probs = self.encode(src, need_weights=True)
-        y, dec_probs, cross_probs = self._decode(tgt_in, self.start_cache(src, memory), need_weights=True)
-        return self.project(y), {"encoder": enc_probs, "decoder": dec_probs, "cross": cross_probs}
+        y, packing, attention = self._teacher_forced(src, tgt_in, need_weights=return_attention)
+        logits = self.project(packing.unpack(y) if packing else y)
+        return (logits, attention) if return_attention else logits
 
     # ----- one token at a time (inference) -----------------------------------------
     @torch.no_grad()
     def start_decoding(self, src: torch.Tensor) -> DecoderCache:
         """Encode src once; the returned cache feeds decode_step."""
-        memory, _ = self.encode(src)
-        return self.start_cache(src, memory)
+        memory, packing, _ = self._encode(src)
+        return self.start_cache(src, memory, packing)
 
     @torch.no_grad()
     def decode_step(self, tokens: torch.Tensor, cache: DecoderCache, need_weights: bool = False):

@@ -88,10 +88,21 @@ def test_cache_select_reorders_rows():
 
 def test_sentence_alone_equals_sentence_in_padded_batch():
     model = tiny()
-    src, tgt = batch([3, 9, 6]), batch([2, 7, 5], seed=4)
-    together = model(src, tgt)
-    alone = model(src[:1, :3], tgt[:1, :2])
-    torch.testing.assert_close(together[:1, :2], alone, atol=1e-5, rtol=0)
+    src_lengths, tgt_lengths = [3, 9, 6], [2, 7, 5]
+    src, tgt = batch(src_lengths), batch(tgt_lengths, seed=4)
+    together = model(src, tgt)  # padded: the real tokens run packed
+    for row, (s, t) in enumerate(zip(src_lengths, tgt_lengths)):
+        alone = model(src[row:row + 1, :s], tgt[row:row + 1, :t])  # nothing padded
+        torch.testing.assert_close(together[row:row + 1, :t], alone, atol=1e-5, rtol=0)
+        assert not together[row, t:].any()  # padded positions: zero logits
+
+
+def test_padding_inside_a_target_is_refused():
+    model = tiny()
+    tgt = batch([5])
+    tgt[0, 2] = 0  # pad between real tokens
+    with pytest.raises(ValueError, match="right-padded"):
+        model(batch([4]), tgt)
 
 
 def test_future_target_tokens_never_change_earlier_logits():
@@ -135,7 +146,9 @@ def test_tiny_model_overfits_sixteen_pairs():
     config = ModelConfig.from_preset("tiny", src_vocab_size=V, tgt_vocab_size=V, dropout=0.0)
     model = Transformer(config)
     src = batch([5, 6, 7, 8] * 4, seed=8)
-    tgt = torch.cat([torch.ones(16, 1, dtype=torch.long), src.flip(1)], dim=1)  # bos + something learnable
+    # bos + the source reversed: something learnable, right-padded like every real batch
+    tgt = torch.nn.utils.rnn.pad_sequence([torch.cat([torch.ones(1, dtype=torch.long), row[row.ne(0)].flip(0)])
+                                           for row in src], batch_first=True)
     optimizer = torch.optim.Adam(model.parameters(), lr=3e-3, betas=(0.9, 0.98), eps=1e-9)
     for _ in range(300):
         logits = model(src, tgt[:, :-1])

@@ -20,8 +20,8 @@ def make_trainer(steps: int = 10, seed: int = 0, bundle=None, **overrides) -> Tr
         torch.manual_seed(seed)
         bundle = new_bundle(corpus.train, "tiny", vocab_size=100, tokenizer_kind="word", dropout=0.1)
     examples, _ = encode_pairs(corpus.train, bundle.tokenizer, bundle.model.config.max_len)
-    config = TrainConfig(max_steps=steps, max_tokens=256, warmup=20, lr_factor=0.5, seed=seed,
-                         device="cpu", amp="off", **overrides)
+    settings = dict(max_steps=steps, max_tokens=256, warmup=20, lr_factor=0.5, seed=seed, device="cpu", amp="off")
+    config = TrainConfig(**{**settings, **overrides})
     valid, _ = encode_pairs(corpus.valid, bundle.tokenizer, bundle.model.config.max_len)
     return Trainer(bundle, examples, config, valid_pairs=corpus.valid, valid=valid)
 
@@ -42,6 +42,15 @@ def test_resume_equals_uninterrupted_run(tmp_path):
     tail = losses(resumed, 3)
     assert head + tail == straight  # exact: same batches, same dropout masks, same Adam state
     assert resumed.step_count == 8
+
+
+def test_bf16_autocast_keeps_the_loss_curve():
+    """Same start, batches and dropout masks; only the precision of the matrix products differs
+    (on CPUs without native bf16 this is emulated, slowly, but the arithmetic is the same)."""
+    fp32 = losses(make_trainer(steps=40), 40)
+    bf16 = losses(make_trainer(steps=40, amp="bf16"), 40)
+    assert fp32[-1] < 0.8 * fp32[0]  # the curve goes somewhere
+    assert max(abs(a - b) / a for a, b in zip(fp32, bf16)) < 0.03
 
 
 def test_events_carry_the_metrics():
@@ -124,7 +133,8 @@ def test_tiny_model_learns_reverse_to_95_percent_exact_match():
     torch.manual_seed(0)
     bundle = new_bundle(corpus.train, "tiny", vocab_size=100, tokenizer_kind="word")
     examples, _ = encode_pairs(corpus.train, bundle.tokenizer, bundle.model.config.max_len)
-    config = TrainConfig(max_steps=600, max_tokens=1500, schedule="inverse_sqrt", peak_lr=2e-3, warmup=100,
+    # lr 7e-4: seeds 0-3 all reach >= 99.5% in 1000 steps; at 2e-3 some runs spike and end far below 95%.
+    config = TrainConfig(max_steps=1000, max_tokens=1500, schedule="inverse_sqrt", peak_lr=7e-4, warmup=100,
                          clip_norm=1.0, device="cpu", amp="off")
     Trainer(bundle, examples, config).run()
     outputs = translate(bundle, [s for s, _ in corpus.test], method="greedy")
