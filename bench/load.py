@@ -24,7 +24,6 @@ import re
 import resource
 import secrets
 import shutil
-import socket
 import statistics
 import subprocess
 import sys
@@ -39,6 +38,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from bench.serving import free_port, wait_for  # noqa: E402
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -54,12 +54,6 @@ class Results:
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def start_studio(port: int, checkpoints: Path, workdir: Path) -> subprocess.Popen:
     """The studio in a subprocess; its uploads folder and log (studio.log) go to workdir."""
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "GRADIO_TEMP_DIR": str(workdir / "gradio")}
@@ -67,19 +61,6 @@ def start_studio(port: int, checkpoints: Path, workdir: Path) -> subprocess.Pope
         return subprocess.Popen([sys.executable, "-m", "studio", "--host", "127.0.0.1", "--port", str(port),
                                  "--checkpoints-dir", str(checkpoints)],
                                 cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
-
-
-def wait_for(url: str, proc: subprocess.Popen, timeout: float = 90.0) -> float:
-    start = time.monotonic()
-    while time.monotonic() - start < timeout:
-        if proc.poll() is not None:
-            raise RuntimeError(f"the studio exited with {proc.returncode}")
-        try:
-            urllib.request.urlopen(url, timeout=2).close()
-            return time.monotonic() - start
-        except OSError:
-            time.sleep(0.3)
-    raise TimeoutError(f"{url} did not answer within {timeout} s")
 
 
 def pick_model(checkpoints: Path, wanted: str | None) -> tuple[str, list[str]]:
@@ -195,7 +176,7 @@ def run(args: argparse.Namespace) -> dict:
     workdir = Path(tempfile.mkdtemp(prefix="studio-load-"))
     proc = start_studio(port, args.checkpoints_dir, workdir)
     try:
-        started_in = wait_for(url, proc)
+        started_in = wait_for(url, proc, timeout=90.0)
         control = make_client(url, "gradio_client")
         control.predict(model, sentences[0], args.method, 4, 0.6, 50, 4, 1.0, 0, 1.0, None,
                         api_name="/translate")  # loads the model once, before the clock starts

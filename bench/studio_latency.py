@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import os
 import resource
-import socket
 import subprocess
 import sys
 import tempfile
@@ -22,6 +21,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from bench.serving import free_port  # noqa: E402
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 
 SHIPPED = ROOT / "checkpoints" / "multi30k-de-en-small"
@@ -68,9 +68,7 @@ def translate_and_attention(registry, name: str, text: str, options) -> dict[str
 
 def start_to_first_page(checkpoints: Path) -> tuple[float, float]:
     """(wall seconds, CPU seconds of the studio process) from launch to its first page."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     start = time.perf_counter()
     proc = subprocess.Popen([sys.executable, "-m", "studio", "--port", str(port), "--checkpoints-dir", str(checkpoints)],
                             cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

@@ -4,18 +4,16 @@ a non-local address and on console errors; screenshots go to a temporary folder 
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import tempfile
-import time
-import urllib.request
 from pathlib import Path
 from urllib.parse import urlparse
 
 import pytest
 
 from _studio import SENTENCES, studio_bundle
+from bench.serving import free_port, wait_for
 from core.checkpoint import save_checkpoint
 
 CHROMIUM = "/usr/bin/chromium"
@@ -28,36 +26,17 @@ pytestmark = [
 ]
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _wait_for(url: str, proc: subprocess.Popen, timeout: float = 120.0) -> float:
-    start = time.monotonic()
-    while time.monotonic() - start < timeout:
-        if proc.poll() is not None:
-            raise RuntimeError(f"the studio exited with {proc.returncode}:\n{proc.stdout.read()}")
-        try:
-            urllib.request.urlopen(url, timeout=1)
-            return time.monotonic() - start
-        except OSError:
-            time.sleep(0.2)
-    raise TimeoutError(f"{url} did not answer within {timeout} s")
-
-
 @pytest.fixture(scope="module")
 def studio(tmp_path_factory):
     folder = tmp_path_factory.mktemp("checkpoints")
     save_checkpoint(folder / "studio-tiny", studio_bundle())
-    port = _free_port()
+    port = free_port()
     env = {**os.environ, "GRADIO_ANALYTICS_ENABLED": "False", "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
     proc = subprocess.Popen([sys.executable, "-m", "studio", "--port", str(port), "--checkpoints-dir", str(folder)],
                             cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     url = f"http://127.0.0.1:{port}/"
     try:
-        print(f"studio answered after {_wait_for(url, proc):.1f} s")
+        print(f"studio answered after {wait_for(url, proc, timeout=120.0):.1f} s")
         yield url
     finally:
         proc.terminate()

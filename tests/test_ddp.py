@@ -3,17 +3,12 @@ own batches, and after a few steps both hold identical weights."""
 from __future__ import annotations
 
 import os
-import socket
 
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from bench.serving import free_port
 
 
 def worker(rank: int, world: int, port: int, results) -> None:

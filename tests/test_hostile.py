@@ -14,7 +14,6 @@ import os
 import pickle
 import re
 import shutil
-import socket
 import time
 import urllib.error
 import urllib.request
@@ -27,6 +26,7 @@ import pytest
 import torch
 
 from _studio import SENTENCES, studio_bundle, studio_registry
+from bench.serving import free_port
 from core.bundle import ModelBundle
 from core.checkpoint import load_checkpoint, load_trainer_state, save_checkpoint
 from core.config import ModelConfig
@@ -380,14 +380,8 @@ def test_bertviz_keeps_script_closing_tokens_inside_its_script():
 
 
 # ----- through HTTP: Gradio's own routes -------------------------------------------------------
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _launch(demo: gr.Blocks, **queue) -> str:
-    port = _free_port()
+    port = free_port()
     demo.queue(**queue).launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True,
                                max_file_size=4096)
     return f"http://127.0.0.1:{port}/"
