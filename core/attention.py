@@ -64,16 +64,21 @@ class MultiHeadAttention(nn.Module):
         """Attend from x (B, T, d_model), or from the real tokens x (N, d_model) laid out by `packing`
         (the output then has x's shape too).
 
-        memory_kv: precomputed encoder keys/values (cross-attention).
+        memory_kv: precomputed encoder keys/values (cross-attention), (B', h, S, d_k) for B = G·B'
+                   query rows: G consecutive rows (a sentence's beam hypotheses) share a source.
         past_kv:   self-attention keys/values of earlier positions (incremental decoding).
-        key_padding: (B, S) bool, True where the key is padding and gets zero weight.
+        key_padding: (B, S) bool (B' rows for cross-attention), True where the key is padding.
         causal:    position i may attend to keys <= i only (section 3.2.3).
         Returns (output, (k, v), probabilities or None). (k, v) includes past_kv, ready to cache.
         """
         grid = packing.unpack if packing else (lambda t: t)
         if self.cross:
-            q = self._split(grid(self.q_proj(x)))
             k, v = memory_kv
+            q = grid(self.q_proj(x))
+            rows, t_query = q.shape[:2]
+            # Beam search keeps each source's keys/values once for its G hypotheses (rows come
+            # sentence-major): a source's G·T queries attend together, 4x less memory traffic.
+            q = self._split(q.reshape(k.size(0), -1, q.size(-1)))
         else:
             q, k, v = (self._split(t) for t in grid(self.qkv_proj(x)).chunk(3, dim=-1))
             if past_kv is not None:
@@ -97,6 +102,10 @@ class MultiHeadAttention(nn.Module):
             context = context * self.head_mask.view(1, -1, 1, 1).to(context.dtype)
         b, _, t, _ = context.shape
         context = context.transpose(1, 2).reshape(b, t, self.n_heads * self.d_head)
+        if self.cross:  # back to one row per query sequence
+            context = context.view(rows, t_query, -1)
+            if probs is not None:
+                probs = probs.unflatten(2, (-1, t_query)).transpose(1, 2).flatten(0, 1)
         output = self.out_proj(packing.pack(context) if packing else context)
         return output, (k, v), probs
 

@@ -312,13 +312,13 @@ def beam_step(model: Transformer, state: BeamState, options: DecodeOptions) -> t
     going = ((logprobs[:, 0] > NEG_INF) & (state.max_out > t + 1)).tolist()
     keep = [i for i, s in enumerate(state.sentences) if going[i] and len(finished[s]) < k]
     logprobs = logprobs.view(-1)
-    if len(keep) == n and r == k:
+    if len(keep) == n:
         cache.reorder_hypotheses(rows)
         return BeamState(cache, tokens, token_lp, logprobs, state.sentences, state.max_out, finished), record
     keep_t = torch.tensor(keep, dtype=torch.long, device=flat.device)
     kept_rows = (keep_t[:, None] * k + torch.arange(k, device=flat.device)).view(-1)
-    return BeamState(cache.select(rows[kept_rows]), tokens[kept_rows], token_lp[kept_rows], logprobs[kept_rows],
-                     [state.sentences[i] for i in keep], state.max_out[keep_t], finished), record
+    return BeamState(cache.select(rows[kept_rows], keep_t), tokens[kept_rows], token_lp[kept_rows],
+                     logprobs[kept_rows], [state.sentences[i] for i in keep], state.max_out[keep_t], finished), record
 
 
 def _finish(state: BeamState, record: StepRecord, is_eos: torch.Tensor, length: int,

@@ -96,23 +96,31 @@ class DecoderLayer(nn.Module):
 @dataclass
 class DecoderCache:
     """State for incremental decoding: the encoder's cross-attention keys/values
-    (computed once) and each decoder layer's self-attention keys/values so far."""
+    (computed once) and each decoder layer's self-attention keys/values so far.
+
+    The decoder has B rows, the encoder B' = B / G: G consecutive decoder rows (a sentence's
+    beam hypotheses) share one source, whose keys/values are stored once."""
 
     memory_kv: list[tuple[torch.Tensor, torch.Tensor]]
     self_kv: list[tuple[torch.Tensor, torch.Tensor] | None]
-    src_padding: torch.Tensor  # (B, S) bool, True at padding
+    src_padding: torch.Tensor  # (B', S) bool, True at padding
     length: int = 0  # target tokens consumed so far
 
-    def select(self, index: torch.Tensor) -> "DecoderCache":
-        """Keep/reorder batch rows (beam search re-ranking, dropping finished sentences)."""
-        pick = lambda kv: None if kv is None else (kv[0].index_select(0, index), kv[1].index_select(0, index))
-        return DecoderCache([pick(kv) for kv in self.memory_kv], [pick(kv) for kv in self.self_kv],
-                            self.src_padding.index_select(0, index), self.length)
+    def select(self, rows: torch.Tensor, sources: torch.Tensor | None = None) -> "DecoderCache":
+        """Keep/reorder decoder rows; the sources they now belong to are `sources` (default:
+        `rows`, for one row per source), e.g. beam search dropping finished sentences."""
+        sources = rows if sources is None else sources
+        return DecoderCache([_pick(kv, sources) for kv in self.memory_kv], [_pick(kv, rows) for kv in self.self_kv],
+                            self.src_padding.index_select(0, sources), self.length)
 
-    def reorder_hypotheses(self, index: torch.Tensor) -> None:
-        """In-place reorder of the self-attention cache only, for beams that stay within
-        their sentence: the cross-attention keys/values of those rows are identical."""
-        self.self_kv = [(k.index_select(0, index), v.index_select(0, index)) for k, v in self.self_kv]
+    def reorder_hypotheses(self, rows: torch.Tensor) -> None:
+        """In place: decoder rows become `rows`, each staying with its source (beam search
+        re-ranking a sentence's hypotheses, or widening 1 to K of them). Sources are untouched."""
+        self.self_kv = [_pick(kv, rows) for kv in self.self_kv]
+
+
+def _pick(kv: tuple[torch.Tensor, torch.Tensor] | None, index: torch.Tensor):
+    return None if kv is None else (kv[0].index_select(0, index), kv[1].index_select(0, index))
 
 
 class Transformer(nn.Module):
