@@ -21,6 +21,7 @@ from torch import nn
 
 from .attention import MultiHeadAttention
 from .config import ModelConfig
+from .dropout import Dropout
 from .packing import Packing
 from .positional import sinusoidal_encoding
 
@@ -45,7 +46,7 @@ class Residual(nn.Module):
     def __init__(self, d_model: int, dropout: float, norm_first: bool):
         super().__init__()
         self.norm = nn.LayerNorm(d_model)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
         self.norm_first = norm_first
 
     def forward(self, x: torch.Tensor, sublayer) -> tuple[torch.Tensor, tuple]:
@@ -132,7 +133,7 @@ class Transformer(nn.Module):
         self.tgt_embed = self.src_embed if c.shared_vocab else nn.Embedding(c.tgt_vocab_size, c.d_model,
                                                                             padding_idx=c.pad_id)
         self.register_buffer("positional", sinusoidal_encoding(c.max_len, c.d_model), persistent=False)
-        self.embed_dropout = nn.Dropout(c.dropout)
+        self.embed_dropout = Dropout(c.dropout)
         self.encoder_layers = nn.ModuleList(EncoderLayer(c) for _ in range(c.encoder_layers))
         self.decoder_layers = nn.ModuleList(DecoderLayer(c) for _ in range(c.decoder_layers))
         # Pre-norm leaves the last residual stream un-normalised; the usual fix is a final LayerNorm.
