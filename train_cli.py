@@ -42,7 +42,8 @@ def add_decoding_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--top-k", type=int, default=0, help="sampling only (0: off)")
     g.add_argument("--top-p", type=float, default=1.0, help="sampling only (1: off)")
     g.add_argument("--seed", type=int, default=None, help="sampling seed")
-    g.add_argument("--batch-size", type=int, default=64, help="sentences per decoding batch")
+    g.add_argument("--batch-size", type=int, default=256,
+                   help="sentences per decoding batch (default 256, the fastest on a 2-core CPU)")
     g.add_argument("--device", default="auto", help="auto (CUDA if present), cpu, cuda, cuda:1, ...")
 
 
