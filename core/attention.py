@@ -76,8 +76,11 @@ class MultiHeadAttention(nn.Module):
             k, v = memory_kv
             q = grid(self.q_proj(x))
             rows, t_query = q.shape[:2]
+            if rows % k.size(0):
+                raise ValueError(f"cross-attention: {rows} query rows cannot share {k.size(0)} sources "
+                                 "evenly (each source needs the same number of consecutive rows)")
             # Beam search keeps each source's keys/values once for its G hypotheses (rows come
-            # sentence-major): a source's G·T queries attend together, 4x less memory traffic.
+            # sentence-major): a source's G·T queries attend together, G times less memory traffic.
             q = self._split(q.reshape(k.size(0), -1, q.size(-1)))
         else:
             q, k, v = (self._split(t) for t in grid(self.qkv_proj(x)).chunk(3, dim=-1))

@@ -20,10 +20,10 @@ from torch import nn
 _LEVELS = 2 ** 32
 
 
-def keep_mask(shape: torch.Size, p: float, generator: torch.Generator | None = None) -> torch.Tensor:
+def keep_mask(shape: torch.Size, p: float) -> torch.Tensor:
     """A bool tensor of `shape` on the CPU, each element True with probability 1 - p."""
     n = shape.numel()
-    bits = torch.empty((n + 1) // 2, dtype=torch.int64).random_(-2 ** 63, None, generator=generator)
+    bits = torch.empty((n + 1) // 2, dtype=torch.int64).random_(-2 ** 63, None)
     # int32 values below the threshold have probability p (p rounded to a multiple of 2^-32).
     threshold = min(round(p * _LEVELS), _LEVELS - 1) - _LEVELS // 2
     return bits.view(torch.int32)[:n].view(shape) >= threshold

@@ -86,6 +86,22 @@ def test_cache_select_reorders_rows():
     torch.testing.assert_close(model.decode_step(tgt[order, 3], reordered), expected, atol=1e-4, rtol=0)
 
 
+def test_hypotheses_sharing_one_source_equal_rows_with_their_own_copy():
+    # Beam search stores a sentence's encoder keys/values once for its G hypotheses.
+    model = tiny()
+    src, tgt = batch([5, 7]), batch([4] * 6, seed=6)  # 2 sources, 3 decoder rows each
+    shared = model.start_decoding(src)
+    own = model.start_decoding(src.repeat_interleave(3, dim=0))
+    for t in range(tgt.size(1)):
+        got, got_cross = model.decode_step(tgt[:, t], shared, need_weights=True)
+        want, want_cross = model.decode_step(tgt[:, t], own, need_weights=True)
+        torch.testing.assert_close(got, want, atol=1e-5, rtol=0)
+        for g, w in zip(got_cross, want_cross):
+            torch.testing.assert_close(g, w, atol=1e-6, rtol=0)
+    with pytest.raises(ValueError, match="cannot share 2 sources evenly"):
+        model.decode_step(tgt[:3, 0], model.start_decoding(src))
+
+
 def test_sentence_alone_equals_sentence_in_padded_batch():
     model = tiny()
     src_lengths, tgt_lengths = [3, 9, 6], [2, 7, 5]
