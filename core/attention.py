@@ -56,6 +56,7 @@ class MultiHeadAttention(nn.Module):
         *,
         memory_kv: tuple[torch.Tensor, torch.Tensor] | None = None,
         past_kv: tuple[torch.Tensor, torch.Tensor] | None = None,
+        past_rows: torch.Tensor | None = None,
         key_padding: torch.Tensor | None = None,
         causal: bool = False,
         need_weights: bool = False,
@@ -67,6 +68,8 @@ class MultiHeadAttention(nn.Module):
         memory_kv: precomputed encoder keys/values (cross-attention), (B', h, S, d_k) for B = G·B'
                    query rows: G consecutive rows (a sentence's beam hypotheses) share a source.
         past_kv:   self-attention keys/values of earlier positions (incremental decoding).
+        past_rows: the rows of past_kv that x's rows continue (None: the same rows), e.g. after
+                   beam search reordered its hypotheses.
         key_padding: (B, S) bool (B' rows for cross-attention), True where the key is padding.
         causal:    position i may attend to keys <= i only (section 3.2.3).
         Returns (output, (k, v), probabilities or None). (k, v) includes past_kv, ready to cache.
@@ -85,8 +88,7 @@ class MultiHeadAttention(nn.Module):
         else:
             q, k, v = (self._split(t) for t in grid(self.qkv_proj(x)).chunk(3, dim=-1))
             if past_kv is not None:
-                k = torch.cat([past_kv[0], k], dim=2)
-                v = torch.cat([past_kv[1], v], dim=2)
+                k, v = _append(past_kv[0], k, past_rows), _append(past_kv[1], v, past_rows)
         mask = self._mask(q.size(2), k.size(2), key_padding, causal, x.device)
         dropout = self.attention_dropout if self.training else 0.0
         if need_weights:
@@ -119,9 +121,19 @@ class MultiHeadAttention(nn.Module):
         mask = None
         if key_padding is not None:
             mask = ~key_padding[:, None, None, :]
-        if causal:
+        if causal and t_query > 1:  # a single (newest) query may attend to every key
             # Query i sits at absolute position t_key - t_query + i (past keys come first).
             offset = t_key - t_query
             allowed = torch.ones(t_query, t_key, dtype=torch.bool, device=device).tril(diagonal=offset)
             mask = allowed[None, None] if mask is None else mask & allowed
         return mask
+
+
+def _append(past: torch.Tensor, new: torch.Tensor, rows: torch.Tensor | None) -> torch.Tensor:
+    """torch.cat([past[rows], new], dim=2) for (B, h, T, d_k) keys or values, copying past once."""
+    if rows is None:
+        return torch.cat([past, new], dim=2)
+    out = new.new_empty(rows.size(0), past.size(1), past.size(2) + new.size(2), past.size(3))
+    torch.index_select(past, 0, rows, out=out[:, :, :past.size(2)])
+    out[:, :, past.size(2):] = new
+    return out

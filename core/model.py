@@ -81,12 +81,13 @@ class DecoderLayer(nn.Module):
         self.res_cross = Residual(c.d_model, c.dropout, c.norm_first)
         self.res_ffn = Residual(c.d_model, c.dropout, c.norm_first)
 
-    def forward(self, y, memory_kv, src_padding, past_kv=None, need_weights=False, packing=None):
+    def forward(self, y, memory_kv, src_padding, past_kv=None, need_weights=False, packing=None,
+                past_rows=None):
         # Masked self-attention (3.2.3). Targets are right-padded, so a causal mask alone
         # keeps every real position away from padding; padded positions are never scored.
         y, (self_kv, self_probs) = self.res_self(
-            y, lambda h: self.self_attn(h, past_kv=past_kv, causal=True, need_weights=need_weights,
-                                        packing=packing))
+            y, lambda h: self.self_attn(h, past_kv=past_kv, past_rows=past_rows, causal=True,
+                                        need_weights=need_weights, packing=packing))
         y, (_, cross_probs) = self.res_cross(
             y, lambda h: self.cross_attn(h, memory_kv=memory_kv, key_padding=src_padding,
                                          need_weights=need_weights, packing=packing))
@@ -106,22 +107,29 @@ class DecoderCache:
     self_kv: list[tuple[torch.Tensor, torch.Tensor] | None]
     src_padding: torch.Tensor  # (B', S) bool, True at padding
     length: int = 0  # target tokens consumed so far
+    # Which rows of self_kv the decoder's rows are now (None: all, in order). Beam search
+    # reorders rows every step; the next step applies it while appending its keys/values,
+    # one copy of the cache instead of two.
+    self_rows: torch.Tensor | None = None
 
     def select(self, rows: torch.Tensor, sources: torch.Tensor | None = None) -> "DecoderCache":
         """Keep/reorder decoder rows; the sources they now belong to are `sources` (default:
         `rows`, for one row per source), e.g. beam search dropping finished sentences."""
         sources = rows if sources is None else sources
-        return DecoderCache([_pick(kv, sources) for kv in self.memory_kv], [_pick(kv, rows) for kv in self.self_kv],
-                            self.src_padding.index_select(0, sources), self.length)
+        return DecoderCache([_pick(kv, sources) for kv in self.memory_kv], list(self.self_kv),
+                            self.src_padding.index_select(0, sources), self.length, self._rows(rows))
 
     def reorder_hypotheses(self, rows: torch.Tensor) -> None:
         """In place: decoder rows become `rows`, each staying with its source (beam search
         re-ranking a sentence's hypotheses, or widening 1 to K of them). Sources are untouched."""
-        self.self_kv = [_pick(kv, rows) for kv in self.self_kv]
+        self.self_rows = self._rows(rows)
+
+    def _rows(self, rows: torch.Tensor) -> torch.Tensor:
+        return rows if self.self_rows is None else self.self_rows.index_select(0, rows)
 
 
-def _pick(kv: tuple[torch.Tensor, torch.Tensor] | None, index: torch.Tensor):
-    return None if kv is None else (kv[0].index_select(0, index), kv[1].index_select(0, index))
+def _pick(kv: tuple[torch.Tensor, torch.Tensor], index: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    return kv[0].index_select(0, index), kv[1].index_select(0, index)
 
 
 class Transformer(nn.Module):
@@ -191,10 +199,11 @@ class Transformer(nn.Module):
         self_probs, cross_probs = [], []
         for i, layer in enumerate(self.decoder_layers):
             y, cache.self_kv[i], sp, cp = layer(y, cache.memory_kv[i], cache.src_padding,
-                                                cache.self_kv[i], need_weights, packing)
+                                                cache.self_kv[i], need_weights, packing, cache.self_rows)
             self_probs.append(sp)
             cross_probs.append(cp)
         cache.length += tgt_in.size(1)
+        cache.self_rows = None  # applied by every layer's append
         return self.decoder_norm(y), self_probs, cross_probs
 
     def start_cache(self, src: torch.Tensor, memory: torch.Tensor, packing: Packing | None = None) -> DecoderCache:

@@ -224,3 +224,24 @@ def test_too_long_sequence_raises_clear_error():
         model(batch([65]), batch([3]))
     with pytest.raises(ValueError, match="max_len"):
         model(batch([3]), batch([70]))
+
+
+def test_cache_reorders_compose_before_the_next_step():
+    # Beam search re-ranks each sentence's hypotheses, then drops finished sentences; the cache
+    # applies both at once while the next step appends its keys/values.
+    model = tiny()
+    src, tgt = batch([5, 7]), batch([5] * 6, seed=3)  # 2 sources, 3 hypotheses each
+    cache = model.start_decoding(src)
+    for t in range(2):
+        model.decode_step(tgt[:, t], cache)
+    history, sources = tgt[:, :2], torch.tensor([0, 0, 0, 1, 1, 1])
+    for order in ([2, 0, 0, 5, 3, 4], [1, 1, 2, 3, 5, 4]):  # within each sentence's rows
+        cache.reorder_hypotheses(torch.tensor(order))
+        history = history[order]
+    kept = torch.tensor([5, 3, 4])  # sentence 0 finished
+    cache, history, sources = cache.select(kept, torch.tensor([1])), history[kept], sources[kept]
+    for t in (2, 3):
+        step = tgt[kept, t]  # any next tokens will do
+        history = torch.cat([history, step[:, None]], dim=1)
+        expected = model(src[sources], history).log_softmax(-1)[:, -1]
+        torch.testing.assert_close(model.decode_step(step, cache), expected, atol=1e-4, rtol=0)
