@@ -2,8 +2,9 @@
 the same weights, on Multi30k test_2016 (1,000 German captions), beam 4 and greedy.
 
 The naive decoder is the seed notebooks' approach: one sentence at a time, and for every
-hypothesis at every step the decoder re-runs over the whole prefix (the encoder runs once per
-sentence). It follows the same rules as core.decoding (section 6.1 of the paper: beam 4,
+hypothesis at every step the whole decoder re-runs over the whole prefix, projecting the encoder
+output to cross-attention keys/values again as seed 000's `model.decode(ys, enc_output, ...)`
+does (the encoder runs once per sentence). It follows the same rules as core.decoding (section 6.1 of the paper: beam 4,
 length penalty α = 0.6, maximum output length input + 50), so the outputs must be identical.
 It is slow (about 0.25 s a sentence for beam 4), so it runs on the first --naive-limit sentences.
 
@@ -39,12 +40,14 @@ class NaiveDecoder:
         self.device = next(model.parameters()).device
         src = torch.tensor([src_ids], device=self.device)
         memory, _ = model.encode(src)
-        self.start = lambda: model.start_cache(src, memory)  # cross-attention keys/values only
+        # Each call starts from scratch: no self-attention cache, cross-attention keys/values
+        # projected from the encoder output again (nothing but the encoder output is reused).
+        self.start = lambda: model.start_cache(src, memory)
 
     def log_probs(self, prefix: list[int], at_max: bool) -> torch.Tensor:
         cfg = self.model.config
         tgt = torch.tensor([[cfg.bos_id] + prefix], device=self.device)
-        # The whole prefix through the decoder stack, from an empty self-attention cache.
+        # The whole prefix through the whole decoder stack.
         hidden, _, _ = self.model._decode(tgt, self.start(), need_weights=False)
         lp = self.model.project(hidden[0, -1]).float().log_softmax(dim=-1)
         lp[[cfg.pad_id, cfg.bos_id]] = float("-inf")
