@@ -34,6 +34,7 @@ from typing import Any, Callable, Iterator, Sequence
 
 import torch
 
+from . import ranking
 from .batching import source_ids
 from .model import DecoderCache, Transformer
 from .tokenizer import EOS_ID, Tokenizer
@@ -230,25 +231,6 @@ def constrain(model: Transformer, log_probs: torch.Tensor, tokens: torch.Tensor,
     return log_probs
 
 
-def top_k(x: torch.Tensor, k: int, block: int = 64) -> tuple[torch.Tensor, torch.Tensor]:
-    """x.topk(k, dim=1) for (R, V) scores with k much smaller than V, 3-5x faster on CPU (torch's
-    topk ranks every entry). A row's k largest values lie in the k blocks of `block` columns
-    with the largest maxima, so only those k·block columns (and any past the last whole block)
-    are ranked. Equal values may come back in another order, as with topk itself."""
-    rows, vocab = x.shape
-    n_blocks = vocab // block
-    if n_blocks <= k:
-        return x.topk(k, dim=1)
-    blocks = x[:, :n_blocks * block].unflatten(1, (n_blocks, block))
-    best_blocks = blocks.amax(dim=2).topk(k, dim=1).indices
-    columns = (best_blocks[:, :, None] * block + torch.arange(block, device=x.device)).flatten(1)
-    if vocab > n_blocks * block:
-        tail = torch.arange(n_blocks * block, vocab, device=x.device).expand(rows, -1)
-        columns = torch.cat([columns, tail], dim=1)
-    values, picked = x.gather(1, columns).topk(k, dim=1)
-    return values, columns.gather(1, picked)
-
-
 def last_tokens(model: Transformer, tokens: torch.Tensor) -> torch.Tensor:
     if tokens.size(1):
         return tokens[:, -1]
@@ -313,7 +295,7 @@ def beam_step(model: Transformer, state: BeamState, options: DecodeOptions) -> t
     # hypothesis's log-probability keeps a row's order), so only those are summed and ranked,
     # not all R·V: one pass over the vocabulary instead of two (an add, then topk).
     width = min(2 * k, vocab)  # smaller only for tiny vocabularies
-    row_lp, row_tokens = top_k(log_probs, width)
+    row_lp, row_tokens = ranking.top_k(log_probs, width)
     total = (state.logprobs[:, None] + row_lp).view(n, r * width)
     cand_logprobs, flat = total.topk(min(2 * k, r * width), dim=1)
     parents = flat // width
@@ -388,7 +370,7 @@ def greedy_decode(model: Transformer, src: torch.Tensor, max_len: torch.Tensor |
     """The most probable token at each step, for every row of src (B, S); score = log P(Y|X).
     Uses options.min_len and no_repeat_ngram."""
     opts = resolve_options(options, overrides)
-    return _decode_rows(model, src, max_len, opts, lambda log_probs: log_probs.argmax(dim=-1))
+    return _decode_rows(model, src, max_len, opts, ranking.argmax)
 
 
 def sample(model: Transformer, src: torch.Tensor, max_len: torch.Tensor | int,

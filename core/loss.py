@@ -18,6 +18,8 @@ from typing import TYPE_CHECKING
 import torch
 from torch import nn
 
+from . import ranking
+
 if TYPE_CHECKING:
     from .model import Transformer
 
@@ -38,7 +40,7 @@ def label_smoothed_loss(logits: torch.Tensor, target: torch.Tensor, eps: float) 
     nll = -log_probs.gather(1, target[:, None]).squeeze(1)
     uniform = -log_probs.mean(dim=-1)  # cross-entropy against the uniform distribution
     loss = (1.0 - eps) * nll + eps * uniform
-    correct = (log_probs.argmax(dim=-1) == target).sum()
+    correct = (ranking.argmax(log_probs) == target).sum()
     return LossParts(loss.sum(), nll.detach().sum(), correct)
 
 
@@ -57,7 +59,7 @@ class _ChunkedProjectedLoss(torch.autograd.Function):
             h, t = hidden[start:start + chunk].to(dtype), target[start:start + chunk]
             logits = (h @ w.T).float()
             probs = logits.softmax(dim=-1)  # one exp per logit serves the loss and its gradient
-            best = probs.argmax(dim=-1, keepdim=True)
+            best = ranking.argmax(probs)[:, None]
             # log Z = logit - log p of the most probable token, whose p >= 1/V cannot underflow.
             log_z = (logits.gather(1, best) - probs.gather(1, best).log()).squeeze(1)
             nll = log_z - logits.gather(1, t[:, None]).squeeze(1)

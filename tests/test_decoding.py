@@ -282,17 +282,3 @@ def test_bench_main_on_a_saved_checkpoint(bundle, sentences, tmp_path, capsys):
     assert "first 2 sentences only" in out and out.count("identical outputs on the first 2: yes") == 2
     with pytest.raises(SystemExit, match="Multi30k test set not found"):
         bench.main(["--data-dir", str(tmp_path / "absent")])
-
-
-@pytest.mark.parametrize("vocab", [8000, 1037, 130, 20])  # whole blocks, a tail, fewer blocks than k
-def test_blocked_top_k_equals_torch_topk(vocab):
-    from core.decoding import top_k
-    scores = torch.randn(50, vocab, generator=torch.Generator().manual_seed(vocab))
-    scores[3] = float("-inf")  # a row with every token forbidden
-    scores[4, 5:] = float("-inf")  # fewer allowed tokens than k
-    got_values, got_indices = top_k(scores, 8)
-    want_values, want_indices = scores.topk(8, dim=1)
-    torch.testing.assert_close(got_values, want_values, atol=0, rtol=0)
-    finite = want_values.isfinite()
-    assert torch.equal(got_indices[finite], want_indices[finite])
-    assert torch.equal(scores.gather(1, got_indices), got_values)  # -inf picks are real columns
