@@ -14,7 +14,9 @@ class Packing:
 
     def __init__(self, padding: torch.Tensor):
         self.batch, self.length = padding.shape
-        self.index = (~padding).flatten().nonzero().squeeze(1)
+        flat = padding.flatten()
+        self.index = (~flat).nonzero().squeeze(1)
+        self.padding_index = flat.nonzero().squeeze(1)
 
     @classmethod
     def of(cls, padding: torch.Tensor) -> "Packing | None":
@@ -26,6 +28,8 @@ class Packing:
         return grid.flatten(0, 1).index_select(0, self.index)
 
     def unpack(self, rows: torch.Tensor) -> torch.Tensor:
-        """(N, ...) -> (B, T, ...), zeros at the padding."""
-        grid = rows.new_zeros(self.batch * self.length, *rows.shape[1:])
-        return grid.index_copy(0, self.index, rows).view(self.batch, self.length, *rows.shape[1:])
+        """(N, ...) -> (B, T, ...), zeros at the padding (finite values, so that masked keys
+        and unused queries cannot turn attention's sums into NaN)."""
+        grid = rows.new_empty(self.batch * self.length, *rows.shape[1:])
+        grid.index_fill_(0, self.padding_index, 0).index_copy_(0, self.index, rows)
+        return grid.view(self.batch, self.length, *rows.shape[1:])
