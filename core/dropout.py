@@ -6,9 +6,10 @@ The same function as ``nn.Dropout``: in training each element is zeroed with pro
 the survivors are scaled by 1 / (1 - p); in eval mode it is the identity. Only the random mask
 is made differently on the CPU. torch's CPU ``bernoulli_`` samples each element on its own, and
 slowly: at seed 000's shapes it was a quarter of a training step's time outside matrix
-products. Here each element's mask comes from 32 random bits, two elements per 64-bit draw,
-about twice as fast: an element is kept when its bits, read as a signed integer, reach the
-threshold that leaves probability p below it. On GPUs, and under torch.compile, the native
+products. Here each element's mask comes from 16 random bits, four elements per 64-bit draw,
+about three times as fast: an element is kept when its bits, read as a signed integer, reach
+the threshold that leaves probability p below it. p is thereby rounded to a multiple of 2^-16
+(0.1 becomes 0.100006), far below what training can tell apart. On GPUs, and under torch.compile, the native
 kernel is used.
 """
 from __future__ import annotations
@@ -17,16 +18,17 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-_LEVELS = 2 ** 32
+_LEVELS = 2 ** 16
+_PER_DRAW = 4  # 16-bit pieces of one 64-bit draw
 
 
 def keep_mask(shape: torch.Size, p: float) -> torch.Tensor:
     """A bool tensor of `shape` on the CPU, each element True with probability 1 - p."""
     n = shape.numel()
-    bits = torch.empty((n + 1) // 2, dtype=torch.int64).random_(-2 ** 63, None)
-    # int32 values below the threshold have probability p (p rounded to a multiple of 2^-32).
+    bits = torch.empty(-(-n // _PER_DRAW), dtype=torch.int64).random_(-2 ** 63, None)
+    # int16 values below the threshold have probability p (p rounded to a multiple of 2^-16).
     threshold = min(round(p * _LEVELS), _LEVELS - 1) - _LEVELS // 2
-    return bits.view(torch.int32)[:n].view(shape) >= threshold
+    return bits.view(torch.int16)[:n].view(shape) >= threshold
 
 
 class Dropout(nn.Module):

@@ -10,18 +10,21 @@ from core.dropout import Dropout, keep_mask
 @pytest.mark.parametrize("p", [0.1, 0.3, 0.5])
 def test_drops_each_element_with_probability_p(p):
     torch.manual_seed(0)
-    n = 1_000_001  # odd: the last 64-bit draw is half used
+    n = 1_000_001  # the last 64-bit draw is only partly used
     dropped = (~keep_mask(torch.Size([n]), p)).double().mean().item()
     assert abs(dropped - p) < 5 * (p * (1 - p) / n) ** 0.5  # five standard deviations
 
 
 def test_mask_bits_are_not_biased_by_position():
-    # Two elements share each 64-bit draw: both halves must be fair coins on their own.
+    # Four elements share each 64-bit draw: each quarter must be a fair coin on its own,
+    # independent of the others.
     torch.manual_seed(1)
-    mask = keep_mask(torch.Size([400_000, 2]), 0.5)
-    for half in (mask[:, 0], mask[:, 1]):
-        assert abs(half.double().mean().item() - 0.5) < 5 * (0.25 / 400_000) ** 0.5
-    assert abs((mask[:, 0] == mask[:, 1]).double().mean().item() - 0.5) < 0.004  # independent
+    mask = keep_mask(torch.Size([400_000, 4]), 0.5)
+    for quarter in mask.T:
+        assert abs(quarter.double().mean().item() - 0.5) < 5 * (0.25 / 400_000) ** 0.5
+    for a in range(4):
+        for b in range(a + 1, 4):
+            assert abs((mask[:, a] == mask[:, b]).double().mean().item() - 0.5) < 0.004
 
 
 def test_survivors_are_scaled_and_the_gradient_is_the_same_mask():
