@@ -58,12 +58,15 @@ class _ChunkedProjectedLoss(torch.autograd.Function):
         for start in range(0, hidden.size(0), chunk):
             h, t = hidden[start:start + chunk].to(dtype), target[start:start + chunk]
             logits = (h @ w.T).float()
-            probs = logits.softmax(dim=-1)  # one exp per logit serves the loss and its gradient
-            best = ranking.argmax(probs)[:, None]
+            best = ranking.argmax(logits)[:, None]
+            best_logit, target_logit = logits.gather(1, best), logits.gather(1, t[:, None])
+            mean_logit = logits.mean(dim=-1)
+            # One exp per logit serves the loss and its gradient; in place, the chunk's only buffer.
+            probs = torch.softmax(logits, dim=-1, out=logits)
             # log Z = logit - log p of the most probable token, whose p >= 1/V cannot underflow.
-            log_z = (logits.gather(1, best) - probs.gather(1, best).log()).squeeze(1)
-            nll = log_z - logits.gather(1, t[:, None]).squeeze(1)
-            uniform = log_z - logits.mean(dim=-1)  # cross-entropy against the uniform distribution
+            log_z = (best_logit - probs.gather(1, best).log()).squeeze(1)
+            nll = log_z - target_logit.squeeze(1)
+            uniform = log_z - mean_logit  # cross-entropy against the uniform distribution
             loss += ((1.0 - eps) * nll + eps * uniform).sum()
             nll_sum += nll.sum()
             correct += (best.squeeze(1) == t).sum()
