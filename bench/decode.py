@@ -4,8 +4,9 @@ the same weights, on Multi30k test_2016 (1,000 German captions), beam 4 and gree
 The naive decoder is the seed notebooks' approach: one sentence at a time, and for every
 hypothesis at every step the whole decoder re-runs over the whole prefix, projecting the encoder
 output to cross-attention keys/values again as seed 000's `model.decode(ys, enc_output, ...)`
-does (the encoder runs once per sentence). It follows the same rules as core.decoding (section 6.1 of the paper: beam 4,
-length penalty α = 0.6, maximum output length input + 50), so the outputs must be identical.
+does (the encoder runs once per sentence). It follows the same rules as core.decoding (section
+6.1 of the paper: beam 4, length penalty α = 0.6, maximum output length input + 50), so the
+outputs must be identical.
 It is slow (about 0.25 s a sentence for beam 4), so it runs on the first --naive-limit sentences.
 
     python bench/decode.py [--checkpoint DIR] [--naive-limit N] [--limit M] [--rounds R] [--threads T]

@@ -9,8 +9,8 @@ slowly: at seed 000's shapes it was a quarter of a training step's time outside 
 products. Here each element's mask comes from 16 random bits, four elements per 64-bit draw,
 about three times as fast: an element is kept when its bits, read as a signed integer, reach
 the threshold that leaves probability p below it. p is thereby rounded to a multiple of 2^-16
-(0.1 becomes 0.100006), far below what training can tell apart. On GPUs, and under torch.compile, the native
-kernel is used.
+(0.1 becomes 0.100006), far below what training can tell apart. On GPUs, and under
+torch.compile, the native kernel is used.
 """
 from __future__ import annotations
 
