@@ -9,6 +9,10 @@ does (the encoder runs once per sentence). It follows the same rules as core.dec
 outputs must be identical.
 It is slow (about 0.25 s a sentence for beam 4), so it runs on the first --naive-limit sentences.
 
+To show how far the batched decoder could still go, it also counts the floating-point work of its
+matrix products (torch's FlopCounterMode, one untimed pass) and times a large matrix product on
+this CPU: were everything but those products free, the speed-up could be at most "ceiling".
+
     python bench/decode.py [--checkpoint DIR] [--naive-limit N] [--limit M] [--rounds R] [--threads T]
 """
 from __future__ import annotations
@@ -21,6 +25,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 import torch
+from torch.utils.flop_counter import FlopCounterMode
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -96,7 +101,7 @@ def run_benchmark(bundle: Any, sentences: list[str], naive_limit: int, rounds: i
     model, tokenizer = bundle.model, bundle.tokenizer
     subset = sentences[:naive_limit]
     parts = [subset[len(subset) * r // rounds:len(subset) * (r + 1) // rounds] for r in range(rounds)]
-    figures = {}
+    figures, peak = {}, matmul_rate()
     for method, naive in (("beam", naive_beam), ("greedy", naive_greedy)):
         options = DecodeOptions(method=method)
         fast_time = naive_time = 0.0
@@ -111,14 +116,33 @@ def run_benchmark(bundle: Any, sentences: list[str], naive_limit: int, rounds: i
                 naive_time += time.perf_counter() - start
         fast_rate, naive_rate = rounds * len(sentences) / fast_time, len(subset) / naive_time
         same = sum(f.ids == s for f, s in zip(fast, slow))
+        with FlopCounterMode(display=False) as counter:
+            translate_detailed(bundle, sentences, options)
+        gflop = counter.get_total_flops() / 1e9
+        ceiling = len(sentences) / (gflop / peak) / naive_rate
         figures[method] = {"batched_per_s": fast_rate, "naive_per_s": naive_rate,
-                           "speedup": fast_rate / naive_rate, "identical": same == len(subset)}
+                           "speedup": fast_rate / naive_rate, "identical": same == len(subset),
+                           "gflop": gflop, "ceiling": ceiling}
         label = f"beam {options.beam_size}" if method == "beam" else "greedy"
         out(f"{label:>7}: batched+cached {fast_rate:8.2f} sentences/s ({len(sentences)} sentences, "
             f"batch {options.batch_size}) | naive {naive_rate:6.2f} sentences/s (first {len(subset)}) | "
             f"speed-up {fast_rate / naive_rate:6.1f}x | identical outputs on the first {len(subset)}: "
             f"{'yes' if same == len(subset) else f'NO ({len(subset) - same} differ)'}")
+        out(f"{'':>7}  its matrix products: {gflop:.1f} GFLOP, {gflop * fast_rate / len(sentences):.0f} GFLOP/s "
+            f"over the run (this CPU: {peak:.0f} GFLOP/s on a 1024x1024 product) | ceiling {ceiling:.1f}x")
     return figures
+
+
+def matmul_rate(size: int = 1024, repeats: int = 20) -> float:
+    """GFLOP/s of a size x size float32 matrix product with torch's threads: the best of 3 tries."""
+    a, b = torch.randn(size, size), torch.randn(size, size)
+    best = float("inf")
+    for _ in range(3):
+        start = time.perf_counter()
+        for _ in range(repeats):
+            a @ b
+        best = min(best, time.perf_counter() - start)
+    return 2 * size ** 3 * repeats / best / 1e9
 
 
 def _naive(decode: Callable, model: Transformer, tokenizer: Any, text: str, options: DecodeOptions) -> list[int]:

@@ -265,8 +265,10 @@ def test_bench_naive_and_batched_agree(bundle, sentences):
     lines = []
     figures = load_bench().run_benchmark(bundle, sentences[:6], naive_limit=3, out=lines.append)
     assert set(figures) == {"beam", "greedy"}
-    assert all(f["identical"] and f["speedup"] > 0 for f in figures.values())
-    assert "identical outputs on the first 3: yes" in lines[0] and lines[1].strip().startswith("greedy")
+    assert all(f["identical"] and f["speedup"] > 0 and f["gflop"] > 0 for f in figures.values())
+    assert "identical outputs on the first 3: yes" in lines[0] and lines[2].strip().startswith("greedy")
+    # The arithmetic ceiling: beam search does more matrix work than greedy decoding.
+    assert "ceiling" in lines[1] and figures["beam"]["gflop"] > figures["greedy"]["gflop"]
 
 
 def test_bench_main_on_a_saved_checkpoint(bundle, sentences, tmp_path, capsys):
