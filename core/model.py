@@ -37,7 +37,8 @@ class FeedForward(nn.Module):
         self.w2 = nn.Linear(d_ff, d_model)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.w2(F.relu(self.w1(x)))
+        # In place: a fresh (tokens, d_ff) buffer would cost more than the max itself.
+        return self.w2(F.relu(self.w1(x), inplace=True))
 
 
 class Residual(nn.Module):
