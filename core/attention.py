@@ -5,7 +5,8 @@
         head_i = Attention(Q W_i^Q, K W_i^K, V W_i^V)
 
 Two paths compute the same function. The fast path calls PyTorch's fused
-``scaled_dot_product_attention``; the inspect path spells eq. 1 out and
+``scaled_dot_product_attention`` (but spells eq. 1 out for a single query per
+row on a CPU, where that is faster); the inspect path spells eq. 1 out and
 returns the probabilities so the studio can draw them. Tests prove them equal.
 """
 from __future__ import annotations
@@ -92,8 +93,8 @@ class MultiHeadAttention(nn.Module):
                 k, v = _append(past_kv[0], k, past_rows), _append(past_kv[1], v, past_rows)
         mask = self._mask(q.size(2), k.size(2), key_padding, causal, x.device)
         dropout = self.attention_dropout if self.training else 0.0
-        # One query per row on a CPU (a decoding step's self-attention): eq. 1 spelled out is
-        # 1.3-2x faster than the fused kernel, which is built for blocks of queries (measured).
+        # One query per row on a CPU (each decoding step's self-attention, greedy's cross-attention):
+        # eq. 1 spelled out is 1.3-2x faster than the fused kernel, built for blocks of queries (measured).
         if need_weights or (q.size(2) == 1 and q.device.type == "cpu"):
             scores = q @ k.transpose(-2, -1) / math.sqrt(self.d_head)
             if mask is not None:
