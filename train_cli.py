@@ -12,7 +12,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
+import re
 import shutil
 import sys
 import time
@@ -26,24 +28,55 @@ class CLIError(Exception):
     """A user error: printed as one line, exit code 2."""
 
 
+class HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Shows each option's default, except where there is none to show (None, off flags)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        help_text = action.help or ""
+        if action.default not in (None, False, argparse.SUPPRESS) and action.option_strings:
+            help_text += " (default: %(default)s)"
+        return help_text
+
+
+def number(kind: type, rule: str, ok):
+    """An argparse type: a `kind` (int or float) for which ok(value) holds, else the rule in words."""
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be {rule}, got {text!r}") from None
+        if not (math.isfinite(value) and ok(value)):
+            raise argparse.ArgumentTypeError(f"must be {rule}, got {text}")
+        return value
+    return parse
+
+
+POSITIVE_INT = number(int, "an integer >= 1", lambda v: v >= 1)
+NON_NEGATIVE_INT = number(int, "an integer >= 0", lambda v: v >= 0)
+POSITIVE_NUMBER = number(float, "a number > 0", lambda v: v > 0)
+NON_NEGATIVE_NUMBER = number(float, "a number >= 0", lambda v: v >= 0)
+
+
 # ----- argument parsing -----------------------------------------------------------------
 def add_decoding_options(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("decoding (section 6.1: beam 4, alpha 0.6, max length = source + 50)")
-    g.add_argument("--method", choices=("beam", "greedy", "sample"), default="beam")
-    g.add_argument("--beam", type=int, default=4, help="beam size (default 4)")
-    g.add_argument("--alpha", type=float, default=0.6, help="length penalty exponent (default 0.6)")
+    g.add_argument("--method", choices=("beam", "greedy", "sample"), default="beam",
+                   help="beam search, greedy decoding or sampling")
+    g.add_argument("--beam", type=POSITIVE_INT, default=4, help="beam size")
+    g.add_argument("--alpha", type=float, default=0.6, help="length penalty exponent, 0 to 10")
     g.add_argument("--length-penalty", choices=("gnmt", "plain"), default="gnmt",
                    help="gnmt: ((5+|Y|)/6)^alpha; plain: |Y|^alpha")
-    g.add_argument("--max-len-a", type=float, default=1.0, help="max output length = a*|source| + b")
-    g.add_argument("--max-len-b", type=int, default=50)
-    g.add_argument("--min-len", type=int, default=0)
-    g.add_argument("--no-repeat-ngram", type=int, default=0)
-    g.add_argument("--temperature", type=float, default=1.0, help="sampling only")
-    g.add_argument("--top-k", type=int, default=0, help="sampling only (0: off)")
-    g.add_argument("--top-p", type=float, default=1.0, help="sampling only (1: off)")
-    g.add_argument("--seed", type=int, default=None, help="sampling seed")
-    g.add_argument("--batch-size", type=int, default=256,
-                   help="sentences per decoding batch (default 256, the fastest on a 2-core CPU)")
+    g.add_argument("--max-len-a", type=NON_NEGATIVE_NUMBER, default=1.0, help="max output length = a*|source| + b")
+    g.add_argument("--max-len-b", type=NON_NEGATIVE_INT, default=50, help="see --max-len-a")
+    g.add_argument("--min-len", type=NON_NEGATIVE_INT, default=0, help="no end of sentence before this many tokens")
+    g.add_argument("--no-repeat-ngram", type=NON_NEGATIVE_INT, default=0,
+                   help="n: no n-gram occurs twice in an output (0: off)")
+    g.add_argument("--temperature", type=POSITIVE_NUMBER, default=1.0, help="sampling only")
+    g.add_argument("--top-k", type=NON_NEGATIVE_INT, default=0, help="sampling only (0: off)")
+    g.add_argument("--top-p", type=float, default=1.0, help="sampling only, in (0, 1] (1: off)")
+    g.add_argument("--seed", type=int, default=None, help="sampling seed (default: a fresh one)")
+    g.add_argument("--batch-size", type=POSITIVE_INT, default=256,
+                   help="sentences per decoding batch (256 is the fastest on a 2-core CPU)")
     g.add_argument("--device", default="auto", help="auto (CUDA if present), cpu, cuda, cuda:1, ...")
 
 
@@ -59,88 +92,101 @@ def decode_options(args: argparse.Namespace):
     return options
 
 
+def option_names(message: str) -> str:
+    """Core's messages name fields (DecodeOptions.beam_size); the user typed options (--beam)."""
+    renamed = {"beam_size": "--beam", "peak_lr": "--lr"}
+    return re.sub(r"\b(?:DecodeOptions|TrainConfig)\.(\w+)",
+                  lambda m: renamed.get(m[1], "--" + m[1].replace("_", "-")), message)
+
+
 def build_parser() -> argparse.ArgumentParser:
     from core.config import PRESETS
 
-    parser = argparse.ArgumentParser(prog="train_cli.py", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(prog="train_cli.py", description=__doc__, formatter_class=HelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     t = sub.add_parser("train", help="train a model (CPU, GPU, or several GPUs under torchrun)",
-                       formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+                       description="Train a model; Ctrl-C saves a checkpoint first.", formatter_class=HelpFormatter)
     t.add_argument("--data", required=True,
                    help="synthetic:TASK (copy, reverse, sort, numbers, dates) | files:PATH (folder of "
-                        "{train,val,test}.LANG[.gz], a TSV, or SRC_FILE,TGT_FILE) | hf:NAME[:CONFIG]")
+                        "{train,val,test}.LANG[.gz], SRC_FILE,TGT_FILE, or a TSV: files:PATH.tsv[.gz]:LANG1-LANG2 "
+                        "names its columns' languages) | hf:NAME[:CONFIG]")
     t.add_argument("--src", help="source language code (inferred when the data has exactly two)")
     t.add_argument("--tgt", help="target language code")
     t.add_argument("--out", required=True, type=Path, help="run folder (refused if it exists, unless --resume)")
     t.add_argument("--resume", action="store_true", help="continue the run in --out from its latest checkpoint")
     m = t.add_argument_group("model (a preset, then overrides)")
-    m.add_argument("--preset", default="small", choices=list(PRESETS))
-    m.add_argument("--d-model", type=int)
-    m.add_argument("--d-ff", type=int)
-    m.add_argument("--heads", type=int)
-    m.add_argument("--layers", type=int, help="encoder and decoder layers")
-    m.add_argument("--encoder-layers", type=int)
-    m.add_argument("--decoder-layers", type=int)
-    m.add_argument("--dropout", type=float)
+    m.add_argument("--preset", default="small", choices=list(PRESETS), help="model size (core/config.py)")
+    m.add_argument("--d-model", type=POSITIVE_INT, help="model width (default: the preset's)")
+    m.add_argument("--d-ff", type=POSITIVE_INT, help="feed-forward width (default: the preset's)")
+    m.add_argument("--heads", type=POSITIVE_INT, help="attention heads (default: the preset's)")
+    m.add_argument("--layers", type=POSITIVE_INT, help="encoder and decoder layers (default: the preset's)")
+    m.add_argument("--encoder-layers", type=POSITIVE_INT, help="encoder layers (default: --layers)")
+    m.add_argument("--decoder-layers", type=POSITIVE_INT, help="decoder layers (default: --layers)")
+    m.add_argument("--dropout", type=float, help="residual dropout (default: the preset's)")
     m.add_argument("--norm-first", action="store_true", help="pre-norm instead of the paper's post-norm")
-    m.add_argument("--max-len", type=int, default=256, help="longest sequence in tokens")
-    m.add_argument("--vocab-size", type=int, default=8000, help="shared subword vocabulary size")
+    m.add_argument("--max-len", type=POSITIVE_INT, default=256, help="longest sequence in tokens")
+    m.add_argument("--vocab-size", type=POSITIVE_INT, default=8000, help="shared subword vocabulary size")
     m.add_argument("--tokenizer", choices=("bpe", "unigram", "word"), default=None,
                    help="default: word for synthetic tasks, bpe otherwise")
     o = t.add_argument_group("optimisation (section 5)")
-    o.add_argument("--max-tokens", type=int, default=4096, help="padded tokens per batch")
-    o.add_argument("--accum", type=int, default=1, help="batches per optimizer step")
-    o.add_argument("--max-steps", type=int, default=None, help="optimizer steps (default 10000)")
-    o.add_argument("--epochs", type=float, default=None, help="train for this many epochs instead of --max-steps")
-    o.add_argument("--schedule", choices=("noam", "inverse_sqrt"), default="noam")
-    o.add_argument("--warmup", type=int, default=4000)
-    o.add_argument("--lr-factor", type=float, default=1.0, help="scales eq. 3's learning rate (noam)")
-    o.add_argument("--lr", type=float, default=5e-4, help="peak learning rate (inverse_sqrt)")
-    o.add_argument("--label-smoothing", type=float, default=0.1)
-    o.add_argument("--clip-norm", type=float, default=0.0)
-    o.add_argument("--weight-decay", type=float, default=0.0)
+    o.add_argument("--max-tokens", type=POSITIVE_INT, default=4096, help="padded tokens per batch")
+    o.add_argument("--accum", type=POSITIVE_INT, default=1, help="batches per optimizer step")
+    length = o.add_mutually_exclusive_group()
+    length.add_argument("--max-steps", type=POSITIVE_INT, default=None, help="optimizer steps (default: 10000)")
+    length.add_argument("--epochs", type=POSITIVE_NUMBER, default=None,
+                        help="train for this many epochs instead of --max-steps")
+    o.add_argument("--schedule", choices=("noam", "inverse_sqrt"), default="noam",
+                   help="noam: eq. 3; inverse_sqrt: fairseq's, peaking at --lr")
+    o.add_argument("--warmup", type=POSITIVE_INT, default=4000, help="warm-up steps")
+    o.add_argument("--lr-factor", type=POSITIVE_NUMBER, default=1.0, help="scales eq. 3's learning rate (noam)")
+    o.add_argument("--lr", type=POSITIVE_NUMBER, default=5e-4, help="peak learning rate (inverse_sqrt)")
+    o.add_argument("--label-smoothing", type=float, default=0.1, help="section 5.4, in [0, 1)")
+    o.add_argument("--clip-norm", type=NON_NEGATIVE_NUMBER, default=0.0, help="gradient norm clipping (0: off)")
+    o.add_argument("--weight-decay", type=NON_NEGATIVE_NUMBER, default=0.0, help="Adam's L2 weight decay")
     o.add_argument("--amp", choices=("auto", "off", "bf16", "fp16"), default="auto",
                    help="auto: bf16 on CUDA and on CPUs with native bf16, else fp32")
     o.add_argument("--compile", action="store_true", help="torch.compile the training step")
-    o.add_argument("--device", default="auto")
-    o.add_argument("--seed", type=int, default=0)
-    o.add_argument("--limit", type=int, default=None, help="use at most this many training pairs")
+    o.add_argument("--device", default="auto", help="auto (CUDA if present), cpu, cuda, cuda:1, ...")
+    o.add_argument("--seed", type=int, default=0, help="initialisation, batch order and data split")
+    o.add_argument("--limit", type=POSITIVE_INT, default=None, help="use at most this many training pairs")
     r = t.add_argument_group("evaluation and saving")
-    r.add_argument("--eval-every", type=int, default=1000, help="steps between validations (0: never)")
-    r.add_argument("--bleu-sentences", type=int, default=200, help="validation sentences decoded for BLEU")
-    r.add_argument("--save-every", type=int, default=1000, help="steps between checkpoints")
-    r.add_argument("--keep-last", type=int, default=5, help="checkpoints kept (the paper averages the last 5)")
+    r.add_argument("--eval-every", type=NON_NEGATIVE_INT, default=1000, help="steps between validations (0: never)")
+    r.add_argument("--bleu-sentences", type=NON_NEGATIVE_INT, default=200,
+                   help="validation sentences decoded for BLEU (0: no BLEU)")
+    r.add_argument("--save-every", type=POSITIVE_INT, default=1000, help="steps between checkpoints")
+    r.add_argument("--keep-last", type=POSITIVE_INT, default=5, help="checkpoints kept (the paper averages the last 5)")
     r.add_argument("--tensorboard", action="store_true", help="also log to TensorBoard (if installed)")
 
     e = sub.add_parser("evaluate", help="BLEU and chrF (sacreBLEU) of a checkpoint",
-                       formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    e.add_argument("--checkpoint", type=Path, default=DEFAULT_CHECKPOINT)
+                       description="BLEU and chrF (sacreBLEU, detokenized) of a checkpoint's translations.",
+                       formatter_class=HelpFormatter)
+    e.add_argument("--checkpoint", type=Path, default=DEFAULT_CHECKPOINT, help="checkpoint folder")
     e.add_argument("--data", help="a corpus spec as for train (with --split)")
-    e.add_argument("--split", choices=("valid", "test"), default="test")
+    e.add_argument("--split", choices=("valid", "test"), default="test", help="which part of --data")
     e.add_argument("--src", help="source language code")
     e.add_argument("--tgt", help="target language code")
     e.add_argument("--source-file", type=Path, help="instead of --data: sources, one per line")
     e.add_argument("--reference-file", type=Path, help="references, one per line")
-    e.add_argument("--limit", type=int, help="score only the first N sentences")
+    e.add_argument("--limit", type=POSITIVE_INT, help="score only the first N sentences")
     e.add_argument("--output", type=Path, help="write the hypotheses here")
     add_decoding_options(e)
 
     tr = sub.add_parser("translate", help="translate stdin (or --input) line by line",
-                        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    tr.add_argument("--checkpoint", type=Path, default=DEFAULT_CHECKPOINT)
+                        description="Translate stdin (or --input) line by line.", formatter_class=HelpFormatter)
+    tr.add_argument("--checkpoint", type=Path, default=DEFAULT_CHECKPOINT, help="checkpoint folder")
     tr.add_argument("--input", type=Path, help="input file (default: stdin)")
     tr.add_argument("--output", type=Path, help="output file (default: stdout)")
-    tr.add_argument("--n-best", type=int, default=1, help="print this many hypotheses per line, tab-separated "
-                                                          "with their scores")
+    tr.add_argument("--n-best", type=POSITIVE_INT, default=1,
+                    help="print this many hypotheses per line, tab-separated with their scores")
     add_decoding_options(tr)
 
     a = sub.add_parser("average", help="average the last N checkpoints of a run into one",
-                       formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+                       description="Average the weights of a run's last N checkpoints (the paper averages 5).",
+                       formatter_class=HelpFormatter)
     a.add_argument("--run", type=Path, required=True, help="run folder written by `train`")
-    a.add_argument("--last", type=int, default=5)
-    a.add_argument("--out", type=Path, required=True, help="checkpoint folder to write")
+    a.add_argument("--last", type=POSITIVE_INT, default=5, help="how many of the latest checkpoints")
+    a.add_argument("--out", type=Path, required=True, help="checkpoint folder to write (refused if it exists)")
     return parser
 
 
@@ -162,11 +208,17 @@ def model_overrides(args: argparse.Namespace) -> dict:
 
 
 def check_out_folder(out: Path, resume: bool) -> None:
+    never_saved = (f"it holds no {CHECKPOINT_PREFIX}* checkpoint (a run that stopped before its first save?); "
+                   f"remove it to start again, or choose another --out")
     if resume:
+        if not out.is_dir():
+            raise CLIError(f"--resume: {out} does not exist; leave out --resume to start a new run there")
         if not run_checkpoints(out):
-            raise CLIError(f"--resume: {out} holds no checkpoint to resume from")
+            raise CLIError(f"--resume: nothing to resume in {out}: {never_saved}")
         return
     if out.exists():
+        if out.is_dir() and not run_checkpoints(out):
+            raise CLIError(f"{out} already exists and {never_saved}")
         raise CLIError(f"{out} already exists; pass --resume to continue that run or choose another --out")
     parent = out.resolve().parent
     while not parent.exists():
@@ -249,7 +301,7 @@ def command_train(args: argparse.Namespace) -> None:
     log = print if rank == 0 else (lambda *a, **k: None)
     if dropped:
         log(f"note: {dropped} training pairs longer than {max_len} tokens were left out", file=sys.stderr)
-    max_steps = args.max_steps or 10_000
+    max_steps = 10_000 if args.max_steps is None else args.max_steps
     if args.epochs is not None:
         per_epoch = len(TokenBatcher(train, args.max_tokens, seed=args.seed))
         max_steps = max(1, round(args.epochs * per_epoch / (args.accum * world)))
@@ -261,9 +313,14 @@ def command_train(args: argparse.Namespace) -> None:
                          bleu_sentences=args.bleu_sentences)
     trainer = Trainer(bundle, train, config, valid_pairs=corpus.valid, valid=valid)
     if args.resume:
-        trainer.load_state_dict(load_trainer_state(latest))
+        state = load_trainer_state(latest)
+        if state is None:
+            raise CLIError(f"--resume: {latest} holds weights but no trainer state (trainer.pt), so the "
+                           f"optimizer and step cannot be restored; was it written by `average`?")
+        trainer.load_state_dict(state)
+    amp = {torch.bfloat16: "bf16", torch.float16: "fp16"}.get(trainer.amp_dtype, "off")
     log(f"{bundle.model.num_parameters() / 1e6:.1f}M parameters, vocabulary {bundle.tokenizer.vocab_size}, "
-        f"{len(train)} training pairs, device {trainer.device}, amp {trainer.amp_dtype or 'off'}, "
+        f"{len(train)} training pairs, device {trainer.device}, amp {amp}, "
         f"{world} process(es); steps {trainer.step_count}->{max_steps}")
     if rank == 0:
         args.out.mkdir(parents=True, exist_ok=True)
@@ -348,12 +405,23 @@ def load_bundle(path: Path, device: str):
 
 
 def read_text_lines(path: Path) -> list[str]:
-    try:
-        return path.read_text(encoding="utf-8").splitlines()
-    except FileNotFoundError:
-        raise CLIError(f"{path} does not exist") from None
-    except UnicodeDecodeError as exc:
-        raise CLIError(f"{path} is not valid UTF-8 (byte {exc.start})") from None
+    from core.data import read_lines
+
+    if path.is_dir():
+        raise CLIError(f"{path} is a folder; give a text file, one sentence per line")
+    if not path.exists():
+        raise CLIError(f"{path} does not exist")
+    return read_lines(path)
+
+
+def check_output(path: Path | None) -> None:
+    """Refuse an --output that cannot be written before the work, not after it."""
+    if path is None:
+        return
+    if path.is_dir():
+        raise CLIError(f"--output {path} is a folder; give a file name")
+    if not path.resolve().parent.is_dir():
+        raise CLIError(f"--output {path}: the folder {path.parent} does not exist")
 
 
 def command_evaluate(args: argparse.Namespace) -> None:
@@ -371,8 +439,9 @@ def command_evaluate(args: argparse.Namespace) -> None:
                            f"{len(references)}")
     else:
         raise CLIError("give --data (with --split) or both --source-file and --reference-file")
-    if args.limit:
+    if args.limit is not None:
         sources, references = sources[: args.limit], references[: args.limit]
+    check_output(args.output)
     options = decode_options(args)
     bundle = load_bundle(args.checkpoint, args.device)
     started = time.perf_counter()
@@ -394,8 +463,15 @@ def command_translate(args: argparse.Namespace) -> None:
         if options.method != "beam" or args.n_best > options.beam_size:
             raise CLIError(f"--n-best {args.n_best} needs --method beam with --beam >= {args.n_best}")
         options.n_best = args.n_best
-    lines = read_text_lines(args.input) if args.input else sys.stdin.read().splitlines()
-    bundle = load_bundle(args.checkpoint, args.device)
+    check_output(args.output)
+    lines = read_text_lines(args.input) if args.input else None
+    bundle = load_bundle(args.checkpoint, args.device)  # before waiting on stdin: a bad model is said at once
+    if lines is None:
+        from core.data import split_lines
+
+        lines = split_lines(sys.stdin.read())
+    if not lines:
+        print(f"note: {args.input or 'stdin'} holds no lines; nothing to translate", file=sys.stderr)
     results = translate_detailed(bundle, lines, options)
     for r in results:
         for notice in r.notices:
@@ -416,11 +492,16 @@ def command_average(args: argparse.Namespace) -> None:
 
     from core.checkpoint import load_checkpoint, save_checkpoint
 
+    if not args.run.is_dir():
+        raise CLIError(f"--run {args.run} does not exist or is not a folder")
     found = run_checkpoints(args.run)
     if not found:
         raise CLIError(f"{args.run} holds no {CHECKPOINT_PREFIX}* checkpoints")
-    if args.last < 1:
-        raise CLIError(f"--last must be >= 1, got {args.last}")
+    if args.out.exists():
+        raise CLIError(f"--out {args.out} already exists; choose another folder (averaging never overwrites)")
+    if args.last > len(found):
+        print(f"note: {args.run} holds {len(found)} checkpoints, fewer than --last {args.last}; averaging all "
+              f"{len(found)}", file=sys.stderr)
     chosen = found[-args.last:]
     bundles = [load_checkpoint(p) for p in chosen]
     reference = bundles[0].model.config
@@ -432,22 +513,26 @@ def command_average(args: argparse.Namespace) -> None:
     with torch.no_grad():
         for name, tensor in average.model.state_dict().items():
             tensor.copy_(sum(s[name] for s in states) / len(states))
-    average.info["averaged_from"] = [p.name for p in chosen]
+    average.info.update(name=args.out.name, averaged_from=[p.name for p in chosen])
     save_checkpoint(args.out, average)
     print(f"averaged {len(chosen)} checkpoints ({chosen[0].name} .. {chosen[-1].name}) into {args.out}")
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    from core.trainer import TrainingStopped
-
-    commands = {"train": command_train, "evaluate": command_evaluate, "translate": command_translate,
-                "average": command_average}
     try:
-        commands[args.command](args)
-    except (CLIError, ValueError, OSError, TrainingStopped) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+        args = build_parser().parse_args(argv)
+        from core.trainer import TrainingStopped
+
+        commands = {"train": command_train, "evaluate": command_evaluate, "translate": command_translate,
+                    "average": command_average}
+        try:
+            commands[args.command](args)
+        except (CLIError, ValueError, OSError, TrainingStopped) as exc:
+            print(f"error: {option_names(str(exc))}", file=sys.stderr)
+            return 2
+    except KeyboardInterrupt:  # while loading or tokenizing; an interrupted training run saves first
+        print("interrupted", file=sys.stderr)
+        return 130
     return 0
 
 

@@ -81,6 +81,8 @@ def save_checkpoint(path: str | Path, bundle: ModelBundle, trainer_state: dict[s
         config = {"format_version": FORMAT_VERSION, "model": bundle.model.config.to_dict(), **info}
         (tmp / "config.json").write_text(json.dumps(config, indent=2, default=str))
         bundle.tokenizer.save(tmp / "tokenizer.json")
+        # safetensors creates its file private (0600); give it the mode the umask gives the others.
+        shutil.copymode(tmp / "config.json", tmp / "model.safetensors")
         if trainer_state is not None:
             torch.save(trainer_state, tmp / "trainer.pt")
         _fsync_dir(tmp)

@@ -14,10 +14,11 @@
       suffixes; with src_lang/tgt_lang None and exactly two, the alphabetically first is
       the source (Multi30k: de -> en).
   (b) a TSV file (``.tsv`` or ``.tsv.gz``): column 1 and column 2 are a sentence pair,
-      extra columns are ignored. The rule: **column 1 is the source** (src_lang/tgt_lang,
-      default "src"/"tgt", only label the columns), unless the spec names the columns'
-      languages after the path, ``files:PATH:LANG1-LANG2``; then src_lang/tgt_lang choose
-      the direction (default: column order). Tatoeba's file is English<TAB>German, so
+      extra columns are ignored. Name the columns' languages after the path,
+      ``files:PATH:LANG1-LANG2``, and src_lang/tgt_lang choose the direction (default:
+      column order). Without names column 1 is the source, labelled "src" and column 2
+      "tgt"; src_lang/tgt_lang are then refused, since they could not choose a direction.
+      Tatoeba's file is English<TAB>German, so
       ``load_corpus("files:deu-eng.tsv.gz:en-de", "de", "en")`` reads German -> English.
       A non-blank line with fewer than 2 columns is an error listing the line numbers.
   (c) ``files:A,B``: two aligned text files, A the source and B the target (labelled by
@@ -101,8 +102,7 @@ def _check_langs(corpus: ParallelCorpus, src_lang: str | None, tgt_lang: str | N
 
 # ----- reading text files ---------------------------------------------------------------
 def read_lines(path: Path) -> list[str]:
-    """Lines of a UTF-8 text file (gzip if the name ends in .gz), without line endings.
-    Splits on "\\n" only: str.splitlines() would also split on U+2028 and break alignment."""
+    """Lines of a UTF-8 text file (gzip if the name ends in .gz), as split_lines() gives them."""
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such file")
     data = path.read_bytes()
@@ -117,6 +117,12 @@ def read_lines(path: Path) -> list[str]:
         line = data.count(b"\n", 0, exc.start) + 1
         raise ValueError(f"{path} line {line}: invalid UTF-8 (byte {data[exc.start]:#04x}); "
                          f"save the file as UTF-8") from None
+    return split_lines(text)
+
+
+def split_lines(text: str) -> list[str]:
+    """Lines of a text without their endings ("\\n" or "\\r\\n"), a leading BOM dropped. Splits on
+    "\\n" only: str.splitlines() would also split on U+2028 and break alignment."""
     lines = text.removeprefix("\ufeff").split("\n")  # Windows editors start UTF-8 files with a BOM
     if lines[-1] == "":
         lines.pop()  # the final newline ends the last line, it does not start another
@@ -234,8 +240,15 @@ def _load_tsv(path: Path, columns: tuple[str, str] | None, src_lang: str | None,
     if columns:  # unsorted: with both None, _pick_langs keeps the column order
         src_lang, tgt_lang = _pick_langs(list(columns), src_lang, tgt_lang,
                                          f"{path} (columns {columns[0]}-{columns[1]})")
+    elif src_lang or tgt_lang:
+        # Without column names, languages would only relabel column 1 as the source: a
+        # German -> English request on an English<TAB>German file would silently train English -> German.
+        raise ValueError(f"{path}: a TSV's columns carry no language names, so src/tgt ({src_lang}, "
+                         f"{tgt_lang}) cannot choose the direction; name them after the path, "
+                         f"files:PATH:LANG1-LANG2 (column 1's language, then column 2's; Tatoeba's "
+                         f"deu-eng.tsv.gz is :en-de)")
     else:
-        src_lang, tgt_lang = src_lang or "src", tgt_lang or "tgt"
+        src_lang, tgt_lang = "src", "tgt"
     swap = bool(columns) and src_lang == columns[1]
     rows, short = [], []
     for number, line in enumerate(read_lines(path), start=1):

@@ -54,10 +54,14 @@ class TrainConfig:
     max_bad_steps: int = 5  # consecutive non-finite losses before giving up
 
     def __post_init__(self) -> None:
-        positive = ("max_steps", "max_tokens", "accum", "warmup")
+        positive = ("max_steps", "max_tokens", "accum", "warmup", "lr_factor", "peak_lr", "max_bad_steps")
         for name in positive:
-            if getattr(self, name) <= 0:
+            if not getattr(self, name) > 0:
                 raise ValueError(f"TrainConfig.{name} must be > 0, got {getattr(self, name)}")
+        non_negative = ("weight_decay", "clip_norm", "eval_every", "bleu_sentences", "sample_translations")
+        for name in non_negative:
+            if not getattr(self, name) >= 0:
+                raise ValueError(f"TrainConfig.{name} must be >= 0, got {getattr(self, name)}")
         if self.schedule not in SCHEDULES:
             raise ValueError(f"TrainConfig.schedule {self.schedule!r}; allowed: {', '.join(SCHEDULES)}")
         if self.amp not in AMP_MODES:
@@ -93,9 +97,24 @@ class TrainingStopped(RuntimeError):
 
 
 def resolve_device(name: str = "auto") -> torch.device:
+    """"auto" (CUDA if present, else CPU) or a torch device name; ValueError for a device this
+    machine does not have, rather than a failure deep inside the first tensor copy."""
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(name)
+    try:
+        device = torch.device(name)
+    except RuntimeError:
+        raise ValueError(f"unknown device {name!r}; use auto, cpu, cuda or cuda:N") from None
+    if device.type == "cuda":
+        count = torch.cuda.device_count()
+        if count == 0:
+            raise ValueError(f"device {name!r}: no CUDA GPU is available here (torch {torch.__version__}); "
+                             "use auto or cpu")
+        if device.index is not None and device.index >= count:
+            raise ValueError(f"device {name!r}: this machine has {count} CUDA GPU(s), cuda:0..cuda:{count - 1}")
+    elif device.type != "cpu":
+        raise ValueError(f"device {name!r} is not supported; use auto, cpu, cuda or cuda:N")
+    return device
 
 
 def resolve_amp(mode: str, device: torch.device) -> torch.dtype | None:

@@ -69,7 +69,10 @@ def test_average_last_checkpoints(run, tmp_path, capsys):
     a, b = (load_checkpoint(run / name).model.state_dict() for name in ("step-0000020", "step-0000030"))
     name = "encoder_layers.0.ffn.w1.weight"
     torch.testing.assert_close(averaged[name], (a[name] + b[name]) / 2)
-    assert json.loads((out / "config.json").read_text())["averaged_from"] == ["step-0000020", "step-0000030"]
+    card = json.loads((out / "config.json").read_text())
+    assert card["averaged_from"] == ["step-0000020", "step-0000030"] and card["name"] == "avg"
+    # safetensors writes its file 0600; a checkpoint's files all get the umask's mode.
+    assert (out / "model.safetensors").stat().st_mode == (out / "config.json").stat().st_mode
 
 
 def test_resume_continues_the_run(run, tmp_path):
@@ -138,3 +141,81 @@ def test_help_lists_every_command(capsys):
         train_cli.main(["--help"])
     out = capsys.readouterr().out
     assert all(cmd in out for cmd in ("train", "evaluate", "translate", "average"))
+
+
+def usage_error(capsys, argv, *needles) -> None:
+    """argparse's refusal: exit code 2, the option named, nothing run."""
+    with pytest.raises(SystemExit) as exit_info:
+        train_cli.main(argv)
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    for needle in needles:
+        assert needle in err, err
+
+
+@pytest.mark.parametrize("option, value", [("--max-steps", "0"), ("--save-every", "0"), ("--keep-last", "0"),
+                                           ("--lr", "-1"), ("--epochs", "0"), ("--eval-every", "-1"),
+                                           ("--max-tokens", "nan")])
+def test_out_of_range_training_numbers_are_refused_before_anything_runs(capsys, tmp_path, option, value):
+    out = tmp_path / "never"
+    usage_error(capsys, ["train", "--data", "synthetic:copy", "--out", str(out), option, value], option, value)
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("argv", [["translate", "--n-best", "0"], ["translate", "--beam", "0"],
+                                  ["evaluate", "--data", "synthetic:copy", "--limit", "-5"],
+                                  ["average", "--run", "x", "--out", "y", "--last", "0"]])
+def test_out_of_range_decoding_numbers_are_refused(capsys, argv):
+    usage_error(capsys, argv, argv[-2])
+
+
+def test_core_field_names_are_shown_as_options(capsys):
+    one_line_error(capsys, ["translate", "--method", "sample", "--top-p", "1.5"], "--top-p", "(0, 1]")
+
+
+def test_a_device_this_machine_lacks_is_one_line(capsys, run):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has CUDA")
+    one_line_error(capsys, ["evaluate", "--checkpoint", str(run / "final"), "--data", "synthetic:copy",
+                            "--device", "cuda"], "no CUDA GPU")
+    one_line_error(capsys, ["translate", "--device", "banana"], "unknown device 'banana'")
+
+
+def test_average_never_overwrites_and_resume_needs_trainer_state(run, capsys, tmp_path):
+    import shutil
+
+    copy = tmp_path / "run"
+    shutil.copytree(run, copy)
+    before = sorted(p.name for p in (copy / "step-0000030").iterdir())
+    one_line_error(capsys, ["average", "--run", str(copy), "--out", str(copy / "step-0000030")], "already exists")
+    assert sorted(p.name for p in (copy / "step-0000030").iterdir()) == before
+    # An averaged checkpoint named like a step holds no optimizer state: resuming from it is refused.
+    assert train_cli.main(["average", "--run", str(copy), "--last", "2", "--out", str(copy / "step-0000099")]) == 0
+    one_line_error(capsys, TRAIN + ["--out", str(copy), "--resume"], "no trainer state")
+
+
+def test_a_run_that_never_saved_says_so(capsys, tmp_path):
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "run.json").write_text("{}")
+    one_line_error(capsys, TRAIN + ["--out", str(out)], "no step-* checkpoint", "remove it")
+    one_line_error(capsys, TRAIN + ["--out", str(out), "--resume"], "nothing to resume")
+
+
+def test_tsv_direction_needs_column_languages(capsys, tmp_path):
+    tsv = tmp_path / "pairs.tsv"
+    tsv.write_text("".join(f"house {i}\tHaus {i}\n" for i in range(50)))
+    one_line_error(capsys, ["train", "--data", f"files:{tsv}", "--src", "de", "--tgt", "en",
+                            "--out", str(tmp_path / "never")], "LANG1-LANG2")
+    assert not (tmp_path / "never").exists()
+
+
+def test_translate_keeps_one_output_line_per_input_line(run, capsys, monkeypatch, tmp_path):
+    monkeypatch.setattr(sys, "stdin", io.StringIO("a b\u2028c\nq r\n"))  # U+2028 is not a line break here
+    assert train_cli.main(["translate", "--checkpoint", str(run / "final"), "--method", "greedy"]) == 0
+    assert len(capsys.readouterr().out.splitlines()) == 2
+    one_line_error(capsys, ["translate", "--checkpoint", str(run / "final"), "--output",
+                            str(tmp_path / "missing" / "out.txt")], "does not exist")
+    one_line_error(capsys, ["translate", "--input", str(tmp_path)], "is a folder")

@@ -139,6 +139,9 @@ def test_tsv(tmp_path):
     assert load_corpus(f"files:{path}:en-de").src_lang == "en"  # columns in order by default
     with pytest.raises(ValueError, match=r"src_lang='fr' is not available; languages: \['en', 'de'\]"):
         load_corpus(f"files:{path}:en-de", "fr", "en")
+    # Without column names, languages could only relabel the columns: refused, not guessed.
+    with pytest.raises(ValueError, match=r"no language names.*files:PATH:LANG1-LANG2"):
+        load_corpus(f"files:{path}", "de", "en")
 
 
 def test_tsv_short_lines_listed(tmp_path):
