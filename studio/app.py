@@ -154,20 +154,23 @@ def build_app(registry: ModelRegistry, selected: str | None = None, checkpoints_
             upload = gr.File(label="A checkpoint: config.json, model.safetensors and tokenizer.json "
                                    f"(or a .zip of the folder); at most {MAX_UPLOAD_MB} MB a file",
                              file_count="multiple")
+        on_screen = gr.State("translate")  # the id of the tab this session shows
         with gr.Tabs():
-            with gr.Tab("Translate", id="translate", elem_id="tab-translate"):
+            with gr.Tab("Translate", id="translate", elem_id="tab-translate") as translate_tab:
                 translated = translate.build(shell)
-            with gr.Tab("Beam search", id="beam", elem_id="tab-beam"):
+            with gr.Tab("Beam search", id="beam", elem_id="tab-beam") as beam_tab:
                 beam.build(shell)
-            with gr.Tab("Attention", id="attention", elem_id="tab-attention"):
-                attention.build(shell, translated)
-            with gr.Tab("Positional encoding", id="positional", elem_id="tab-positional"):
+            with gr.Tab("Attention", id=attention.TAB_ID, elem_id="tab-attention") as attention_tab:
+                attention.build(shell, translated, attention_tab, on_screen)
+            with gr.Tab("Positional encoding", id="positional", elem_id="tab-positional") as positional_tab:
                 positional.build()
-            with gr.Tab("Model", id="model", elem_id="tab-model"):
+            with gr.Tab("Model", id="model", elem_id="tab-model") as model_tab:
                 model_view.build(shell)
-            with gr.Tab("Train", id="train", elem_id="tab-train"):
+            with gr.Tab("Train", id="train", elem_id="tab-train") as train_tab:
                 # One job for the whole process: every browser session sees (and controls) the same run.
                 train.build(shell, TrainingJob(registry, checkpoints_dir or CHECKPOINTS))
+        for other in (translate_tab, beam_tab, positional_tab, model_tab, train_tab):
+            other.select(partial(str, other.id), outputs=on_screen, show_progress="hidden")
         presenter.change(None, inputs=presenter, js=PRESENTER_JS)
         picker.change(guard(partial(status_line, registry)), inputs=picker, outputs=status)
         upload.upload(guard(partial(open_checkpoint, registry)), inputs=[upload, picker], outputs=[picker, status],
@@ -176,15 +179,28 @@ def build_app(registry: ModelRegistry, selected: str | None = None, checkpoints_
     return demo
 
 
+def _int_in(low: int, high: int):
+    """An argparse type: an integer in [low, high]."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"must be between {low} and {high}, got {value}")
+        return value
+    return parse
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m studio", description=__doc__.split("\n")[0])
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (0.0.0.0 serves the network)")
-    parser.add_argument("--port", type=int, default=7860)
+    parser.add_argument("--port", type=_int_in(1, 65535), default=7860, help="TCP port (default 7860)")
     parser.add_argument("--checkpoint", type=Path, help="a checkpoint folder to open and select")
     parser.add_argument("--checkpoints-dir", type=Path, default=None,
                         help="folder whose subfolders are offered (default: the repository's checkpoints/)")
     parser.add_argument("--share", action="store_true", help="also serve through a public Gradio link")
-    parser.add_argument("--threads", type=int, default=1,
+    parser.add_argument("--threads", type=_int_in(1, 1024), default=1,
                         help="torch CPU threads (default 1: one-sentence decoding is 2-10x slower with more "
                              "threads on a busy 2-core machine; concurrent users get a thread each)")
     return parser.parse_args(argv)
@@ -194,7 +210,7 @@ def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     import torch
 
-    torch.set_num_threads(max(1, args.threads))
+    torch.set_num_threads(args.threads)
     registry = ModelRegistry(args.checkpoints_dir) if args.checkpoints_dir else ModelRegistry()
     selected = None
     if args.checkpoint:
@@ -203,6 +219,10 @@ def main(argv: list[str] | None = None) -> None:
         except (ValueError, FileNotFoundError) as exc:
             sys.exit(f"error: --checkpoint {args.checkpoint}: {exc}")
     demo = build_app(registry, selected, args.checkpoints_dir)
-    demo.queue(max_size=QUEUE_SIZE, default_concurrency_limit=DEFAULT_CONCURRENCY, status_update_rate=1).launch(
-        server_name=args.host, server_port=args.port, share=args.share, css=CSS, show_error=False,
-        max_file_size=MAX_UPLOAD_BYTES)
+    try:
+        demo.queue(max_size=QUEUE_SIZE, default_concurrency_limit=DEFAULT_CONCURRENCY, status_update_rate=1).launch(
+            server_name=args.host, server_port=args.port, share=args.share, css=CSS, show_error=False,
+            max_file_size=MAX_UPLOAD_BYTES)
+    except OSError as exc:  # the port is taken, or the host is not an address of this machine
+        reason = str(exc).split(". ")[0]  # Gradio goes on about launch() parameters
+        sys.exit(f"error: cannot serve on {args.host}:{args.port}: {reason}; choose another --port or --host")

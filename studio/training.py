@@ -383,7 +383,8 @@ class TrainingJob:
             run = self._need("running", "Nothing is training, so nothing to pause.")
             run.trainer.pause()
             run.paused_since = time.monotonic()
-            self._set("paused", f"Paused at step {run.trainer.step_count}.")
+            # The trainer finishes the step it is in first: the step line below says where it stopped.
+            self._set("paused", "Paused; press Resume to go on.")
 
     def resume(self) -> None:
         with self._lock:

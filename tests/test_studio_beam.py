@@ -72,9 +72,9 @@ def test_bad_input_is_clamped_or_refused_with_notices(registry, capsys):
 
 def test_render_draws_tree_table_attention_and_button_states(registry):
     blank = beam.render(registry, None)
-    assert blank[-1].interactive is False and blank[2].choices == []
+    assert blank[9].interactive is False and blank[2].choices == []
     search = act(registry, "step", act(registry, "step", None))
-    tree, rows, choice, attention, explanation, mine, theirs, verdict, step, back = beam.render(registry, search)
+    tree, rows, choice, attention, explanation, mine, theirs, verdict, step, back, run = beam.render(registry, search)
     nodes = beam.tree_nodes(search.views)
     assert len(nodes) == 1 + sum(len(v.candidates) for v in search.views)
     statuses = {trace.name for trace in tree.data if trace.name}
@@ -83,8 +83,9 @@ def test_render_draws_tree_table_attention_and_button_states(registry):
     assert choice.value == "live 1" and "Step 2" in explanation
     c = studio_bundle().model.config
     assert attention.data[0].z.shape == (1 + c.decoder_layers * c.n_heads, len(search.stepper.source_tokens))
-    assert step.interactive and back.interactive and "Run the search" in verdict
+    assert step.interactive and back.interactive and run.interactive and "Run the search" in verdict
     done = act(registry, "run", search)
-    assert beam.render(registry, done)[8].interactive is False
+    shown = beam.render(registry, done)
+    assert shown[8].interactive is False and shown[10].interactive is False  # Step and Run to end
     finished = beam.attention_figure(done, "finished 1")
     assert "<eos>" in finished.layout.title.text or "&lt;eos&gt;" in finished.layout.title.text

@@ -114,6 +114,17 @@ def test_translate_returns_text_probabilities_nbest_and_current(registry):
         assert run_translate(registry, SENTENCES[1], method=method, seed=1)[4].ids
 
 
+def test_seed_box_empty_is_random_and_bad_seeds_are_named():
+    assert translate.parse_seed("") is None and translate.parse_seed(None) is None
+    assert translate.parse_seed(" 7 ") == 7 and translate.parse_seed(7) == 7
+    for bad in ("-1", "1.5", "seven", "9" * 40):
+        with pytest.raises(ValueError, match="seed must be"):
+            translate.parse_seed(bad)
+    demo = app.build_app(studio_registry())
+    box = next(b for b in demo.blocks.values() if getattr(b, "label", None) == "seed (empty: random)")
+    assert box.value == ""  # a Number box would show (and send) 0: every sample the same
+
+
 def test_translate_bad_input_gives_messages_not_tracebacks(registry, capsys):
     with pytest.warns(UserWarning, match="Type a sentence"):
         assert "empty" in run_translate(registry, "   ")[3]
@@ -184,6 +195,20 @@ def test_head_ablation_switches_heads_off_only_on_the_copy(registry, current):
         assert module.head_mask is None
     assert run_translate(registry, SENTENCES[1])[4].ids == current.ids
     assert attention.word_diff("a b c", "a <b> c") == "a **&lt;b&gt;** c"
+
+
+def test_attention_is_drawn_only_on_screen_and_once_per_sentence(registry, current):
+    skipped = attention.refresh(registry, current, None, None, on_screen="translate")
+    assert all(isinstance(v, type(gr.skip())) for v in skipped)  # nobody looks: no forward pass
+    analysis, title, layer, head, drawn = attention.refresh(registry, current, None, None, attention.TAB_ID)
+    assert drawn == current and analysis.source == current.source and "Translation" in title
+    assert all(isinstance(v, type(gr.skip())) for v in attention.refresh(registry, current, analysis, drawn,
+                                                                         attention.TAB_ID))
+    assert all(isinstance(v, type(gr.skip())) for v in attention.redraw(analysis, "Encoder self-attention",
+                                                                        False, 1, 1, "beam"))
+    head_html, model_html, key = attention.refresh_bertviz(analysis, None, attention.TAB_ID)
+    assert head_html.startswith("<iframe") and key == (analysis.model, analysis.source, analysis.translation)
+    assert all(isinstance(v, type(gr.skip())) for v in attention.refresh_bertviz(analysis, key, attention.TAB_ID))
 
 
 def test_attention_tab_translates_its_own_sentence(registry):

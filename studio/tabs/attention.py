@@ -118,6 +118,37 @@ def show(registry, current: Current):
             gr.Slider(maximum=max(c.n_heads, 2)))
 
 
+# ----- drawing only what is on screen -------------------------------------------------------
+# Every translation on the Translate tab updates the session's Current. Analysing it (a forward
+# pass with every attention map kept), drawing the grid and writing bertviz's HTML waits until
+# this tab is on screen: work nobody looks at would hold a decoding slot the next translation
+# needs, and a plot drawn in a hidden tab comes out squeezed to half its width.
+TAB_ID = "attention"
+
+
+def refresh(registry, current: Current, analysis: Analysis | None, drawn: Current | None, on_screen: str):
+    """show() for a Current not drawn yet, when this tab is on screen; otherwise nothing changes."""
+    if on_screen != TAB_ID or current == drawn:
+        return gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.skip()
+    return *show(registry, current), current
+
+
+def redraw(analysis: Analysis | None, stack_label: str, average: bool, layer: float, head: float, on_screen: str):
+    """figures() when this tab is on screen."""
+    if on_screen != TAB_ID:
+        return gr.skip(), gr.skip()
+    return figures(analysis, stack_label, average, layer, head)
+
+
+def refresh_bertviz(analysis: Analysis | None, rendered: tuple | None, on_screen: str):
+    """bertviz_views() for an analysis whose views are not written yet, when on screen;
+    rendered names the sentence pair the views show."""
+    key = (analysis.model, analysis.source, analysis.translation) if analysis else None
+    if on_screen != TAB_ID or key == rendered:
+        return gr.skip(), gr.skip(), gr.skip()
+    return *bertviz_views(analysis), key
+
+
 def translate_here(registry, name: str | None, text: str) -> Current:
     """The tab's own box: translate with the default settings (beam 4, α 0.6)."""
     text, cleaned = clean_input(text)
@@ -192,8 +223,11 @@ def ablate(registry, current: Current, encoder: list[str], decoder: list[str], c
             f"*All heads on:* {md(before)}")
 
 
-def build(shell: Shell, current: gr.State) -> None:
+def build(shell: Shell, current: gr.State, tab: gr.Tab, on_screen: gr.State) -> None:
+    """current: the Translate tab's last translation; on_screen: the id of the tab on screen."""
     analysis = gr.State(None)
+    drawn = gr.State(None)  # the Current that `analysis` shows
+    rendered = gr.State(None)  # the sentence pair bertviz's views show
     title = gr.Markdown(header(None))
     with gr.Row():
         source = gr.Textbox(label="Or look at another sentence", scale=4)
@@ -220,15 +254,20 @@ def build(shell: Shell, current: gr.State) -> None:
         again = gr.Button("Translate again with these heads off")
         ablated = gr.Markdown()
 
-    view_inputs = [analysis, stack, average, layer, head]
-    current.change(guard(partial(show, shell.registry)), inputs=current,
-                   outputs=[analysis, title, layer, head], **HEAVY).then(
-        guard(figures), inputs=view_inputs, outputs=[grid, big]).then(
-        guard(bertviz_views), inputs=analysis, outputs=[head_view, model_view])
+    view_inputs = [analysis, stack, average, layer, head, on_screen]
+
+    def draw(trigger):
+        trigger.then(guard(partial(refresh, shell.registry)), inputs=[current, analysis, drawn, on_screen],
+                     outputs=[analysis, title, layer, head, drawn], **HEAVY).then(
+            guard(redraw), inputs=view_inputs, outputs=[grid, big]).then(
+            guard(refresh_bertviz), inputs=[analysis, rendered, on_screen], outputs=[head_view, model_view, rendered])
+
+    draw(tab.select(lambda: TAB_ID, outputs=on_screen, show_progress="hidden"))
+    draw(current.change(lambda: "", outputs=ablated, show_progress="hidden"))  # an old ablation is stale now
     gr.on([look.click, source.submit], guard(partial(translate_here, shell.registry)),
           inputs=[shell.model, source], outputs=current, **HEAVY)
-    gr.on([stack.change, average.change, layer.release, head.release], guard(figures), inputs=view_inputs,
-          outputs=[grid, big])
+    gr.on([stack.change, average.change, layer.input, head.input], guard(redraw), inputs=view_inputs,
+          outputs=[grid, big], trigger_mode="always_last")
     gr.on([shell.demo.load, shell.model.change], guard(partial(head_choices, shell.registry)),
           inputs=shell.model, outputs=list(groups))
     again.click(guard(partial(ablate, shell.registry)), inputs=[current, *groups], outputs=ablated, **HEAVY)

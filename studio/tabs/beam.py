@@ -181,11 +181,12 @@ def comparison(registry, search: Search | None) -> tuple[str, str, str]:
 
 def render(registry, search: Search | None, choice: str | None = None):
     """Everything the tab shows for a search: tree, table, hypothesis picker, attention,
-    explanation, comparison and the buttons' state."""
+    explanation, comparison and the buttons' state (Step, Back, Run to end)."""
     if search is None:
         blank = plots.empty("Type a sentence and press Step.")
         return (blank, [], gr.Dropdown(choices=[], value=None), blank, "", "", "",
-                "*Nothing searched yet.*", gr.Button(interactive=True), gr.Button(interactive=False))
+                "*Nothing searched yet.*", gr.Button(interactive=True), gr.Button(interactive=False),
+                gr.Button(interactive=True))
     view = search.view
     names = [n for n, _ in _hypotheses(view)]
     choice = choice if choice in names else (names[0] if names else None)
@@ -193,7 +194,8 @@ def render(registry, search: Search | None, choice: str | None = None):
     return (plots.beam_tree(tree_nodes(search.views), view.step), table(view),
             gr.Dropdown(choices=names, value=choice), attention_figure(search, choice),
             md(view.explanation), mine, theirs, verdict,
-            gr.Button(interactive=not view.done), gr.Button(interactive=len(search.views) > 1))
+            gr.Button(interactive=not view.done), gr.Button(interactive=len(search.views) > 1),
+            gr.Button(interactive=not view.done))
 
 
 def build(shell: Shell) -> None:
@@ -226,12 +228,17 @@ def build(shell: Shell) -> None:
     verdict = gr.Markdown()
 
     settings = [shell.model, source, beam_size, alpha, penalty, max_extra]
-    shown = [tree, hyp_table, choice, attention, explanation, mine, theirs, verdict, step, back]
+    shown = [tree, hyp_table, choice, attention, explanation, mine, theirs, verdict, step, back, run]
     for button, action in ((step, "step"), (back, "back"), (run, "run"), (reset, "reset")):
         button.click(guard(partial(act, action, shell.registry)), inputs=[search, *settings], outputs=search,
                      **HEAVY).then(guard(partial(render, shell.registry)), inputs=[search, choice], outputs=shown,
                                    **HEAVY)
     choice.input(guard(attention_figure), inputs=[search, choice], outputs=attention)
+    # New settings start a new search on the next Step (see _current): offer Step and Run again
+    # even when the last search had finished.
+    gr.on([source.change, beam_size.change, alpha.change, penalty.change, max_extra.change, shell.model.change],
+          lambda: (gr.Button(interactive=True), gr.Button(interactive=True)), outputs=[step, run],
+          show_progress="hidden")
     examples.click(lambda sample: sample[0], inputs=examples, outputs=source)
     gr.on([shell.demo.load, shell.model.change], guard(partial(examples_update, shell.registry)),
           inputs=shell.model, outputs=examples)

@@ -142,6 +142,6 @@ def build(shell: Shell) -> None:
     draw = guard(partial(render, shell.registry))
     shell.model.change(guard(partial(defaults, shell.registry)), inputs=shell.model,
                        outputs=[warmup, eps]).then(draw, inputs=[shell.model, warmup, steps, eps], outputs=outputs)
-    gr.on([warmup.release, steps.release, eps.release], draw, inputs=[shell.model, warmup, steps, eps],
-          outputs=outputs)
+    gr.on([warmup.input, steps.input, eps.input], draw, inputs=[shell.model, warmup, steps, eps],
+          outputs=outputs, trigger_mode="always_last")
     shell.demo.load(draw, inputs=[shell.model, warmup, steps, eps], outputs=outputs)

@@ -51,6 +51,8 @@ def build() -> None:
     gr.Markdown(CURVES_CAPTION)
     similarity = gr.Plot(first[2], label="Position-to-position similarity")
     gr.Markdown(SIMILARITY_CAPTION)
-    d_model.release(guard(dimension_choices), inputs=[d_model, dims], outputs=dims)
-    gr.on([d_model.release, length.release, dims.change], guard(render), inputs=[d_model, length, dims],
-          outputs=[heatmap, curves, similarity])
+    # .input, not .release: a slider's number box typed into (Enter, no drag) fires no release.
+    # While dragging, always_last drops the values passed over before the last one is drawn.
+    d_model.input(guard(dimension_choices), inputs=[d_model, dims], outputs=dims, trigger_mode="always_last")
+    gr.on([d_model.input, length.input, dims.change], guard(render), inputs=[d_model, length, dims],
+          outputs=[heatmap, curves, similarity], trigger_mode="always_last")

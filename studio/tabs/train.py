@@ -366,6 +366,7 @@ def build(shell: Shell, job: TrainingJob) -> None:
             shell.model]
     gr.on([timer.tick, shell.demo.load], guard(partial(tick, job)), inputs=[seen, layer, head, follow],
           outputs=live, show_progress="hidden", api_name="train_view")
-    timeline.release(guard(partial(scrub, job)), inputs=[timeline, layer, head], outputs=[attention_plot, follow])
-    gr.on([layer.release, head.release, follow.input], guard(partial(redraw, job)),
+    timeline.input(guard(partial(scrub, job)), inputs=[timeline, layer, head], outputs=[attention_plot, follow],
+                   trigger_mode="always_last")
+    gr.on([layer.input, head.input, follow.input], guard(partial(redraw, job)), trigger_mode="always_last",
           inputs=[timeline, layer, head, follow], outputs=attention_plot)

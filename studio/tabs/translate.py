@@ -46,17 +46,28 @@ def examples_for(bundle: ModelBundle) -> list[str]:
 
 
 def options(method: str, beam_size: float, alpha: float, max_extra: float, n_best: float,
-            temperature: float, top_k: float, top_p: float, seed: float | None = None) -> DecodeOptions:
+            temperature: float, top_k: float, top_p: float, seed: str | int | None = None) -> DecodeOptions:
     """DecodeOptions from the controls; ValueError names a bad option."""
     beam = method == "beam"
     opts = DecodeOptions(method=method, beam_size=int(beam_size) if beam else 1, alpha=float(alpha),
                          max_len_b=int(max_extra), n_best=min(int(n_best), int(beam_size)) if beam else 1,
                          temperature=float(temperature), top_k=int(top_k), top_p=float(top_p),
-                         seed=None if seed in (None, "") else int(seed))
+                         seed=parse_seed(seed))
     opts.validate()
-    if opts.seed is not None and opts.seed >= MAX_SEED:  # torch's generator takes 64 bits at most
-        raise ValueError(f"the seed must be below {MAX_SEED:,}; got {opts.seed:,}")
     return opts
+
+
+def parse_seed(seed: str | int | None) -> int | None:
+    """The seed box: empty for a fresh random seed each time, else a whole number in [0, 2^63)."""
+    text = str(seed).strip() if seed is not None else ""
+    if not text:
+        return None
+    if not text.isdecimal():  # also refuses "-1", "1.5", "1e3"
+        raise ValueError(f"the seed must be a whole number from 0 to {MAX_SEED - 1:,} (or empty for a random "
+                         f"one); got {text[:40]!r}")
+    if len(text) > len(str(MAX_SEED)) or int(text) >= MAX_SEED:  # torch's generator takes 64 bits at most
+        raise ValueError(f"the seed must be below {MAX_SEED:,}; got {text[:40]}")
+    return int(text)
 
 
 def nbest_rows(t: Translation) -> list[list]:
@@ -119,7 +130,8 @@ def build(shell: Shell):
                 temperature = gr.Slider(0.05, 3.0, value=1.0, step=0.05, label="temperature")
                 top_k = gr.Slider(0, 100, value=0, step=1, label="top-k (0: off)")
                 top_p = gr.Slider(0.05, 1.0, value=1.0, step=0.05, label="top-p (1: off)")
-                seed = gr.Number(value=None, precision=0, label="seed (empty: random)")
+                # A Textbox: a Number box shows 0 when empty, and 0 would fix every sample.
+                seed = gr.Textbox(value="", label="seed (empty: random)", placeholder="random", max_lines=1)
             max_extra = gr.Slider(0, 200, value=50, step=1, label="max length: source length + N tokens")
     notices = gr.Markdown()
     output = gr.Textbox(label="Translation", lines=2, interactive=False)
