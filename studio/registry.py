@@ -42,6 +42,13 @@ class ModelRegistry:
             self._ablation.pop(name, None)
         return name
 
+    def add_folder(self, path: Path) -> str:
+        """Offer a checkpoint folder saved by this app (the Train tab's Save) under its folder
+        name; it loads on first use."""
+        with self._lock:
+            self._paths[path.name] = path
+        return path.name
+
     def remove(self, name: str) -> None:
         """Stop offering name (a session that picked it gets a 'no model called' message)."""
         with self._lock:

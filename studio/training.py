@@ -441,7 +441,9 @@ class TrainingJob:
             path, n = self.checkpoints_dir / f"{base}-{n}", n + 1
         if path.resolve().parent != self.checkpoints_dir.resolve():
             raise ValueError(f"{name!r} is not a usable checkpoint name.")
-        return save_checkpoint(path, bundle)
+        saved = save_checkpoint(path, bundle)
+        self.registry.add_folder(saved)  # offered in the picker at once, not after a restart
+        return saved
 
     # ----- reading ------------------------------------------------------------------------
     def view(self) -> JobView:

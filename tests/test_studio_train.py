@@ -97,6 +97,7 @@ def test_run_pause_resume_finish_and_save(job):
     path = job.save("../../etc/my model <1>")  # sanitised, inside the checkpoints folder
     assert path.parent == job.checkpoints_dir and path.name == "etc-my-model-1-step30"
     assert job.save("../../etc/my model <1>").name == "etc-my-model-1-step30-2"  # never replaces
+    assert {"etc-my-model-1-step30", "etc-my-model-1-step30-2"} <= set(job.registry.names())  # in the picker
     saved = load_checkpoint(path)
     assert saved.info["step"] == 30 and saved.info["src_lang"] == "en"
     assert translate(saved, ["4 2"], method="greedy") == translate(live, ["4 2"], method="greedy")
@@ -269,11 +270,13 @@ def test_callbacks_start_pause_resume_stop_save(job):
     assert job.view().state == "paused"
     tab.control(job, "resume")
     assert job.view().state == "running"
-    assert "Saved to" in tab.save(job, "demo")
+    message, picker = tab.save(job, "demo", "live-numbers")
+    assert "Saved to" in message and picker.value == "live-numbers"
+    assert any(str(choice[0]).startswith("demo-step") for choice in picker.choices)  # (label, value) pairs
     tab.control(job, "stop")
     wait_for(job, lambda v: v.state == "stopped")
     tab.control(job, "pause")  # nothing to pause: a warning, no exception
-    assert "Not saved" in tab.save(TrainingJob(ModelRegistry(None)), "x")
+    assert "Not saved" in tab.save(TrainingJob(ModelRegistry(None)), "x", None)[0]
 
 
 def test_live_view_redraws_only_when_something_changed(job):

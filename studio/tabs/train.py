@@ -114,14 +114,15 @@ def control(job: TrainingJob, action: str) -> None:
         warn(exc)
 
 
-def save(job: TrainingJob, name: str) -> str:
+def save(job: TrainingJob, name: str, picked: str | None) -> tuple[str, gr.Dropdown]:
+    """(message, the model picker with the saved checkpoint among its choices)."""
     try:
         path = job.save(name)
     except (ValueError, OSError) as exc:
         warn(exc)
-        return f"**Not saved:** {md(exc)}"
-    info(f"Saved {path.name}.")
-    return f"Saved to {md(path)}"
+        return f"**Not saved:** {md(exc)}", picker_update(job.registry, picked)
+    info(f"Saved {path.name}; it is in the model picker.")
+    return f"Saved to {md(path)}", picker_update(job.registry, picked)
 
 
 def picked(job: TrainingJob, name: str | None) -> None:
@@ -359,7 +360,7 @@ def build(shell: Shell, job: TrainingJob) -> None:
     start_button.click(guard(partial(start, job)), inputs=fields, outputs=shell.model, api_name="train_start")
     for button, action in ((pause_button, "pause"), (resume_button, "resume"), (stop_button, "stop")):
         button.click(guard(partial(control, job, action)), api_name=f"train_{action}")
-    save_button.click(guard(partial(save, job)), inputs=save_name, outputs=saved)
+    save_button.click(guard(partial(save, job)), inputs=[save_name, shell.model], outputs=[saved, shell.model])
     shell.model.change(guard(partial(picked, job)), inputs=shell.model)
     shell.demo.load(warm_up)
     live = [seen, state_line, bar, curve_plot, metrics_line, sample_table, layer, head, timeline, attention_plot,

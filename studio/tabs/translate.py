@@ -117,9 +117,13 @@ def build(shell: Shell):
     with gr.Row():
         with gr.Column(scale=3):
             source = gr.Textbox(label="Source sentence", lines=3, placeholder="Type a sentence or click an example")
+            go = gr.Button("Translate", variant="primary")
+            # The result right under the button: on a projector (presenter mode, large type) the
+            # audience sees it without scrolling.
+            output = gr.Textbox(label="Translation", lines=2, interactive=False)
+            notices = gr.Markdown()
             examples = gr.Dataset(components=[source], samples=[[""]], label="Examples (click one)",
                                   samples_per_page=8)
-            go = gr.Button("Translate", variant="primary")
         with gr.Column(scale=2):
             method = gr.Radio(["beam", "greedy", "sample"], value="beam", label="Decoding")
             with gr.Group() as beam_group:
@@ -133,8 +137,6 @@ def build(shell: Shell):
                 # A Textbox: a Number box shows 0 when empty, and 0 would fix every sample.
                 seed = gr.Textbox(value="", label="seed (empty: random)", placeholder="random", max_lines=1)
             max_extra = gr.Slider(0, 200, value=50, step=1, label="max length: source length + N tokens")
-    notices = gr.Markdown()
-    output = gr.Textbox(label="Translation", lines=2, interactive=False)
     probs = gr.Plot(label="Per-token probability")
     nbest = gr.Dataframe(headers=["rank", "score", "translation"], datatype=["number", "number", "str"],
                          label="n-best list (score: length-normalised log-probability for beam search)",
