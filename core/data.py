@@ -339,8 +339,8 @@ def load_hf(name: str, config: str | None = None, src_lang: str | None = None, t
     "de-en" names the direction when src_lang/tgt_lang are None. Without network this
     fails within seconds (with HF_HUB_OFFLINE=1 a cached copy still loads)."""
     spec = f"hf:{name}" + (f":{config}" if config else "")
-    hint = (f"download the data and use files:PATH (a folder of train/val/test.{{lang}}[.gz] files or a "
-            f".tsv file); known datasets: {HF_EXAMPLES}")
+    hint = (f"download the data and read it as a local corpus (files:PATH: a folder of "
+            f"train/val/test.{{lang}}[.gz] files or a .tsv file); known datasets: {HF_EXAMPLES}")
     if not name:
         raise ValueError(f"{spec}: empty dataset name; e.g. {HF_EXAMPLES}")
     if not _hub_offline() and not hub_reachable(HUB_PROBE_S):

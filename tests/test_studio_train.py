@@ -259,6 +259,13 @@ def test_start_refusals_come_as_messages(job):
         tab.settings_from(dict(zip(tab.FIELDS, panel(max_steps=0))))
     with pytest.raises(ValueError, match="dropout"):
         tab.settings_from(dict(zip(tab.FIELDS, panel(dropout=None))))
+    # The boxes have no Gradio bounds (its refusal names no box): these messages name each one.
+    for field, bad, words in (("max_steps", -5, "steps must be a whole number of at least 1"),
+                              ("d_model", 2.5, "d_model must be a whole number"),
+                              ("dropout", 1.5, "dropout must be a number from 0 to 0.9"),
+                              ("lr_factor", 0, "lr factor must be a number above 0")):
+        with pytest.raises(ValueError, match=words):
+            tab.settings_from(dict(zip(tab.FIELDS, panel(**{field: bad}))))
 
 
 def test_callbacks_start_pause_resume_stop_save(job):

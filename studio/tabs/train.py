@@ -6,6 +6,7 @@ state about once a second and redraws only when something changed.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from functools import partial
 
@@ -44,16 +45,28 @@ class Seen:
 
 
 # ----- set-up ------------------------------------------------------------------------------
+# The number boxes carry no Gradio bounds: Gradio's own refusal ("Value -5 is less than minimum
+# value 1.") does not say which box; these messages do.
 def _int(value, name: str, low: int = 1) -> int:
-    if value is None or value == "" or float(value) != int(float(value)) or int(float(value)) < low:
+    try:
+        number = float(value)
+        ok = number == int(number) and number >= low
+    except (TypeError, ValueError, OverflowError):  # empty, text, infinite
+        ok = False
+    if not ok:
         raise ValueError(f"{name} must be a whole number of at least {low}, got {value!r}")
-    return int(float(value))
+    return int(number)
 
 
-def _float(value, name: str) -> float:
-    if value is None or value == "" or not float(value) >= 0:
-        raise ValueError(f"{name} must be a number of at least 0, got {value!r}")
-    return float(value)
+def _float(value, name: str, high: float = math.inf, above_zero: bool = False) -> float:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        number = math.nan
+    if not ((number > 0 if above_zero else number >= 0) and number <= high):
+        bounds = "above 0" if above_zero else f"from 0 to {high}" if high < math.inf else "of at least 0"
+        raise ValueError(f"{name} must be a number {bounds}, got {value!r}")
+    return number
 
 
 def settings_from(values: dict) -> Settings:
@@ -67,10 +80,10 @@ def settings_from(values: dict) -> Settings:
         limit=limit or None, name=clean_input(v["name"], MAX_NAME_CHARS)[0].strip() or "live-model",
         preset=v["preset"],
         layers=_int(v["layers"], "layers"), d_model=_int(v["d_model"], "d_model", 2),
-        n_heads=_int(v["n_heads"], "heads"), d_ff=_int(v["d_ff"], "d_ff"), dropout=_float(v["dropout"], "dropout"),
+        n_heads=_int(v["n_heads"], "heads"), d_ff=_int(v["d_ff"], "d_ff"), dropout=_float(v["dropout"], "dropout", 0.9),
         vocab_size=_int(v["vocab_size"], "vocabulary size", 8), max_steps=_int(v["max_steps"], "steps"),
-        warmup=_int(v["warmup"], "warm-up steps"), lr_factor=_float(v["lr_factor"], "lr factor"),
-        label_smoothing=_float(v["label_smoothing"], "label smoothing"), max_tokens=_int(v["max_tokens"], "max tokens", 16),
+        warmup=_int(v["warmup"], "warm-up steps"), lr_factor=_float(v["lr_factor"], "lr factor", above_zero=True),
+        label_smoothing=_float(v["label_smoothing"], "label smoothing", 0.9), max_tokens=_int(v["max_tokens"], "max tokens", 16),
         clip_norm=_float(v["clip_norm"], "gradient clipping"), eval_every=_int(v["eval_every"], "evaluate every"),
         attention_every=_int(v["attention_every"], "attention snapshot every"))
 
@@ -301,28 +314,27 @@ def build(shell: Shell, job: TrainingJob) -> None:
                 with gr.Row():
                     src_lang = gr.Textbox(label="Source language (blank: from the data)", max_lines=1)
                     tgt_lang = gr.Textbox(label="Target language (blank: from the data)", max_lines=1)
-                    limit = gr.Number(0, precision=0, label="Training pairs used (0: all)", minimum=0)
+                    limit = gr.Number(0, precision=0, label="Training pairs used (0: all)")
                 name = gr.Textbox(d.name, label="Model name in the picker", max_lines=1)
             with gr.Column(scale=2):
                 preset = gr.Dropdown(list(PRESETS), value=d.preset, label="Preset")
                 with gr.Row():
-                    layers_in = gr.Number(layers, precision=0, label="layers (encoder = decoder)", minimum=1)
-                    d_model_in = gr.Number(d_model, precision=0, label="d_model", minimum=2)
-                    heads_in = gr.Number(heads, precision=0, label="heads", minimum=1)
+                    layers_in = gr.Number(layers, precision=0, label="layers (encoder = decoder)")
+                    d_model_in = gr.Number(d_model, precision=0, label="d_model")
+                    heads_in = gr.Number(heads, precision=0, label="heads")
                 with gr.Row():
-                    d_ff_in = gr.Number(d_ff, precision=0, label="d_ff", minimum=1)
-                    dropout_in = gr.Number(dropout, label="dropout", minimum=0, maximum=0.9, step=0.05)
-                    vocab = gr.Number(d.vocab_size, precision=0, label="vocabulary (real corpora)", minimum=8)
+                    d_ff_in = gr.Number(d_ff, precision=0, label="d_ff")
+                    dropout_in = gr.Number(dropout, label="dropout", step=0.05)
+                    vocab = gr.Number(d.vocab_size, precision=0, label="vocabulary (real corpora)")
         with gr.Row():
-            steps = gr.Number(d.max_steps, precision=0, label="steps", minimum=1)
-            warmup = gr.Number(d.warmup, precision=0, label="warm-up steps", minimum=1)
-            lr_factor = gr.Number(d.lr_factor, label="lr factor", minimum=0, step=0.05)
-            smoothing = gr.Number(d.label_smoothing, label="label smoothing ε", minimum=0, maximum=0.9, step=0.05)
-            max_tokens = gr.Number(d.max_tokens, precision=0, label="max tokens per batch", minimum=16)
-            clip = gr.Number(d.clip_norm, label="gradient clipping (0: off)", minimum=0)
-            eval_every = gr.Number(d.eval_every, precision=0, label="evaluate every N steps", minimum=1)
-            attention_every = gr.Number(d.attention_every, precision=0, label="attention snapshot every K steps",
-                                        minimum=1)
+            steps = gr.Number(d.max_steps, precision=0, label="steps")
+            warmup = gr.Number(d.warmup, precision=0, label="warm-up steps")
+            lr_factor = gr.Number(d.lr_factor, label="lr factor", step=0.05)
+            smoothing = gr.Number(d.label_smoothing, label="label smoothing ε", step=0.05)
+            max_tokens = gr.Number(d.max_tokens, precision=0, label="max tokens per batch")
+            clip = gr.Number(d.clip_norm, label="gradient clipping (0: off)")
+            eval_every = gr.Number(d.eval_every, precision=0, label="evaluate every N steps")
+            attention_every = gr.Number(d.attention_every, precision=0, label="attention snapshot every K steps")
         lr_line = gr.Markdown(peak_lr(d_model, d.warmup, d.lr_factor))
         gr.Markdown(f"**Device:** {md(device_line('auto'))}")
     with gr.Row():
