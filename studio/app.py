@@ -30,13 +30,18 @@ from .registry import ModelRegistry, describe  # noqa: E402
 from .text import guard, info, md, warn  # noqa: E402
 
 CSS = """
+/* Gradio's bundled Source Sans Pro SemiBold (600) holds 55 glyphs only: bold text mixed two fonts
+   (the A and B of "Attention", "Beam" drawn apart from their words). Its complete Bold serves 600-700. */
+@font-face { font-family: "Source Sans Pro"; font-weight: 600 700; font-style: normal;
+  src: url("/static/fonts/SourceSansPro/SourceSansPro-Bold.woff2") format("woff2"); }
 .status-line p { margin: 0; }
 body.presenter { --text-xs: 16px; --text-sm: 18px; --text-md: 21px; --text-lg: 24px; --text-xl: 28px;
   --text-xxl: 34px; --body-text-size: 21px; --block-label-text-size: 18px; --block-title-text-size: 20px;
   --input-text-size: 22px; --section-header-text-size: 22px; --prose-text-size: 21px;
   --body-text-color: #000; --body-text-color-subdued: #111; --block-label-text-color: #000;
   --block-title-text-color: #000; --input-text-color: #000; --color-accent: #0a3d91;
-  --button-primary-background-fill: #0a3d91; --button-primary-text-color: #fff;
+  --button-primary-background-fill: #0a3d91; --button-primary-background-fill-hover: #15509f;
+  --button-primary-text-color: #fff;
   --border-color-primary: #333; --block-border-width: 2px; --checkbox-label-text-size: 20px;
   --button-large-text-size: 22px; --button-medium-text-size: 20px; --button-small-text-size: 18px;
   --table-text-size: 20px; }

@@ -380,7 +380,8 @@ class TrainingJob:
 
     def pause(self) -> None:
         with self._lock:
-            run = self._need("running", "Nothing is training, so nothing to pause.")
+            run = self._need("running", "The run is already paused; press Resume to go on." if self._state == "paused"
+                             else "Nothing is training, so nothing to pause.")
             run.trainer.pause()
             run.paused_since = time.monotonic()
             # The trainer finishes the step it is in first: the step line below says where it stopped.
@@ -388,7 +389,8 @@ class TrainingJob:
 
     def resume(self) -> None:
         with self._lock:
-            run = self._need("paused", "Nothing is paused, so nothing to resume.")
+            run = self._need("paused", "The run is already going; nothing to resume." if self._state == "running"
+                             else "Nothing is paused, so nothing to resume.")
             run.paused_total += time.monotonic() - run.paused_since
             run.paused_since = None
             run.trainer.resume()

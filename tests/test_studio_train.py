@@ -78,9 +78,11 @@ def test_run_pause_resume_finish_and_save(job):
     at = job.view().step
     time.sleep(0.3)
     assert job.view().step == at and paused.eta is None
-    with pytest.raises(ValueError, match="nothing to pause"):
+    with pytest.raises(ValueError, match="already paused"):
         job.pause()
     job.resume()
+    with pytest.raises(ValueError, match="already going"):
+        job.resume()
     view = wait_for(job, lambda v: v.state == "finished")
     assert view.step == 30 and [h["step"] for h in view.history] == list(range(1, 31))
     assert {"loss", "perplexity", "accuracy", "lr", "tokens_per_s", "seconds"} <= set(view.history[0])

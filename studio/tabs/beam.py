@@ -19,7 +19,7 @@ from .. import plots
 from ..app import Shell
 from ..limits import HEAVY, clean_input
 from ..text import clip, guard, info, md, warn
-from .translate import examples_update
+from .translate import examples_for
 
 BEAM_RANGE = (1, 16)
 TABLE_HEADERS = ["hypothesis", "cumulative log p", "normalised score", "tokens"]
@@ -198,13 +198,23 @@ def render(registry, search: Search | None, choice: str | None = None):
             gr.Button(interactive=not view.done))
 
 
+def example_choices(registry, name: str | None) -> gr.Dropdown:
+    """The picked model's example sentences (hidden when it has none)."""
+    try:
+        samples = examples_for(registry.get(name))
+    except (LookupError, ValueError, FileNotFoundError):
+        samples = []
+    return gr.Dropdown(choices=samples, value=None, visible=bool(samples))
+
+
 def build(shell: Shell) -> None:
     search = gr.State(None)
     with gr.Row():
         with gr.Column(scale=3):
             source = gr.Textbox(label="Sentence to search", lines=2)
-            examples = gr.Dataset(components=[source], samples=[[""]], label="Examples (click one)",
-                                  samples_per_page=8)
+            # A one-line dropdown, not a list of examples: on a projector (presenter mode) a list
+            # pushed the Step button and everything it draws below the bottom of the screen.
+            example = gr.Dropdown(choices=[], value=None, label="Or pick an example")
         with gr.Column(scale=2):
             beam_size = gr.Number(value=4, precision=0, label=f"beam size ({BEAM_RANGE[0]}–{BEAM_RANGE[1]})")
             alpha = gr.Slider(0.0, 2.0, value=0.6, step=0.05, label="length penalty α")
@@ -239,6 +249,6 @@ def build(shell: Shell) -> None:
     gr.on([source.change, beam_size.change, alpha.change, penalty.change, max_extra.change, shell.model.change],
           lambda: (gr.Button(interactive=True), gr.Button(interactive=True)), outputs=[step, run],
           show_progress="hidden")
-    examples.click(lambda sample: sample[0], inputs=examples, outputs=source)
-    gr.on([shell.demo.load, shell.model.change], guard(partial(examples_update, shell.registry)),
-          inputs=shell.model, outputs=examples)
+    example.input(lambda text: text or gr.skip(), inputs=example, outputs=source)
+    gr.on([shell.demo.load, shell.model.change], guard(partial(example_choices, shell.registry)),
+          inputs=shell.model, outputs=example)

@@ -140,8 +140,8 @@ def build(shell: Shell) -> None:
     gr.Markdown(MASK_CAPTION)
     outputs = [summary_md, lr_plot, smoothing_plot, mask_plot]
     draw = guard(partial(render, shell.registry))
-    shell.model.change(guard(partial(defaults, shell.registry)), inputs=shell.model,
-                       outputs=[warmup, eps]).then(draw, inputs=[shell.model, warmup, steps, eps], outputs=outputs)
+    # On load too: the picked model's own warm-up and smoothing, not the paper's (e.g. 800, not 4000).
+    gr.on([shell.demo.load, shell.model.change], guard(partial(defaults, shell.registry)), inputs=shell.model,
+          outputs=[warmup, eps]).then(draw, inputs=[shell.model, warmup, steps, eps], outputs=outputs)
     gr.on([warmup.input, steps.input, eps.input], draw, inputs=[shell.model, warmup, steps, eps],
           outputs=outputs, trigger_mode="always_last")
-    shell.demo.load(draw, inputs=[shell.model, warmup, steps, eps], outputs=outputs)

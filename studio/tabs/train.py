@@ -119,6 +119,11 @@ def start(job: TrainingJob, *values):
     return picker_update(job.registry, name)
 
 
+def fold_setup(job: TrainingJob) -> gr.Accordion:
+    """Close the set-up panel once a run has started (left open after a refusal, to fix a value)."""
+    return gr.Accordion(open=False) if job.view().state in ("preparing", "running") else gr.skip()
+
+
 def control(job: TrainingJob, action: str) -> None:
     """Pause, resume or stop the run."""
     try:
@@ -298,7 +303,16 @@ def redraw(job: TrainingJob, step: float, layer: float, head: float, follow: boo
 def build(shell: Shell, job: TrainingJob) -> None:
     d = DEFAULTS
     layers, d_model, heads, d_ff, dropout = preset_values(d.preset)
-    with gr.Accordion("Set-up", open=True):
+    with gr.Row():
+        start_button = gr.Button("Start", variant="primary")
+        pause_button = gr.Button("Pause")
+        resume_button = gr.Button("Resume")
+        stop_button = gr.Button("Stop", variant="stop")
+        save_name = gr.Textbox(label="Checkpoint name (blank: the model's)", max_lines=1, scale=2)
+        save_button = gr.Button("Save checkpoint")
+    # Below the buttons, which stay on screen; it folds away once a run starts, so the curves
+    # come up where the set-up was.
+    with gr.Accordion("Set-up", open=True) as setup:
         with gr.Row():
             with gr.Column(scale=3):
                 kind = gr.Radio(list(SOURCES), value=SOURCES[0], label="Data")
@@ -337,13 +351,6 @@ def build(shell: Shell, job: TrainingJob) -> None:
             attention_every = gr.Number(d.attention_every, precision=0, label="attention snapshot every K steps")
         lr_line = gr.Markdown(peak_lr(d_model, d.warmup, d.lr_factor))
         gr.Markdown(f"**Device:** {md(device_line('auto'))}")
-    with gr.Row():
-        start_button = gr.Button("Start", variant="primary")
-        pause_button = gr.Button("Pause")
-        resume_button = gr.Button("Resume")
-        stop_button = gr.Button("Stop", variant="stop")
-        save_name = gr.Textbox(label="Checkpoint name (blank: the model's)", max_lines=1, scale=2)
-        save_button = gr.Button("Save checkpoint")
     saved = gr.Markdown()
     state_line = gr.Markdown(elem_classes="status-line", elem_id="train-status")
     bar = gr.HTML(elem_id="train-progress")
@@ -369,7 +376,8 @@ def build(shell: Shell, job: TrainingJob) -> None:
     preset.change(guard(preset_values), inputs=preset, outputs=[layers_in, d_model_in, heads_in, d_ff_in, dropout_in])
     gr.on([d_model_in.change, warmup.change, lr_factor.change], peak_lr, inputs=[d_model_in, warmup, lr_factor],
           outputs=lr_line)
-    start_button.click(guard(partial(start, job)), inputs=fields, outputs=shell.model, api_name="train_start")
+    start_button.click(guard(partial(start, job)), inputs=fields, outputs=shell.model, api_name="train_start").then(
+        partial(fold_setup, job), outputs=setup, show_progress="hidden")
     for button, action in ((pause_button, "pause"), (resume_button, "resume"), (stop_button, "stop")):
         button.click(guard(partial(control, job, action)), api_name=f"train_{action}")
     save_button.click(guard(partial(save, job)), inputs=[save_name, shell.model], outputs=[saved, shell.model])
