@@ -33,7 +33,7 @@ CSS = """
 /* Gradio's bundled Source Sans Pro SemiBold (600) holds 55 glyphs only: bold text mixed two fonts
    (the A and B of "Attention", "Beam" drawn apart from their words). Its complete Bold serves 600-700. */
 @font-face { font-family: "Source Sans Pro"; font-weight: 600 700; font-style: normal;
-  src: url("/static/fonts/SourceSansPro/SourceSansPro-Bold.woff2") format("woff2"); }
+  src: url("static/fonts/SourceSansPro/SourceSansPro-Bold.woff2") format("woff2"); }
 .status-line p { margin: 0; }
 body.presenter { --text-xs: 16px; --text-sm: 18px; --text-md: 21px; --text-lg: 24px; --text-xl: 28px;
   --text-xxl: 34px; --body-text-size: 21px; --block-label-text-size: 18px; --block-title-text-size: 20px;
