@@ -80,10 +80,12 @@ def settings_from(values: dict) -> Settings:
         limit=limit or None, name=clean_input(v["name"], MAX_NAME_CHARS)[0].strip() or "live-model",
         preset=v["preset"],
         layers=_int(v["layers"], "layers"), d_model=_int(v["d_model"], "d_model", 2),
-        n_heads=_int(v["n_heads"], "heads"), d_ff=_int(v["d_ff"], "d_ff"), dropout=_float(v["dropout"], "dropout", 0.9),
+        n_heads=_int(v["n_heads"], "heads"), d_ff=_int(v["d_ff"], "d_ff"),
+        dropout=_float(v["dropout"], "dropout", 0.9),
         vocab_size=_int(v["vocab_size"], "vocabulary size", 8), max_steps=_int(v["max_steps"], "steps"),
         warmup=_int(v["warmup"], "warm-up steps"), lr_factor=_float(v["lr_factor"], "lr factor", above_zero=True),
-        label_smoothing=_float(v["label_smoothing"], "label smoothing", 0.9), max_tokens=_int(v["max_tokens"], "max tokens", 16),
+        label_smoothing=_float(v["label_smoothing"], "label smoothing", 0.9),
+        max_tokens=_int(v["max_tokens"], "max tokens", 16),
         clip_norm=_float(v["clip_norm"], "gradient clipping"), eval_every=_int(v["eval_every"], "evaluate every"),
         attention_every=_int(v["attention_every"], "attention snapshot every"))
 
