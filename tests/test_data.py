@@ -235,7 +235,11 @@ def test_hf_offline_fails_fast(monkeypatch):
 
 def test_hf_unreachable_fails_fast(monkeypatch):
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
-    monkeypatch.setattr(core.data.urllib.request, "urlopen", lambda *a, **k: time.sleep(30))  # a stalled network
+    def stalled(*args, **kwargs):  # a stalled network; the probe thread outlives the test, so end it cleanly
+        time.sleep(30)
+        raise OSError("timed out")
+
+    monkeypatch.setattr(core.data.urllib.request, "urlopen", stalled)
     monkeypatch.setattr(core.data, "HUB_PROBE_S", 0.5)
     start = time.monotonic()
     assert not hub_reachable(timeout=0.5)
