@@ -229,7 +229,7 @@ def build(shell: Shell) -> None:
     tree = gr.Plot(label="Search tree")
     hyp_table = gr.Dataframe(headers=TABLE_HEADERS, datatype=["str", "number", "number", "str"],
                              label="Hypotheses at this step (live: still growing; finished: ended with <eos>)",
-                             interactive=False, wrap=True, column_widths=["11%", "12%", "12%", "65%"])
+                             interactive=False, wrap=True, column_widths=["13%", "20%", "17%", "50%"])
     choice = gr.Dropdown(label="Hypothesis whose attention is shown", choices=[])
     attention = gr.Plot(label="Cross-attention of that hypothesis at this step")
     with gr.Row():
