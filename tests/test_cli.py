@@ -219,3 +219,4 @@ def test_translate_keeps_one_output_line_per_input_line(run, capsys, monkeypatch
     one_line_error(capsys, ["translate", "--checkpoint", str(run / "final"), "--output",
                             str(tmp_path / "missing" / "out.txt")], "does not exist")
     one_line_error(capsys, ["translate", "--input", str(tmp_path)], "is a folder")
+    one_line_error(capsys, ["translate", "--input", str(tmp_path / "absent.txt")], "absent.txt: no such file")

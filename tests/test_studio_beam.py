@@ -89,3 +89,9 @@ def test_render_draws_tree_table_attention_and_button_states(registry):
     assert shown[8].interactive is False and shown[10].interactive is False  # Step and Run to end
     finished = beam.attention_figure(done, "finished 1")
     assert "<eos>" in finished.layout.title.text or "&lt;eos&gt;" in finished.layout.title.text
+
+
+def test_example_picker_offers_the_models_sentences(registry):
+    picker = beam.example_choices(registry, "studio-tiny")
+    assert [choice[0] for choice in picker.choices] == SENTENCES and picker.visible
+    assert beam.example_choices(registry, "no-such-model").visible is False

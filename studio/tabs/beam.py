@@ -19,7 +19,7 @@ from .. import plots
 from ..app import Shell
 from ..limits import HEAVY, clean_input
 from ..text import clip, guard, info, md, warn
-from .translate import examples_for
+from .translate import picked_examples
 
 BEAM_RANGE = (1, 16)
 TABLE_HEADERS = ["hypothesis", "cumulative log p", "normalised score", "tokens"]
@@ -200,10 +200,7 @@ def render(registry, search: Search | None, choice: str | None = None):
 
 def example_choices(registry, name: str | None) -> gr.Dropdown:
     """The picked model's example sentences (hidden when it has none)."""
-    try:
-        samples = examples_for(registry.get(name))
-    except (LookupError, ValueError, FileNotFoundError):
-        samples = []
+    samples = picked_examples(registry, name)
     return gr.Dropdown(choices=samples, value=None, visible=bool(samples))
 
 

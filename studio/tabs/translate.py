@@ -98,11 +98,16 @@ def translate(registry, name: str | None, text: str, method: str, beam_size: flo
             Current(name, text, list(t.ids), opts))
 
 
-def examples_update(registry, name: str | None) -> gr.Dataset:
+def picked_examples(registry, name: str | None) -> list[str]:
+    """examples_for() the picked model; none when it cannot be loaded."""
     try:
-        samples = examples_for(registry.get(name))
+        return examples_for(registry.get(name))
     except (LookupError, ValueError, FileNotFoundError):
-        samples = []
+        return []
+
+
+def examples_update(registry, name: str | None) -> gr.Dataset:
+    samples = picked_examples(registry, name)
     return gr.Dataset(samples=[[s] for s in samples] or [[""]], visible=bool(samples))
 
 
