@@ -17,6 +17,7 @@ import shutil
 import tempfile
 import threading
 import time
+import zipfile
 import zlib
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -27,6 +28,7 @@ import torch
 
 from core.batching import encode_pairs
 from core.bundle import ModelBundle, new_bundle
+from core.checkpoint import FILES as CHECKPOINT_FILES
 from core.checkpoint import save_checkpoint
 from core.config import ModelConfig
 from core.data import load_corpus
@@ -347,6 +349,7 @@ class TrainingJob:
         self._version = 0
         self._thread: threading.Thread | None = None
         self._names: set[str] = set()  # picker entries this job made (a new run may replace them)
+        self._downloads: Path | None = None  # a temporary folder holding the newest saved .zip
 
     # ----- control ------------------------------------------------------------------------
     def start(self, settings: Settings) -> str:
@@ -446,6 +449,24 @@ class TrainingJob:
         saved = save_checkpoint(path, bundle)
         self.registry.add_folder(saved)  # offered in the picker at once, not after a restart
         return saved
+
+    def zip_saved(self, folder: Path) -> Path:
+        """A .zip of a saved checkpoint (members NAME/config.json, ...), to download: a Space
+        visitor keeps the model, and the studio's "Open another checkpoint" takes it back.
+        Only the newest .zip is kept, in a temporary folder of this job's own."""
+        if self._downloads is None:
+            self._downloads = Path(tempfile.mkdtemp(prefix="studio-downloads-"))
+        for old in self._downloads.glob("*.zip"):
+            old.unlink()
+        target = self._downloads / f"{folder.name}.zip"
+        try:
+            with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as archive:
+                for name in CHECKPOINT_FILES:
+                    archive.write(folder / name, f"{folder.name}/{name}")
+        except BaseException:
+            target.unlink(missing_ok=True)  # never offer half a .zip
+            raise
+        return target
 
     # ----- reading ------------------------------------------------------------------------
     def view(self) -> JobView:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import time
+import zipfile
 from dataclasses import replace
 
 import gradio as gr
@@ -14,11 +15,13 @@ import pytest
 import torch
 
 from _studio import studio_bundle
+from core.checkpoint import FILES as CHECKPOINT_FILES
 from core.checkpoint import load_checkpoint
 from core.config import ModelConfig
 from core.decoding import translate
 from core.model import Transformer
 from studio import training
+from studio.app import open_checkpoint
 from studio.registry import ModelRegistry
 from studio.tabs import train as tab
 from studio.training import JobBusy, Settings, TrainingJob
@@ -279,13 +282,39 @@ def test_callbacks_start_pause_resume_stop_save(job):
     assert job.view().state == "paused"
     tab.control(job, "resume")
     assert job.view().state == "running"
-    message, picker = tab.save(job, "demo", "live-numbers")
-    assert "Saved to" in message and picker.value == "live-numbers"
+    message, picker, download = tab.save(job, "demo", "live-numbers")
+    assert "Saved **demo\\-step" in message and picker.value == "live-numbers"
     assert any(str(choice[0]).startswith("demo-step") for choice in picker.choices)  # (label, value) pairs
+    assert download.visible and download.value["path"].endswith(".zip") and "Download demo-step" in download.label
     tab.control(job, "stop")
     wait_for(job, lambda v: v.state == "stopped")
     tab.control(job, "pause")  # nothing to pause: a warning, no exception
-    assert "Not saved" in tab.save(TrainingJob(ModelRegistry(None)), "x", None)[0]
+    message, _, download = tab.save(TrainingJob(ModelRegistry(None)), "x", None)
+    assert "Not saved" in message and not download.visible
+
+
+def test_a_saved_checkpoint_downloads_as_a_zip_the_studio_opens_again(job, monkeypatch):
+    job.start(replace(QUICK, max_steps=5))
+    wait_for(job, lambda v: v.state == "finished")
+    first = job.zip_saved(job.save("first"))
+    archive = job.zip_saved(job.save("second"))
+    assert not first.exists()  # only the newest .zip is kept
+    with zipfile.ZipFile(archive) as z:
+        assert sorted(z.namelist()) == sorted(f"second-step5/{name}" for name in CHECKPOINT_FILES)
+    registry = ModelRegistry(None)
+    picker, _ = open_checkpoint(registry, [str(archive)], None)
+    reopened = registry.get(picker.value)
+    assert translate(reopened, ["4 2"], method="greedy") == translate(job.registry.get("second-step5"), ["4 2"],
+                                                                      method="greedy")
+
+    def full_disk(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(training.zipfile.ZipFile, "write", full_disk)
+    message, picker, download = tab.save(job, "third", None)
+    assert "Saved **third\\-step5**" in message and "No download" in message and "No space left" in message
+    assert not download.visible and not list(archive.parent.glob("*.zip"))  # no half-written .zip offered
+    assert "third-step5" in job.registry.names()  # the checkpoint itself was saved
 
 
 def test_live_view_redraws_only_when_something_changed(job):

@@ -241,6 +241,7 @@ def build(shell: Shell, current: gr.State, tab: gr.Tab, on_screen: gr.State) -> 
         head = gr.Slider(1, 8, value=1, step=1, label="head (large view)")
     big = gr.Plot(label="One head, large")
     with gr.Accordion("bertviz: head view and model view", open=False):
+        gr.Markdown("bertviz counts layers and heads from 0: its layer 0, head 0 is this tab's layer 1, head 1.")
         with gr.Tabs():
             with gr.Tab("Head view"):
                 head_view = gr.HTML()

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from functools import partial
+from pathlib import Path
 
 import gradio as gr
 import plotly.graph_objects as go
@@ -134,15 +135,33 @@ def control(job: TrainingJob, action: str) -> None:
         warn(exc)
 
 
-def save(job: TrainingJob, name: str, picked: str | None) -> tuple[str, gr.Dropdown]:
-    """(message, the model picker with the saved checkpoint among its choices)."""
+def save(job: TrainingJob, name: str, picked: str | None) -> tuple[str, gr.Dropdown, gr.DownloadButton]:
+    """(message, the model picker with the saved checkpoint among its choices, its download)."""
     try:
         path = job.save(name)
     except (ValueError, OSError) as exc:
         warn(exc)
-        return f"**Not saved:** {md(exc)}", picker_update(job.registry, picked)
+        return f"**Not saved:** {md(exc)}", picker_update(job.registry, picked), gr.DownloadButton(visible=False)
     info(f"Saved {path.name}; it is in the model picker.")
-    return f"Saved to {md(path)}", picker_update(job.registry, picked)
+    message = (f"Saved **{md(path.name)}** in {md(shown_path(path))}: it is in the model picker, and "
+               f"`train_cli.py` takes it as `--checkpoint`.")
+    try:
+        archive = job.zip_saved(path)
+    except OSError as exc:
+        return (f"{message}  \n**No download:** the .zip could not be written ({md(exc)}).",
+                picker_update(job.registry, picked), gr.DownloadButton(visible=False))
+    size_mb = archive.stat().st_size / 2**20
+    return (f"{message} Download it to keep it: *Open another checkpoint* (above) opens the .zip again.",
+            picker_update(job.registry, picked),
+            gr.DownloadButton(f"Download {archive.name} ({size_mb:.1f} MB)", value=str(archive), visible=True))
+
+
+def shown_path(path: Path) -> str:
+    """Relative to the folder the studio runs in when inside it (what a user types), else absolute."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
 
 
 def picked(job: TrainingJob, name: str | None) -> None:
@@ -312,6 +331,8 @@ def build(shell: Shell, job: TrainingJob) -> None:
         stop_button = gr.Button("Stop", variant="stop")
         save_name = gr.Textbox(label="Checkpoint name (blank: the model's)", max_lines=1, scale=2)
         save_button = gr.Button("Save checkpoint")
+    saved = gr.Markdown()
+    download = gr.DownloadButton(visible=False)
     # Below the buttons, which stay on screen; it folds away once a run starts, so the curves
     # come up where the set-up was.
     with gr.Accordion("Set-up", open=True) as setup:
@@ -353,7 +374,6 @@ def build(shell: Shell, job: TrainingJob) -> None:
             attention_every = gr.Number(d.attention_every, precision=0, label="attention snapshot every K steps")
         lr_line = gr.Markdown(peak_lr(d_model, d.warmup, d.lr_factor))
         gr.Markdown(f"**Device:** {md(device_line('auto'))}")
-    saved = gr.Markdown()
     state_line = gr.Markdown(elem_classes="status-line", elem_id="train-status")
     bar = gr.HTML(elem_id="train-progress")
     curve_plot = gr.Plot(label="Training curves", elem_id="train-curves")
@@ -382,7 +402,7 @@ def build(shell: Shell, job: TrainingJob) -> None:
         partial(fold_setup, job), outputs=setup, show_progress="hidden")
     for button, action in ((pause_button, "pause"), (resume_button, "resume"), (stop_button, "stop")):
         button.click(guard(partial(control, job, action)), api_name=f"train_{action}")
-    save_button.click(guard(partial(save, job)), inputs=[save_name, shell.model], outputs=[saved, shell.model])
+    save_button.click(guard(partial(save, job)), inputs=[save_name, shell.model], outputs=[saved, shell.model, download])
     shell.model.change(guard(partial(picked, job)), inputs=shell.model)
     shell.demo.load(warm_up)
     live = [seen, state_line, bar, curve_plot, metrics_line, sample_table, layer, head, timeline, attention_plot,
