@@ -486,9 +486,7 @@ def command_translate(args: argparse.Namespace) -> None:
 
 
 def command_average(args: argparse.Namespace) -> None:
-    import torch
-
-    from core.checkpoint import load_checkpoint, save_checkpoint
+    from core.checkpoint import average_checkpoints, load_checkpoint, save_checkpoint
 
     if not args.run.is_dir():
         raise CLIError(f"--run {args.run} does not exist or is not a folder")
@@ -501,16 +499,7 @@ def command_average(args: argparse.Namespace) -> None:
         print(f"note: {args.run} holds {len(found)} checkpoints, fewer than --last {args.last}; averaging all "
               f"{len(found)}", file=sys.stderr)
     chosen = found[-args.last:]
-    bundles = [load_checkpoint(p) for p in chosen]
-    reference = bundles[0].model.config
-    for path, b in zip(chosen, bundles):
-        if b.model.config != reference:
-            raise CLIError(f"{path} has a different model config from {chosen[0]}; cannot average")
-    average = bundles[-1]
-    states = [b.model.state_dict() for b in bundles]
-    with torch.no_grad():
-        for name, tensor in average.model.state_dict().items():
-            tensor.copy_(sum(s[name] for s in states) / len(states))
+    average = average_checkpoints([load_checkpoint(p) for p in chosen])
     average.info.update(name=args.out.name, averaged_from=[p.name for p in chosen])
     save_checkpoint(args.out, average)
     print(f"averaged {len(chosen)} checkpoints ({chosen[0].name} .. {chosen[-1].name}) into {args.out}")

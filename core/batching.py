@@ -56,16 +56,18 @@ class Batch:
                      self.n_src_tokens, self.n_tgt_tokens, self.padding_ratio)
 
 
-def _pad(seqs: list[list[int]]) -> torch.Tensor:
+def pad_ids(seqs: Sequence[Sequence[int]], device: torch.device | str | None = None) -> torch.Tensor:
+    """Right-pad id lists with PAD_ID into one (len(seqs), longest) tensor."""
     width = max(map(len, seqs))
-    return torch.tensor([seq + [PAD_ID] * (width - len(seq)) for seq in seqs], dtype=torch.long)
+    return torch.tensor([list(seq) + [PAD_ID] * (width - len(seq)) for seq in seqs], dtype=torch.long,
+                        device=device)
 
 
 def pad_batch(examples: Sequence[Example]) -> Batch:
     """Stack examples into right-padded tensors."""
     if not examples:
         raise ValueError("pad_batch needs at least one example")
-    src, tgt = _pad([e.src for e in examples]), _pad([e.tgt for e in examples])
+    src, tgt = pad_ids([e.src for e in examples]), pad_ids([e.tgt for e in examples])
     n_src = sum(len(e.src) for e in examples)
     n_tgt = sum(len(e.tgt) for e in examples)
     slots = src.numel() + tgt.numel()

@@ -18,7 +18,7 @@ import os
 import shutil
 import warnings
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import torch
 from safetensors import SafetensorError, safe_open
@@ -232,6 +232,27 @@ def _load_weights(model: Transformer, file: Path) -> None:
             raise ValueError(f"{file}: {name} has shape {tuple(tensor.shape)}, config.json implies "
                              f"{tuple(expected[name].shape)}")
     model.load_state_dict({k: v.float() if v.is_floating_point() else v for k, v in state.items()}, strict=False)
+
+
+def average_checkpoints(bundles: Sequence[ModelBundle]) -> ModelBundle:
+    """Section 6.1: "a single model obtained by averaging the last 5 checkpoints". The element-wise
+    mean of the bundles' weights (all of one model config), each tied matrix averaged once; the
+    tokenizer and info of the last bundle."""
+    if not bundles:
+        raise ValueError("no checkpoints to average")
+    config = bundles[0].model.config
+    for bundle in bundles[1:]:
+        if bundle.model.config != config:
+            raise ValueError(f"{bundle.path or bundle.name} has a different model config from "
+                             f"{bundles[0].path or bundles[0].name}; cannot average")
+    states = [_unique_state(b.model, None) for b in bundles]
+    # A fresh dict of means before anything is written: the tied matrix appears under three
+    # names in a state_dict, and averaging into a model's own tensors would mix it three times.
+    mean = {name: sum(s[name].float() for s in states) / len(states) for name in states[0]}
+    model = Transformer(config)
+    model.load_state_dict(mean, strict=False)  # the tied names left out share the one tensor loaded
+    last = bundles[-1]
+    return ModelBundle(model.eval(), last.tokenizer, dict(last.info), last.path)
 
 
 def load_trainer_state(path: str | Path) -> dict[str, Any] | None:

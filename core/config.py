@@ -8,7 +8,6 @@ from __future__ import annotations
 import dataclasses
 import json
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 PRESETS: dict[str, dict[str, Any]] = {
@@ -62,8 +61,11 @@ class ModelConfig:
         for name in ("src_vocab_size", "tgt_vocab_size", "d_model", "n_heads", "d_ff",
                      "encoder_layers", "decoder_layers", "max_len"):
             value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+            if not _is_int(value) or value <= 0:
                 raise ValueError(f"ModelConfig.{name} must be a positive integer, got {value!r}")
+        for name in ("shared_vocab", "norm_first"):
+            if not isinstance(getattr(self, name), bool):  # the string "false" would count as true
+                raise ValueError(f"ModelConfig.{name} must be true or false, got {getattr(self, name)!r}")
         if self.d_model % self.n_heads:
             divisors = [h for h in range(1, min(self.d_model, 64) + 1) if self.d_model % h == 0]
             raise ValueError(f"ModelConfig.d_model ({self.d_model}) must be divisible by n_heads "
@@ -72,17 +74,21 @@ class ModelConfig:
             raise ValueError(f"ModelConfig.d_model must be even for sinusoidal encodings, got {self.d_model}")
         for name in ("dropout", "attention_dropout"):
             value = getattr(self, name)
-            if not 0.0 <= value < 1.0:
-                raise ValueError(f"ModelConfig.{name} must be in [0, 1), got {value!r}")
+            if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0.0 <= value < 1.0:
+                raise ValueError(f"ModelConfig.{name} must be a number in [0, 1), got {value!r}")
         if self.shared_vocab and self.src_vocab_size != self.tgt_vocab_size:
             raise ValueError("ModelConfig.shared_vocab=True needs src_vocab_size == tgt_vocab_size "
                              f"(got {self.src_vocab_size} and {self.tgt_vocab_size})")
+        # The tokenizer (core/tokenizer.py) always gives the specials these ids; a config that
+        # said otherwise would decode with the wrong end-of-sentence token.
         ids = {"pad_id": self.pad_id, "bos_id": self.bos_id, "eos_id": self.eos_id, "unk_id": self.unk_id}
-        if len(set(ids.values())) != 4:
-            raise ValueError(f"ModelConfig special ids must be distinct, got {ids}")
-        for name, value in ids.items():
-            if not 0 <= value < min(self.src_vocab_size, self.tgt_vocab_size):
-                raise ValueError(f"ModelConfig.{name}={value} is outside the vocabulary")
+        for (name, value), expected in zip(ids.items(), range(len(SPECIAL_TOKENS))):
+            if not _is_int(value) or value != expected:
+                raise ValueError(f"ModelConfig.{name} must be {expected}, the tokenizer's id for "
+                                 f"{SPECIAL_TOKENS[expected]}, got {value!r}")
+        if min(self.src_vocab_size, self.tgt_vocab_size) < len(SPECIAL_TOKENS):
+            raise ValueError(f"ModelConfig vocabularies need room for the {len(SPECIAL_TOKENS)} special tokens, "
+                             f"got {self.src_vocab_size} and {self.tgt_vocab_size}")
 
     @classmethod
     def from_preset(cls, name: str, **overrides: Any) -> "ModelConfig":
@@ -92,6 +98,8 @@ class ModelConfig:
 
     @classmethod
     def from_dict(cls, values: dict[str, Any]) -> "ModelConfig":
+        if not isinstance(values, dict):
+            raise ValueError(f"a ModelConfig needs an object of fields, got {type(values).__name__}")
         known = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(values) - known)
         if unknown:
@@ -108,5 +116,6 @@ class ModelConfig:
     def from_json(cls, text: str) -> "ModelConfig":
         return cls.from_dict(json.loads(text))
 
-    def save(self, path: str | Path) -> None:
-        Path(path).write_text(self.to_json())
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)

@@ -221,6 +221,8 @@ def _load_folder(folder: Path, src_lang: str | None, tgt_lang: str | None) -> Pa
 def _pick_langs(available: list[str], src_lang: str | None, tgt_lang: str | None,
                 where: str) -> tuple[str, str]:
     """Fill in None languages: with exactly two available, the other one, or sorted order."""
+    if len(set(available)) < len(available):
+        raise ValueError(f"{where}: a language is named twice ({'-'.join(available)}); name two different ones")
     for field, lang in (("src_lang", src_lang), ("tgt_lang", tgt_lang)):
         if lang is not None and lang not in available:
             raise ValueError(f"{where}: {field}={lang!r} is not available; languages: {available}")
@@ -303,7 +305,11 @@ def carve_splits(pairs: list[Pair], seed: int) -> tuple[list[Pair], list[Pair], 
 
 def _carved(pairs: list[Pair], empty: list[int], src_lang: str, tgt_lang: str, description: dict,
             seed: int) -> ParallelCorpus:
-    train, valid, test = carve_splits(pairs, seed)
+    try:
+        train, valid, test = carve_splits(pairs, seed)
+    except ValueError as exc:
+        dropped = f" ({len(empty)} line{'s' * (len(empty) != 1)} with an empty side dropped)" if empty else ""
+        raise ValueError(f"{description['source'].removeprefix('files:')}: {exc}{dropped}") from None
     description["counts"] = {"train": len(train), "valid": len(valid), "test": len(test)}
     description["carved"] = {"seed": seed, "valid": len(valid), "test": len(test)}
     _empty_report(description, {"all": empty})

@@ -35,7 +35,7 @@ from typing import Any, Callable, Iterator, Sequence
 import torch
 
 from . import ranking
-from .batching import source_ids
+from .batching import pad_ids, source_ids
 from .model import DecoderCache, Transformer
 from .tokenizer import EOS_ID, Tokenizer
 
@@ -60,7 +60,9 @@ class DecodeOptions:
     temperature: float = 1.0        # sampling only
     top_k: int = 0                  # sampling only; 0: off
     top_p: float = 1.0              # sampling only (nucleus); 1: off
-    seed: int | None = None         # sampling only; None: a fresh random seed
+    # Sampling only; None: a fresh random seed. One seed repeats a whole call (the same sentences in
+    # the same order and batch_size): its draws run through the call's sentences in turn.
+    seed: int | None = None
     # Sentences per batch (beam search runs batch_size * beam rows). 256 measured fastest for beam 4
     # and greedy on a 2-core CPU (Multi30k, bench/decode.py): 8% faster than 128, 384 slower again.
     batch_size: int = 256
@@ -366,24 +368,30 @@ def beam_search(model: Transformer, src: torch.Tensor, max_len: torch.Tensor | i
 
 
 def greedy_decode(model: Transformer, src: torch.Tensor, max_len: torch.Tensor | int,
-                  options: DecodeOptions | None = None, **overrides: Any) -> list[Hypothesis]:
+                  options: DecodeOptions | None = None, **overrides: Any) -> list[Hypothesis | None]:
     """The most probable token at each step, for every row of src (B, S); score = log P(Y|X).
-    Uses options.min_len and no_repeat_ngram."""
+    Uses options.min_len and no_repeat_ngram (None for a row they leave no token to choose)."""
     opts = resolve_options(options, overrides)
     return _decode_rows(model, src, max_len, opts, ranking.argmax)
 
 
 def sample(model: Transformer, src: torch.Tensor, max_len: torch.Tensor | int,
            options: DecodeOptions | None = None, generator: torch.Generator | None = None,
-           **overrides: Any) -> list[Hypothesis]:
+           **overrides: Any) -> list[Hypothesis | None]:
     """Draw each token from the model's distribution sharpened by temperature and cut to the
     top_k tokens and/or the top_p nucleus; generator (default: seeded from options.seed) makes
-    it repeatable. token_logprobs and score are the model's own log-probabilities."""
+    it repeatable. token_logprobs and score are the model's own log-probabilities. None as in
+    greedy_decode."""
     opts = resolve_options(options, overrides)
     gen = generator or make_generator(opts, src.device)
 
     def choose(log_probs: torch.Tensor) -> torch.Tensor:
-        logits = filter_logits(log_probs / opts.temperature, opts.top_k, opts.top_p)
+        top = log_probs.amax(dim=1, keepdim=True)
+        # Shifted so the best token is 0 before dividing: a tiny temperature then sends the others
+        # to -inf instead of overflowing every entry. A row with nothing allowed (max -inf) draws
+        # from zeros; _decode_rows ends it without a hypothesis.
+        logits = torch.where(top.isneginf(), 0.0, (log_probs - top) / opts.temperature)
+        logits = filter_logits(logits, opts.top_k, opts.top_p)
         return torch.multinomial(logits.softmax(dim=-1), 1, generator=gen).squeeze(1)
 
     return _decode_rows(model, src, max_len, opts, choose)
@@ -412,8 +420,10 @@ def filter_logits(logits: torch.Tensor, top_k: int, top_p: float) -> torch.Tenso
 
 
 def _decode_rows(model: Transformer, src: torch.Tensor, max_len: torch.Tensor | int, options: DecodeOptions,
-                 choose: Callable[[torch.Tensor], torch.Tensor]) -> list[Hypothesis]:
-    """One hypothesis per row, choose() picking each next token; finished rows leave the batch."""
+                 choose: Callable[[torch.Tensor], torch.Tensor]) -> list[Hypothesis | None]:
+    """One hypothesis per row, choose() picking each next token; finished rows leave the batch.
+    None for a row whose every continuation became forbidden (e.g. no_repeat_ngram on a tiny
+    vocabulary): its chosen token has log-probability -inf."""
     eos = model.config.eos_id
     results: list[Hypothesis | None] = [None] * src.size(0)
     with inference(model):
@@ -427,13 +437,16 @@ def _decode_rows(model: Transformer, src: torch.Tensor, max_len: torch.Tensor | 
             log_probs = constrain(model, log_probs, tokens, max_out, options)
             chosen = choose(log_probs)
             tokens = torch.cat([tokens, chosen[:, None]], dim=1)
-            token_lp = torch.cat([token_lp, log_probs.gather(1, chosen[:, None])], dim=1)
-            ended = chosen == eos
+            chosen_lp = log_probs.gather(1, chosen[:, None])
+            token_lp = torch.cat([token_lp, chosen_lp], dim=1)
+            stuck = chosen_lp.squeeze(1).isneginf()
+            ended = (chosen == eos) | stuck
             if not bool(ended.any()):
                 continue
             for i in ended.nonzero().squeeze(1).tolist():
-                lps = token_lp[i].tolist()
-                results[rows[i]] = Hypothesis(tokens[i].tolist(), lps, math.fsum(lps), math.fsum(lps))
+                if not stuck[i]:
+                    lps = token_lp[i].tolist()
+                    results[rows[i]] = Hypothesis(tokens[i].tolist(), lps, math.fsum(lps), math.fsum(lps))
             keep = (~ended).nonzero().squeeze(1)
             cache, tokens, token_lp, max_out = cache.select(keep), tokens[keep], token_lp[keep], max_out[keep]
             rows = [rows[i] for i in keep.tolist()]
@@ -443,12 +456,14 @@ def _decode_rows(model: Transformer, src: torch.Tensor, max_len: torch.Tensor | 
 # ----- sentences in, text out ----------------------------------------------------------------
 def translate(bundle: Any, sentences: list[str], **options: Any) -> list[str]:
     """Translate sentences with bundle.model and bundle.tokenizer (e.g. a ModelBundle); options
-    are DecodeOptions fields. Truncated sources are reported with warnings.warn."""
+    are DecodeOptions fields. What happened to a sentence that the text alone does not show (source
+    truncated, unknown characters, output cut at the maximum length, no hypothesis possible) is
+    reported with warnings.warn; translate_detailed returns every notice."""
     results = translate_detailed(bundle, sentences, **options)
     for text, result in zip(sentences, results):
         for notice in result.notices:
-            if notice.startswith("source truncated"):
-                warnings.warn(f"{notice}: {text[:40]!r}...", stacklevel=2)
+            if notice != "empty input" and not notice.startswith("maximum output length"):  # "" / a limit only
+                warnings.warn(f"{notice}: {text[:40]!r}{'...' * (len(text) > 40)}", stacklevel=2)
     return [r.text for r in results]
 
 
@@ -470,18 +485,17 @@ def translate_detailed(bundle: Any, sentences: list[str], options: DecodeOptions
         for start in range(0, len(order), opts.batch_size):
             batch = order[start:start + opts.batch_size]
             limits = [max_output_length(len(sources[i].ids), opts, max_len) for i in batch]
-            src = pad_batch([sources[i].ids for i in batch], model.config.pad_id, device)
+            src = pad_ids([sources[i].ids for i in batch], device)
             max_out = torch.tensor([n for n, _ in limits], device=device)
-            for i, (_, notice), hyps in zip(batch, limits, _decode(model, src, max_out, opts, generator)):
-                results[i] = _translation(tokenizer, sources[i], hyps, [notice] if notice else [])
+            for i, (limit, notice), hyps in zip(batch, limits, _decode(model, src, max_out, opts, generator)):
+                notices = [notice] if notice else []
+                if hyps and len(hyps[0].ids) >= limit:  # eos came at the last position allowed: forced
+                    notices.append(f"output stopped at the maximum length ({limit - 1} tokens and <eos>): "
+                                   f"it may be cut short")
+                results[i] = _translation(tokenizer, sources[i], hyps, notices)
             if on_batch:
                 on_batch(len(batch))
     return results
-
-
-def pad_batch(rows: list[list[int]], pad_id: int, device: torch.device) -> torch.Tensor:
-    width = max(map(len, rows))
-    return torch.tensor([row + [pad_id] * (width - len(row)) for row in rows], device=device)
 
 
 def _decode(model: Transformer, src: torch.Tensor, max_out: torch.Tensor, options: DecodeOptions,
@@ -489,8 +503,8 @@ def _decode(model: Transformer, src: torch.Tensor, max_out: torch.Tensor, option
     if options.method == "beam":
         return beam_search(model, src, max_out, options)
     if options.method == "greedy":
-        return [[h] for h in greedy_decode(model, src, max_out, options)]
-    return [[h] for h in sample(model, src, max_out, options, generator)]
+        return [[h] if h else [] for h in greedy_decode(model, src, max_out, options)]
+    return [[h] if h else [] for h in sample(model, src, max_out, options, generator)]
 
 
 def _strip_eos(ids: list[int]) -> list[int]:

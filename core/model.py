@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import math
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Callable, Iterator
 
 import torch
 import torch.nn.functional as F
@@ -26,6 +26,7 @@ from .packing import Packing
 from .positional import sinusoidal_encoding
 
 Attention = dict[str, list[torch.Tensor]]  # "encoder" / "decoder" / "cross" -> per layer (B, h, Tq, Tk)
+KeyValue = tuple[torch.Tensor, torch.Tensor]  # attention keys and values, (B, h, T, d_k) each
 
 
 class FeedForward(nn.Module):
@@ -50,7 +51,7 @@ class Residual(nn.Module):
         self.dropout = Dropout(dropout)
         self.norm_first = norm_first
 
-    def forward(self, x: torch.Tensor, sublayer) -> tuple[torch.Tensor, tuple]:
+    def forward(self, x: torch.Tensor, sublayer: Callable[[torch.Tensor], tuple]) -> tuple[torch.Tensor, list]:
         """sublayer(x) returns (output, *extras); extras (cache, attention) pass through."""
         out, *extras = sublayer(self.norm(x) if self.norm_first else x)
         x = x + self.dropout(out)
@@ -65,7 +66,8 @@ class EncoderLayer(nn.Module):
         self.res_attn = Residual(c.d_model, c.dropout, c.norm_first)
         self.res_ffn = Residual(c.d_model, c.dropout, c.norm_first)
 
-    def forward(self, x, src_padding, need_weights=False, packing=None):
+    def forward(self, x: torch.Tensor, src_padding: torch.Tensor, need_weights: bool = False,
+                packing: Packing | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
         x, (_, probs) = self.res_attn(
             x, lambda h: self.self_attn(h, key_padding=src_padding, need_weights=need_weights, packing=packing))
         x, _ = self.res_ffn(x, lambda h: (self.ffn(h),))
@@ -82,8 +84,10 @@ class DecoderLayer(nn.Module):
         self.res_cross = Residual(c.d_model, c.dropout, c.norm_first)
         self.res_ffn = Residual(c.d_model, c.dropout, c.norm_first)
 
-    def forward(self, y, memory_kv, src_padding, past_kv=None, need_weights=False, packing=None,
-                past_rows=None):
+    def forward(self, y: torch.Tensor, memory_kv: KeyValue, src_padding: torch.Tensor,
+                past_kv: KeyValue | None = None, need_weights: bool = False, packing: Packing | None = None,
+                past_rows: torch.Tensor | None = None
+                ) -> tuple[torch.Tensor, KeyValue, torch.Tensor | None, torch.Tensor | None]:
         # Masked self-attention (3.2.3). Targets are right-padded, so a causal mask alone
         # keeps every real position away from padding; padded positions are never scored.
         y, (self_kv, self_probs) = self.res_self(
@@ -104,8 +108,8 @@ class DecoderCache:
     The decoder has B rows, the encoder B' = B / G: G consecutive decoder rows (a sentence's
     beam hypotheses) share one source, whose keys/values are stored once."""
 
-    memory_kv: list[tuple[torch.Tensor, torch.Tensor]]
-    self_kv: list[tuple[torch.Tensor, torch.Tensor] | None]
+    memory_kv: list[KeyValue]
+    self_kv: list[KeyValue | None]
     src_padding: torch.Tensor  # (B', S) bool, True at padding
     length: int = 0  # target tokens consumed so far
     # Which rows of self_kv the decoder's rows are now (None: all, in order). Beam search
@@ -129,7 +133,7 @@ class DecoderCache:
         return rows if self.self_rows is None else self.self_rows.index_select(0, rows)
 
 
-def _pick(kv: tuple[torch.Tensor, torch.Tensor], index: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def _pick(kv: KeyValue, index: torch.Tensor) -> KeyValue:
     return kv[0].index_select(0, index), kv[1].index_select(0, index)
 
 
@@ -241,7 +245,8 @@ class Transformer(nn.Module):
             return y.flatten(0, 1) if packed else y
         return y if packed else packing.unpack(y)
 
-    def forward(self, src: torch.Tensor, tgt_in: torch.Tensor, return_attention: bool = False):
+    def forward(self, src: torch.Tensor, tgt_in: torch.Tensor,
+                return_attention: bool = False) -> torch.Tensor | tuple[torch.Tensor, Attention]:
         """Logits (B, T, V) for tgt_in given src; with return_attention also the
         attention probabilities of every layer and head (the inspect path)."""
         y, packing, attention = self._teacher_forced(src, tgt_in, need_weights=return_attention)
@@ -256,7 +261,8 @@ class Transformer(nn.Module):
         return self.start_cache(src, memory, packing)
 
     @torch.no_grad()
-    def decode_step(self, tokens: torch.Tensor, cache: DecoderCache, need_weights: bool = False):
+    def decode_step(self, tokens: torch.Tensor, cache: DecoderCache,
+                    need_weights: bool = False) -> torch.Tensor | tuple[torch.Tensor, list[torch.Tensor]]:
         """Feed the newest token (B,) of each row; returns log-probabilities (B, V) of the
         next token (and, with need_weights, per-layer cross-attention (B, h, S))."""
         y, _, cross_probs = self._decode(tokens[:, None], cache, need_weights)

@@ -23,6 +23,8 @@ def inverse_sqrt_lr(step: int, peak_lr: float, warmup: int) -> float:
 
 def learning_rate(step: int, *, schedule: str, d_model: int, warmup: int, factor: float, peak_lr: float) -> float:
     """The learning rate for optimizer step number `step` (counted from 1)."""
+    if warmup < 1:
+        raise ValueError(f"warmup must be at least 1 step, got {warmup}")
     if schedule == "noam":
         return noam_lr(step, d_model, warmup, factor)
     if schedule == "inverse_sqrt":

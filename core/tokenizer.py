@@ -33,8 +33,9 @@ class Tokenizer:
     @classmethod
     def train(cls, texts: Iterable[str], vocab_size: int = 8000, kind: str = "bpe",
               min_frequency: int = 2) -> "Tokenizer":
-        """Learn a vocabulary of at most vocab_size entries (specials included) from texts;
-        for a shared vocabulary pass both languages' sentences."""
+        """Learn a vocabulary of about vocab_size entries (specials included) from texts; BPE keeps
+        every character it saw, so a tiny vocab_size can come out larger. For a shared vocabulary
+        pass both languages' sentences."""
         if kind not in KINDS:
             raise ValueError(f"unknown tokenizer kind {kind!r}; allowed: {', '.join(KINDS)}")
         if vocab_size <= len(SPECIAL_TOKENS):
@@ -99,9 +100,6 @@ class Tokenizer:
 
     def decode(self, ids: Sequence[int]) -> str:
         return self.hf.decode(list(ids), skip_special_tokens=True)
-
-    def decode_batch(self, batch: Sequence[Sequence[int]]) -> list[str]:
-        return self.hf.decode_batch([list(ids) for ids in batch], skip_special_tokens=True)
 
     def tokens(self, ids: Sequence[int]) -> list[str]:
         """Readable token strings for plots (metaspace shown as '▁')."""

@@ -148,7 +148,7 @@ def build_app(registry: ModelRegistry, selected: str | None = None, checkpoints_
     # hours are deleted (checked hourly), so visitors' uploads cannot fill the disk over time.
     with gr.Blocks(title="Transformer Studio", analytics_enabled=False, delete_cache=(3600, 7200)) as demo:
         with gr.Row(equal_height=True):
-            gr.Markdown("## Transformer Studio — *Attention Is All You Need*, opened up")
+            gr.Markdown("## Transformer Studio — “Attention Is All You Need”, opened up")
             presenter = gr.Checkbox(label="Presenter mode (large type, high contrast)", value=False,
                                     elem_id="presenter-switch", container=False, scale=0, min_width=300)
         with gr.Row(equal_height=True):

@@ -12,6 +12,7 @@ import random
 import torch
 import torch.nn.functional as F
 
+from core.batching import pad_ids
 from core.bundle import ModelBundle
 from core.config import ModelConfig
 from core.model import Transformer
@@ -29,18 +30,13 @@ def reverse_task(rng: random.Random) -> tuple[str, str]:
     return " ".join(words), " ".join(reversed(words))
 
 
-def _pad(rows: list[list[int]]) -> torch.Tensor:
-    width = max(map(len, rows))
-    return torch.tensor([row + [PAD_ID] * (width - len(row)) for row in rows])
-
-
 def _train(model: Transformer, tokenizer: Tokenizer, rng: random.Random) -> None:
     optimizer = torch.optim.Adam(model.parameters(), lr=3e-3, betas=(0.9, 0.98))
     model.train()
     for _ in range(STEPS):
         pairs = [reverse_task(rng) for _ in range(BATCH)]
-        src = _pad([tokenizer.encode(s) + [EOS_ID] for s, _ in pairs])
-        tgt = _pad([[BOS_ID] + tokenizer.encode(t) + [EOS_ID] for _, t in pairs])
+        src = pad_ids([tokenizer.encode(s) + [EOS_ID] for s, _ in pairs])
+        tgt = pad_ids([[BOS_ID] + tokenizer.encode(t) + [EOS_ID] for _, t in pairs])
         logits = model(src, tgt[:, :-1])
         loss = F.cross_entropy(logits.flatten(0, 1), tgt[:, 1:].flatten(), ignore_index=PAD_ID)
         optimizer.zero_grad()

@@ -142,6 +142,14 @@ def test_tsv(tmp_path):
     # Without column names, languages could only relabel the columns: refused, not guessed.
     with pytest.raises(ValueError, match=r"no language names.*files:PATH:LANG1-LANG2"):
         load_corpus(f"files:{path}", "de", "en")
+    with pytest.raises(ValueError, match=r"a language is named twice \(en-en\)"):
+        load_corpus(f"files:{path}:en-en")
+
+
+def test_too_small_a_tsv_names_the_file_and_the_lines_dropped(tmp_path):
+    path = write(tmp_path / "tiny.tsv", ["\t"] * 5 + ["one\tpair"])
+    with pytest.raises(ValueError, match=r"tiny\.tsv: .*at least 3 pairs.*got 1 \(5 lines with an empty side dropped\)"):
+        load_corpus(f"files:{path}")
 
 
 def test_tsv_short_lines_listed(tmp_path):

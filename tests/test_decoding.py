@@ -7,6 +7,7 @@ import gzip
 import importlib.util
 import math
 import random
+import warnings
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -14,8 +15,9 @@ import pytest
 import torch
 
 from _models import reverse_task, tiny_bundle
+from core.batching import pad_ids
 from core.decoding import (DecodeOptions, Translation, beam_search, filter_logits, greedy_decode, length_penalty,
-                           max_output_length, pad_batch, prepare_source, sample, translate, translate_detailed)
+                           max_output_length, prepare_source, sample, translate, translate_detailed)
 from core.tokenizer import BOS_ID, EOS_ID, PAD_ID
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -36,7 +38,7 @@ def encode(bundle, sentences: list[str]) -> tuple[torch.Tensor, torch.Tensor]:
     """Padded source batch and the default maximum output lengths."""
     ids = [prepare_source(bundle.tokenizer, s, bundle.model.config.max_len).ids for s in sentences]
     limits = [max_output_length(len(i), DecodeOptions(), bundle.model.config.max_len)[0] for i in ids]
-    return pad_batch(ids, PAD_ID, torch.device("cpu")), torch.tensor(limits)
+    return pad_ids(ids), torch.tensor(limits)
 
 
 # ----- naive reference: re-run model(src, prefix) over the whole prefix every step ------------
@@ -184,8 +186,28 @@ def test_max_and_min_length(bundle):
     assert len(short.ids) <= 2 and len(short.token_logprobs) == len(short.ids) + 1
     [long] = translate_detailed(bundle, ["a b c"], min_len=6, method="greedy")
     assert len(long.ids) >= 6
+    assert "output stopped at the maximum length (2 tokens and <eos>): it may be cut short" in short.notices
     [clamped] = translate_detailed(bundle, ["a b c"], max_len_b=500)
     assert any("clamped to 31 tokens" in n for n in clamped.notices)
+    assert not any("output stopped" in n for n in clamped.notices + long.notices)  # they ended by themselves
+
+
+def test_every_continuation_forbidden_gives_no_hypothesis_not_a_crash(bundle):
+    # no_repeat_ngram=1 lets each token appear once; with eos forbidden until 20 tokens, the
+    # 16-token vocabulary runs out first.
+    for method in ("greedy", "beam", "sample"):
+        [result] = translate_detailed(bundle, ["a b c"], method=method, no_repeat_ngram=1, min_len=20, seed=0)
+        assert result.text == "" and result.ids == [] and "no hypothesis could be completed" in result.notices
+    src, max_out = encode(bundle, ["a b c", "c d"])
+    assert greedy_decode(bundle.model, src, max_out, no_repeat_ngram=1, min_len=20) == [None, None]
+    with pytest.warns(UserWarning, match="no hypothesis could be completed"):
+        translate(bundle, ["a b c"], method="greedy", no_repeat_ngram=1, min_len=20)
+
+
+def test_a_tiny_temperature_samples_the_most_probable_token(bundle, sentences):
+    src, max_out = encode(bundle, sentences)
+    sampled = sample(bundle.model, src, max_out, seed=0, temperature=1e-40)  # 1/T overflows float32
+    assert [h.ids for h in sampled] == [h.ids for h in greedy_decode(bundle.model, src, max_out)]
 
 
 @pytest.mark.parametrize("n", [1, 2])
@@ -240,6 +262,11 @@ def test_unknown_characters_are_mapped_to_unk_and_reported(bundle):
     [result] = translate_detailed(bundle, ["a ü b 🙂 ü"], method="greedy")
     assert result.notices[0] == "3 unknown pieces mapped to <unk>: 'ü', '🙂'"
     assert result.source_tokens.count("<unk>") == 3
+    with pytest.warns(UserWarning, match="3 unknown pieces mapped to <unk>"):
+        translate(bundle, ["a ü b 🙂 ü"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # an empty sentence gives "" without a warning
+        assert translate(bundle, ["", "  "]) == ["", ""]
 
 
 def test_model_mode_is_restored_and_any_bundle_like_object_works(bundle):

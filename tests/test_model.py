@@ -212,10 +212,20 @@ def test_encoder_and_decoder_depth_may_differ():
     (dict(encoder_layers=0), "encoder_layers"),
     (dict(dropout=1.5), "dropout"),
     (dict(src_vocab_size=10, tgt_vocab_size=12), "shared_vocab"),
+    (dict(dropout="0.1"), "dropout"),  # as a hand-edited config.json might say
+    (dict(norm_first="false"), "norm_first"),  # a non-empty string would count as true
+    (dict(d_model=64.0), "d_model"),
+    (dict(eos_id=5), "eos_id must be 2, the tokenizer's id for <eos>"),  # it would decode with a wrong eos
+    (dict(pad_id="0"), "pad_id"),
 ])
 def test_invalid_configs_name_the_field(overrides, field):
     with pytest.raises(ValueError, match=field):
         ModelConfig.from_preset("tiny", **overrides)
+
+
+def test_a_config_must_be_an_object_of_fields():
+    with pytest.raises(ValueError, match="needs an object of fields, got NoneType"):
+        ModelConfig.from_dict(None)
 
 
 def test_unknown_preset_lists_allowed_ones():

@@ -18,7 +18,7 @@ from _studio import studio_bundle
 from core.checkpoint import FILES as CHECKPOINT_FILES
 from core.checkpoint import load_checkpoint
 from core.config import ModelConfig
-from core.decoding import translate
+from core.decoding import translate_detailed
 from core.model import Transformer
 from studio import training
 from studio.app import open_checkpoint
@@ -53,6 +53,13 @@ def wait_for(job: TrainingJob, predicate, timeout: float = 30.0) -> training.Job
             return view
         time.sleep(0.02)
     raise TimeoutError(f"job still {job.view().state} at step {job.view().step}")
+
+
+def same_output(a, b) -> bool:
+    """Both models translate alike (translate_detailed: a barely trained model's outputs run to
+    the length limit, which translate() would warn about)."""
+    return [r.ids for r in translate_detailed(a, ["4 2"], method="greedy")] == [
+        r.ids for r in translate_detailed(b, ["4 2"], method="greedy")]
 
 
 def panel(**changes) -> list:
@@ -105,7 +112,7 @@ def test_run_pause_resume_finish_and_save(job):
     assert {"etc-my-model-1-step30", "etc-my-model-1-step30-2"} <= set(job.registry.names())  # in the picker
     saved = load_checkpoint(path)
     assert saved.info["step"] == 30 and saved.info["src_lang"] == "en"
-    assert translate(saved, ["4 2"], method="greedy") == translate(live, ["4 2"], method="greedy")
+    assert same_output(saved, live)
 
 
 def test_stop_while_paused_and_start_again(job):
@@ -304,8 +311,7 @@ def test_a_saved_checkpoint_downloads_as_a_zip_the_studio_opens_again(job, monke
     registry = ModelRegistry(None)
     picker, _ = open_checkpoint(registry, [str(archive)], None)
     reopened = registry.get(picker.value)
-    assert translate(reopened, ["4 2"], method="greedy") == translate(job.registry.get("second-step5"), ["4 2"],
-                                                                      method="greedy")
+    assert same_output(reopened, job.registry.get("second-step5"))
 
     def full_disk(*args, **kwargs):
         raise OSError(28, "No space left on device")
