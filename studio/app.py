@@ -24,15 +24,19 @@ import gradio as gr  # noqa: E402
 
 from core.checkpoint import FILES as CHECKPOINT_FILES  # noqa: E402
 
-from .limits import (DEFAULT_CONCURRENCY, MAX_UPLOAD_BYTES, MAX_UPLOAD_MB,  # noqa: E402
-                     MAX_UPLOADED_MODELS, QUEUE_SIZE, check_upload_size)
+from .limits import (DEFAULT_CONCURRENCY, MAX_UPLOAD_BYTES, MAX_UPLOAD_MB, MAX_UPLOADED_MODELS,  # noqa: E402
+                     PUBLIC_MAX_MINUTES, PUBLIC_MAX_PARAMETERS, QUEUE_SIZE, check_upload_size)
 from .registry import ModelRegistry, describe  # noqa: E402
 from .text import guard, info, md, warn  # noqa: E402
 
 CSS = """
-/* Gradio's bundled Source Sans Pro SemiBold (600) holds 55 glyphs only: bold text mixed two fonts
-   (the A and B of "Attention", "Beam" drawn apart from their words). Its complete Bold serves 600-700. */
-@font-face { font-family: "Source Sans Pro"; font-weight: 600 700; font-style: normal;
+/* Gradio's bundled Source Sans Pro SemiBold (600) holds a few dozen glyphs only: bold text mixed two
+   fonts (the A of "Attention", the B of "Beam" drawn apart from their words). Its complete Bold serves
+   600 and 700; declared once per weight, after Gradio's 600, so the browser takes it (a 600-700 range
+   lost to Gradio's exact 600). */
+@font-face { font-family: "Source Sans Pro"; font-weight: 600; font-style: normal;
+  src: url("static/fonts/SourceSansPro/SourceSansPro-Bold.woff2") format("woff2"); }
+@font-face { font-family: "Source Sans Pro"; font-weight: 700; font-style: normal;
   src: url("static/fonts/SourceSansPro/SourceSansPro-Bold.woff2") format("woff2"); }
 .status-line p { margin: 0; }
 body.presenter { --text-xs: 16px; --text-sm: 18px; --text-md: 21px; --text-lg: 24px; --text-xl: 28px;
@@ -136,8 +140,10 @@ def _copy_checkpoint_files(files: list[str], folder: Path) -> None:
                 shutil.copyfile(file, folder / file.name)
 
 
-def build_app(registry: ModelRegistry, selected: str | None = None, checkpoints_dir: Path | None = None) -> gr.Blocks:
-    """checkpoints_dir: where the Train tab saves (default: the repository's checkpoints/)."""
+def build_app(registry: ModelRegistry, selected: str | None = None, checkpoints_dir: Path | None = None,
+              public: bool = False) -> gr.Blocks:
+    """checkpoints_dir: where the Train tab saves (default: the repository's checkpoints/);
+    public: visitors share the one training run, which is bounded and controlled only by its starter."""
     from .registry import CHECKPOINTS
     from .tabs import attention, beam, model_view, positional, train, translate
     from .training import TrainingJob
@@ -173,7 +179,7 @@ def build_app(registry: ModelRegistry, selected: str | None = None, checkpoints_
                 model_view.build(shell)
             with gr.Tab("Train", id="train", elem_id="tab-train") as train_tab:
                 # One job for the whole process: every browser session sees (and controls) the same run.
-                train.build(shell, TrainingJob(registry, checkpoints_dir or CHECKPOINTS))
+                train.build(shell, TrainingJob(registry, checkpoints_dir or CHECKPOINTS, public))
         for other in (translate_tab, beam_tab, positional_tab, model_tab, train_tab):
             other.select(partial(str, other.id), outputs=on_screen, show_progress="hidden")
         presenter.change(None, inputs=presenter, js=PRESENTER_JS)
@@ -205,6 +211,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--checkpoints-dir", type=Path, default=None,
                         help="folder whose subfolders are offered (default: the repository's checkpoints/)")
     parser.add_argument("--share", action="store_true", help="also serve through a public Gradio link")
+    parser.add_argument("--public", action="store_true",
+                        help=f"for strangers (a Space, --share): only the browser that starts a training run may "
+                             f"pause, stop or save it; runs end after {PUBLIC_MAX_MINUTES:.0f} minutes; models up to "
+                             f"{PUBLIC_MAX_PARAMETERS / 1e6:.0f}M parameters")
     parser.add_argument("--threads", type=_int_in(1, 1024), default=1,
                         help="torch CPU threads (default 1: one-sentence decoding is 2-10x slower with more "
                              "threads on a busy 2-core machine; concurrent users get a thread each)")
@@ -223,7 +233,7 @@ def main(argv: list[str] | None = None) -> None:
             selected = registry.open(args.checkpoint)
         except (ValueError, FileNotFoundError) as exc:
             sys.exit(f"error: --checkpoint {args.checkpoint}: {exc}")
-    demo = build_app(registry, selected, args.checkpoints_dir)
+    demo = build_app(registry, selected, args.checkpoints_dir, args.public)
     try:
         demo.queue(max_size=QUEUE_SIZE, default_concurrency_limit=DEFAULT_CONCURRENCY, status_update_rate=1).launch(
             server_name=args.host, server_port=args.port, share=args.share, css=CSS, show_error=False,

@@ -21,6 +21,10 @@ HEAVY = {"concurrency_limit": DECODE_CONCURRENCY, "concurrency_id": "decode"}
 # "This application is currently busy. Please try again." (QueueError in gradio_client).
 QUEUE_SIZE = 64
 DEFAULT_CONCURRENCY = 2  # every other event (status lines, plots, the Train tab's timer)
+# A public studio (`python -m studio --public`, a Space) has one training run for all its visitors:
+# a run is bounded, and only the browser session that started it may pause, resume, stop or save it.
+PUBLIC_MAX_PARAMETERS = 10_000_000  # the `small` preset (7.6M with an 8k vocabulary) fits
+PUBLIC_MAX_MINUTES = 15.0  # from Start, pauses included
 
 # C0 and C1 control characters except tab, newline and carriage return; and lone UTF-16
 # surrogates, which JSON can carry but UTF-8 (and the Rust tokenizer) cannot.

@@ -5,6 +5,7 @@ import functools
 import html
 import logging
 import re
+import typing
 from typing import Callable
 
 _MARKDOWN_SPECIALS = re.compile(r"([\\`*_{}\[\]()#+\-.!|~>$])")
@@ -51,4 +52,10 @@ def guard(fn: Callable) -> Callable:
             raise gr.Error(html.escape(f"Something went wrong ({type(exc).__name__}): {clip(exc, 300)}",
                                        quote=False)) from None
 
+    # Gradio reads a callback's type hints to pass it the request (gr.Request): resolve them
+    # where fn was written, since the wrapper's module has no `gr` to resolve "gr.Request" with.
+    try:
+        wrapper.__annotations__ = typing.get_type_hints(fn)
+    except (NameError, TypeError):  # a partial, or hints that do not resolve: nothing to pass on
+        pass
     return wrapper

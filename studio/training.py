@@ -36,6 +36,7 @@ from core.tasks import TOKENIZER_KIND
 from core.trainer import StepEvent, TrainConfig, Trainer, TrainingStopped, resolve_device
 from core.tokenizer import BOS_ID
 
+from . import limits
 from .limits import check_upload_size
 from .registry import CHECKPOINTS, ModelRegistry
 
@@ -329,6 +330,8 @@ class _Run:
     last_good: ModelBundle | None = None
     last_good_step: int | None = None
     started: float = field(default_factory=time.monotonic)
+    owner: str | None = None  # the session that started it (public studio)
+    time_up: bool = False  # stopped by limits.PUBLIC_MAX_MINUTES
     paused_total: float = 0.0
     paused_since: float | None = None
     ended: float | None = None
@@ -339,9 +342,11 @@ class _Run:
 
 
 class TrainingJob:
-    def __init__(self, registry: ModelRegistry, checkpoints_dir: Path = CHECKPOINTS):
+    def __init__(self, registry: ModelRegistry, checkpoints_dir: Path = CHECKPOINTS, public: bool = False):
+        """public: bound every run and let only its starter's session control it (PUBLIC_MAX_*)."""
         self.registry = registry
         self.checkpoints_dir = Path(checkpoints_dir)
+        self.public = public
         self._lock = threading.Lock()
         self._run: _Run | None = None
         self._state = "idle"
@@ -352,12 +357,17 @@ class TrainingJob:
         self._downloads: Path | None = None  # a temporary folder holding the newest saved .zip
 
     # ----- control ------------------------------------------------------------------------
-    def start(self, settings: Settings) -> str:
+    def start(self, settings: Settings, session: str | None = None) -> str:
         """Prepare the run (corpus, model, trainer) here, train in a thread; returns the model's
-        name in the picker. JobBusy while a run is going; ValueError for bad settings."""
+        name in the picker. JobBusy while a run is going; ValueError for bad settings. session:
+        the browser session starting it (the only one that controls it on a public studio)."""
+        if self.public:
+            _check_public_size(settings)
         with self._lock:
             if self._state in ACTIVE:
-                raise JobBusy(f"A training run is {self._state} (one at a time): stop it before starting another.")
+                ending = f" {_ends_by_itself(self._run)}" if self.public and self._run else ""
+                raise JobBusy(f"A training run is {self._state} (one at a time): stop it before starting another."
+                              + ending)
             if settings.name in self.registry.names() and settings.name not in self._names:
                 raise ValueError(f"Cannot start: a model called {settings.name!r} is already in the picker; "
                                  f"choose another name.")
@@ -373,16 +383,42 @@ class TrainingJob:
             if isinstance(exc, (ValueError, FileNotFoundError, MemoryError, RuntimeError)):
                 raise ValueError(f"Cannot start: {exc}") from None
             raise
+        run.owner = session
+        if self.public:  # one visitor's runs do not pile up in everyone's picker (saved ones stay)
+            for name in self._names - {settings.name}:
+                self.registry.remove(name)
+            self._names &= {settings.name}
         self._publish(run, first)
         with self._lock:
             self._run = run
             self._set("running", f"Training {settings.name} on {run.facts['device']}.")
         self._thread = threading.Thread(target=self._train, args=(run,), name="studio-training", daemon=True)
         self._thread.start()
+        if self.public:
+            timer = threading.Timer(limits.PUBLIC_MAX_MINUTES * 60, self._time_up, args=(run,))
+            timer.daemon = True
+            timer.start()
         return settings.name
 
-    def pause(self) -> None:
+    def _check_owner(self, session: str | None, action: str) -> None:
+        """On a public studio, only the session that started the run may `action` it."""
+        run = self._run
+        if self.public and run is not None and session != run.owner:
+            raise ValueError(f"This run was started in another browser; only that browser can {action} it. "
+                             f"{_ends_by_itself(run)}")
+
+    def _time_up(self, run: _Run) -> None:
         with self._lock:
+            if self._run is not run or self._state not in ("running", "paused"):
+                return
+            run.time_up = True
+            run.trainer.stop()  # wakes a paused run too
+            self._set("stopping", f"Stopping: runs on this public studio end {limits.PUBLIC_MAX_MINUTES:.0f} minutes "
+                                  f"after they start.")
+
+    def pause(self, session: str | None = None) -> None:
+        with self._lock:
+            self._check_owner(session, "pause")
             run = self._need("running", "The run is already paused; press Resume to go on." if self._state == "paused"
                              else "Nothing is training, so nothing to pause.")
             run.trainer.pause()
@@ -390,8 +426,9 @@ class TrainingJob:
             # The trainer finishes the step it is in first: the step line below says where it stopped.
             self._set("paused", "Paused; press Resume to go on.")
 
-    def resume(self) -> None:
+    def resume(self, session: str | None = None) -> None:
         with self._lock:
+            self._check_owner(session, "resume")
             run = self._need("paused", "The run is already going; nothing to resume." if self._state == "running"
                              else "Nothing is paused, so nothing to resume.")
             run.paused_total += time.monotonic() - run.paused_since
@@ -399,8 +436,9 @@ class TrainingJob:
             run.trainer.resume()
             self._set("running", f"Training {run.settings.name}.")
 
-    def stop(self) -> None:
+    def stop(self, session: str | None = None) -> None:
         with self._lock:
+            self._check_owner(session, "stop")
             if self._state not in ("running", "paused"):
                 raise ValueError("Nothing is training, so nothing to stop.")
             self._run.trainer.stop()
@@ -424,10 +462,11 @@ class TrainingJob:
         self._publish(run, snapshot)
         return snapshot
 
-    def save(self, name: str = "") -> Path:
+    def save(self, name: str = "", session: str | None = None) -> Path:
         """Write the newest good weights to checkpoints_dir/NAME-stepN (name sanitised, never
         replacing an existing folder); the last good snapshot after a NaN failure."""
         with self._lock:
+            self._check_owner(session, "save")
             run, failed = self._run, self._state == "failed"
         if run is None:
             raise ValueError("Nothing to save yet: start a training run first.")
@@ -553,10 +592,11 @@ class TrainingJob:
         if weights_finite(snapshot):
             self._publish(run, snapshot)
         stopped = run.trainer.stopped
+        why = f" (this public studio's {limits.PUBLIC_MAX_MINUTES:.0f}-minute limit)" if run.time_up else ""
         with self._lock:
             self._set("stopped" if stopped else "finished",
                       f"{'Stopped' if stopped else 'Finished'} at step {run.trainer.step_count} after "
-                      f"{run.elapsed():.0f} s. The model stays in the picker; Save keeps it on disk.")
+                      f"{run.elapsed():.0f} s{why}. The model stays in the picker; Save keeps it on disk.")
 
     def _fail(self, run: _Run, reason: str) -> None:
         run.ended = time.monotonic()
@@ -569,6 +609,28 @@ class TrainingJob:
             self._set("failed", f"{reason} {kept}")
 
 
+def planned_config(settings: Settings) -> ModelConfig:
+    """The model settings ask for, at its largest: the vocabulary is at most vocab_size, so
+    limits are checked before the corpus is read and the vocabulary learnt."""
+    return ModelConfig.from_preset(settings.preset, src_vocab_size=settings.vocab_size,
+                                   tgt_vocab_size=settings.vocab_size, **settings.model_overrides())
+
+
+def _ends_by_itself(run: _Run) -> str:
+    return (f"It ends by itself at step {run.settings.max_steps:,} or {limits.PUBLIC_MAX_MINUTES:.0f} minutes "
+            f"after it started.")
+
+
+def _check_public_size(settings: Settings) -> None:
+    params = parameter_count(planned_config(settings))
+    if params > limits.PUBLIC_MAX_PARAMETERS:
+        raise ValueError(f"Cannot start: this public studio trains models of at most "
+                         f"{limits.PUBLIC_MAX_PARAMETERS / 1e6:.0f}M parameters, and this one has "
+                         f"{params / 1e6:,.1f}M. "
+                         f"Choose the tiny or small preset (or smaller sizes), or run the studio on your own "
+                         f"machine (README: Set up).")
+
+
 def prepare(settings: Settings) -> _Run:
     """Corpus, tokenizer, model (checked to fit in memory first) and trainer for settings."""
     corpus = load_corpus(settings.data, settings.src_lang, settings.tgt_lang, seed=settings.seed,
@@ -577,9 +639,7 @@ def prepare(settings: Settings) -> _Run:
         raise ValueError(f"{settings.data} has no training or no validation pairs")
     synthetic = settings.data.startswith("synthetic:")
     device = resolve_device(settings.device)
-    # The vocabulary is at most vocab_size: check the model fits before learning it.
-    check_fits(ModelConfig.from_preset(settings.preset, src_vocab_size=settings.vocab_size,
-                                       tgt_vocab_size=settings.vocab_size, **settings.model_overrides()), device)
+    check_fits(planned_config(settings), device)
     torch.manual_seed(settings.seed)
     info = {"name": settings.name, "src_lang": corpus.src_lang, "tgt_lang": corpus.tgt_lang,
             "data": corpus.description, "examples": [s for s, _ in corpus.test[:8]]}

@@ -357,3 +357,37 @@ def test_defaults_and_lr_line():
                                max_tokens=256, warmup=10, eval_every=10, attention_every=5)
     assert "6.25e-03" in tab.peak_lr(64, 100, 0.5)
     assert tab.preset_values("small") == (3, 256, 4, 1024, 0.1)
+
+
+# ----- a public studio (a Space): one bounded run, controlled by the session that started it ----------
+def test_a_public_studio_bounds_runs_and_lets_only_their_starter_control_them(tmp_path, monkeypatch):
+    monkeypatch.setattr(training.limits, "PUBLIC_MAX_MINUTES", 0.05)  # 3 s, pauses included
+    job = TrainingJob(ModelRegistry(None), tmp_path / "checkpoints", public=True)
+    with pytest.raises(ValueError, match=r"at most 10M parameters, and this one has 184.5M"):
+        job.start(replace(QUICK, preset="paper-big"), "visitor")
+    job.start(replace(QUICK, max_steps=10_000), "lecturer")
+    for action in ("pause", "resume", "stop"):
+        with pytest.raises(ValueError, match=f"started in another browser; only that browser can {action} it"):
+            getattr(job, action)("visitor")
+    with pytest.raises(ValueError, match="only that browser can save it"):
+        job.save("mine", "visitor")
+    with pytest.raises(JobBusy, match="It ends by itself at step 10,000 or 0 minutes after it started"):
+        job.start(replace(QUICK, name="mine"), "visitor")
+    job.pause("lecturer")
+    view = wait_for(job, lambda v: v.state == "stopped")  # the time limit ends even a paused run
+    assert "this public studio's 0-minute limit" in view.message
+    saved = job.save("kept", "lecturer").name
+    job.start(replace(QUICK, name="next", max_steps=5), "visitor")
+    names = job.registry.names()  # the previous live model leaves the picker; its saved copy stays
+    assert "next" in names and saved in names and "live-numbers" not in names
+    job.wait(30)
+
+
+def test_train_buttons_get_the_browser_session_from_gradio(job):
+    from gradio.helpers import special_args
+    from studio.text import guard
+
+    request = gr.Request(session_hash="abc")
+    inputs, *_ = special_args(guard(tab.controller(job, "stop")), [], request)
+    assert inputs == [request]  # Gradio passes gr.Request through the guard wrapper
+    assert tab.session_of(request) == "abc" and tab.session_of(None) is None

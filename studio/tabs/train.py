@@ -20,7 +20,7 @@ from core.tasks import TASKS
 
 from .. import plots
 from ..app import Shell, picker_update
-from ..limits import MAX_NAME_CHARS, clean_input
+from ..limits import MAX_NAME_CHARS, PUBLIC_MAX_MINUTES, PUBLIC_MAX_PARAMETERS, clean_input
 from ..text import guard, info, md, warn
 from ..training import SOURCES, JobBusy, JobView, Settings, TrainingJob, corpus_spec, device_line, warm_up
 
@@ -111,10 +111,10 @@ def source_visibility(kind: str) -> tuple:
 
 
 # ----- controls ----------------------------------------------------------------------------
-def start(job: TrainingJob, *values):
+def start(job: TrainingJob, *values, session: str | None = None):
     """Start a run; the new model is selected in the picker. Refusals come as warnings."""
     try:
-        name = job.start(settings_from(dict(zip(FIELDS, values))))
+        name = job.start(settings_from(dict(zip(FIELDS, values))), session)
     except (JobBusy, ValueError) as exc:
         warn(exc)
         return gr.skip()
@@ -122,23 +122,35 @@ def start(job: TrainingJob, *values):
     return picker_update(job.registry, name)
 
 
+def session_of(request: gr.Request | None) -> str | None:
+    return getattr(request, "session_hash", None)
+
+
+def controller(job: TrainingJob, action: str):
+    """control() for one button, taking the browser session from Gradio."""
+    def act(request: gr.Request) -> None:
+        control(job, action, session_of(request))
+    return act
+
+
 def fold_setup(job: TrainingJob) -> gr.Accordion:
     """Close the set-up panel once a run has started (left open after a refusal, to fix a value)."""
     return gr.Accordion(open=False) if job.view().state in ("preparing", "running") else gr.skip()
 
 
-def control(job: TrainingJob, action: str) -> None:
+def control(job: TrainingJob, action: str, session: str | None = None) -> None:
     """Pause, resume or stop the run."""
     try:
-        getattr(job, action)()
+        getattr(job, action)(session)
     except ValueError as exc:
         warn(exc)
 
 
-def save(job: TrainingJob, name: str, picked: str | None) -> tuple[str, gr.Dropdown, gr.DownloadButton]:
+def save(job: TrainingJob, name: str, picked: str | None,
+         session: str | None = None) -> tuple[str, gr.Dropdown, gr.DownloadButton]:
     """(message, the model picker with the saved checkpoint among its choices, its download)."""
     try:
-        path = job.save(name)
+        path = job.save(name, session)
     except (ValueError, OSError) as exc:
         warn(exc)
         return f"**Not saved:** {md(exc)}", picker_update(job.registry, picked), gr.DownloadButton(visible=False)
@@ -331,6 +343,10 @@ def build(shell: Shell, job: TrainingJob) -> None:
         stop_button = gr.Button("Stop", variant="stop")
         save_name = gr.Textbox(label="Checkpoint name (blank: the model's)", max_lines=1, scale=2)
         save_button = gr.Button("Save checkpoint")
+    if job.public:
+        gr.Markdown(f"*A public studio: one training run at a time for every visitor. Only the browser that "
+                    f"starts a run can pause, resume, stop or save it; a run ends {PUBLIC_MAX_MINUTES:.0f} minutes "
+                    f"after it starts, and models have at most {PUBLIC_MAX_PARAMETERS / 1e6:.0f}M parameters.*")
     saved = gr.Markdown()
     download = gr.DownloadButton(visible=False)
     # Below the buttons, which stay on screen; it folds away once a run starts, so the curves
@@ -398,11 +414,19 @@ def build(shell: Shell, job: TrainingJob) -> None:
     preset.change(guard(preset_values), inputs=preset, outputs=[layers_in, d_model_in, heads_in, d_ff_in, dropout_in])
     gr.on([d_model_in.change, warmup.change, lr_factor.change], peak_lr, inputs=[d_model_in, warmup, lr_factor],
           outputs=lr_line)
-    start_button.click(guard(partial(start, job)), inputs=fields, outputs=shell.model, api_name="train_start").then(
+    # Gradio passes the browser session (gr.Request) to these: on a public studio only the
+    # session that started a run controls it.
+    def start_run(request: gr.Request, *values):
+        return start(job, *values, session=session_of(request))
+
+    def save_run(request: gr.Request, name: str, picked: str | None):
+        return save(job, name, picked, session_of(request))
+
+    start_button.click(guard(start_run), inputs=fields, outputs=shell.model, api_name="train_start").then(
         partial(fold_setup, job), outputs=setup, show_progress="hidden")
     for button, action in ((pause_button, "pause"), (resume_button, "resume"), (stop_button, "stop")):
-        button.click(guard(partial(control, job, action)), api_name=f"train_{action}")
-    save_button.click(guard(partial(save, job)), inputs=[save_name, shell.model], outputs=[saved, shell.model, download])
+        button.click(guard(controller(job, action)), api_name=f"train_{action}")
+    save_button.click(guard(save_run), inputs=[save_name, shell.model], outputs=[saved, shell.model, download])
     shell.model.change(guard(partial(picked, job)), inputs=shell.model)
     shell.demo.load(warm_up)
     live = [seen, state_line, bar, curve_plot, metrics_line, sample_table, layer, head, timeline, attention_plot,
