@@ -185,7 +185,8 @@ def build_app(registry: ModelRegistry, selected: str | None = None, checkpoints_
         presenter.change(None, inputs=presenter, js=PRESENTER_JS)
         picker.change(guard(partial(status_line, registry)), inputs=picker, outputs=status)
         upload.upload(guard(partial(open_checkpoint, registry)), inputs=[upload, picker], outputs=[picker, status],
-                      api_name="open_checkpoint")
+                      api_name="open_checkpoint").then(
+            lambda: None, outputs=upload, show_progress="hidden")  # emptied: the next upload starts afresh
         demo.load(guard(partial(refresh, registry)), inputs=picker, outputs=[picker, status])
     return demo
 

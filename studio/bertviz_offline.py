@@ -33,6 +33,7 @@ window.require = window.requirejs = function (deps, fn) {
 window.require.config = function () {};
 """
 
+MAX_FRAME_HEIGHT = 8000  # px; beyond, the frame scrolls
 D3_NOTICE = "// d3 v5.7.0, BSD-3-Clause licence, Copyright 2010-2018 Mike Bostock; shipped in the mpld3 package.\n"
 
 
@@ -79,5 +80,15 @@ def model_view(attention: dict[str, Sequence[torch.Tensor]], source: list[str], 
     from bertviz import model_view as bv_model_view
     view = bv_model_view(**_stacks(attention), encoder_tokens=list(source), decoder_tokens=list(target),
                          html_action="return", display_mode="light")
-    n_layers = max(len(v) for v in attention.values())
-    return iframe(_page(view.data), height=min(2400, 160 + 130 * n_layers))
+    return iframe(_page(view.data), height=model_view_height(attention, max(len(source), len(target))))
+
+
+def model_view_height(attention: dict[str, Sequence[torch.Tensor]], rows: int) -> int:
+    """The model view's height in pixels, by bertviz's model_view.js: a layer's thumbnails are
+    rows * 7 * 12 / heads + 10 px high, plus a 38 px axis, or the detail view's rows * 18 + 55 px
+    if taller; about 90 px more for the stack selector and margins. Every layer shows, without a
+    scrollbar inside the frame (capped: a 6-layer model on 255 tokens would be 40,000 px)."""
+    first = next(iter(attention.values()))
+    n_layers, heads = max(len(v) for v in attention.values()), torch.as_tensor(first[0]).shape[1]
+    content = max(n_layers * (rows * 7 * 12 / heads + 10) + 38, rows * 18 + 55)
+    return int(min(MAX_FRAME_HEIGHT, 90 + content))

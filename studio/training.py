@@ -19,7 +19,7 @@ import threading
 import time
 import zipfile
 import zlib
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -477,7 +477,6 @@ class TrainingJob:
                 bundle, step = fresh, run.trainer.step_count
         if bundle is None:
             raise ValueError("There are no good weights to save (the loss was NaN from the start).")
-        bundle.info.update(step=step, train=asdict(run.settings.train_config()))
         self.checkpoints_dir.mkdir(parents=True, exist_ok=True)
         base = f"{safe_name(name or run.settings.name)}-step{step}"
         path, n = self.checkpoints_dir / base, 2
@@ -485,7 +484,9 @@ class TrainingJob:
             path, n = self.checkpoints_dir / f"{base}-{n}", n + 1
         if path.resolve().parent != self.checkpoints_dir.resolve():
             raise ValueError(f"{name!r} is not a usable checkpoint name.")
-        saved = save_checkpoint(path, bundle)
+        # Named after its folder, the name it has in the picker: its .zip opens under it again.
+        info = {**bundle.info, "name": path.name, "step": step, "train": asdict(run.settings.train_config())}
+        saved = save_checkpoint(path, replace(bundle, info=info))
         self.registry.add_folder(saved)  # offered in the picker at once, not after a restart
         return saved
 

@@ -91,6 +91,14 @@ def test_studio_in_headless_chromium(studio):
         frame = page.frame_locator("iframe.bertviz").first
         frame.locator("svg text").first.wait_for(timeout=15000)
         assert frame.locator("svg text").count() >= 4
+        # The model view's frame is tall enough for every layer: nothing hides below its edge.
+        page.get_by_role("tab", name="Model view").click()
+        model_frame = page.locator("iframe.bertviz").nth(1)
+        model_frame.wait_for(state="visible", timeout=15000)
+        inside = model_frame.element_handle().content_frame()
+        inside.locator("svg text").first.wait_for(timeout=15000)
+        content = inside.evaluate("document.documentElement.scrollHeight")
+        assert content <= model_frame.bounding_box()["height"], (content, model_frame.bounding_box())
         page.screenshot(path=shots / "2-attention.png", full_page=True)
 
         # Beam search: step twice, then run to the end; the tree and table render.

@@ -2,6 +2,7 @@
 equivalence with one-shot beam search (the Translate tab), bad input, the tree and table."""
 from __future__ import annotations
 
+import gradio as gr
 import pytest
 
 from _studio import SENTENCES, studio_bundle, studio_registry
@@ -59,6 +60,8 @@ def test_bad_input_is_clamped_or_refused_with_notices(registry, capsys):
     assert search.stepper.options.beam_size == 16
     with pytest.warns(UserWarning, match="using 1"):
         assert act(registry, "reset", None, beam_size=0).stepper.options.beam_size == 1
+    assert beam.clamp_beam(None) == (4, "beam size is empty; using 4")  # a cleared box, not "None"
+    assert beam.clamp_beam("x") == (4, "beam size is 'x', not a number; using 4")
     done = act(registry, "run", None)
     views = len(done.views)
     act(registry, "step", done)  # Step past the end: a notice, nothing changes
@@ -95,3 +98,11 @@ def test_example_picker_offers_the_models_sentences(registry):
     picker = beam.example_choices(registry, "studio-tiny")
     assert [choice[0] for choice in picker.choices] == SENTENCES and picker.visible
     assert beam.example_choices(registry, "no-such-model").visible is False
+
+
+def test_changed_settings_mark_the_shown_search_as_the_previous_one(registry):
+    step, run, note, verdict = beam.settings_changed(None)  # nothing searched yet: nothing to mark
+    assert step.interactive and run.interactive and note == verdict == gr.skip()
+    done = act(registry, "run", None)
+    step, run, note, verdict = beam.settings_changed(done)
+    assert step.interactive and run.interactive and "Settings changed" in note and verdict == ""

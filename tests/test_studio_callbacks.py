@@ -18,6 +18,7 @@ from studio import app, bertviz_offline, plots
 from studio.registry import ModelRegistry
 from studio.tabs import attention, model_view, positional, translate
 from studio.text import guard, md, warn
+from studio.widgets import Slider
 
 DEFAULTS = dict(method="beam", beam_size=4, alpha=0.6, max_extra=10, n_best=3, temperature=1.0, top_k=0,
                 top_p=1.0, seed=None)
@@ -260,3 +261,13 @@ def test_guard_turns_surprises_into_readable_errors():
 def test_bertviz_page_keeps_licence_notices():
     page = bertviz_offline._libraries()
     assert "Mike Bostock" in page and "jquery.org/license" in page
+
+
+def test_sliders_clamp_typed_values_and_attention_ranges_follow_the_picked_model(registry):
+    layer = Slider(1, 3, value=1, step=1)
+    assert (layer.preprocess(6), layer.preprocess(-2), layer.preprocess(2), layer.preprocess(None)) == (3, 1, 2, 1)
+    bundle = registry.get("studio-tiny")
+    c = bundle.model.config
+    layers, heads = attention.picked_model_ranges(registry, "studio-tiny")  # before any sentence is analysed
+    assert layers.maximum == max(c.encoder_layers, c.decoder_layers, 2) and heads.maximum == max(c.n_heads, 2)
+    assert attention.picked_model_ranges(registry, "no such model") == (gr.skip(), gr.skip())

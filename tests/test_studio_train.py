@@ -111,7 +111,7 @@ def test_run_pause_resume_finish_and_save(job):
     assert job.save("../../etc/my model <1>").name == "etc-my-model-1-step30-2"  # never replaces
     assert {"etc-my-model-1-step30", "etc-my-model-1-step30-2"} <= set(job.registry.names())  # in the picker
     saved = load_checkpoint(path)
-    assert saved.info["step"] == 30 and saved.info["src_lang"] == "en"
+    assert saved.info["step"] == 30 and saved.info["src_lang"] == "en" and saved.info["name"] == path.name
     assert same_output(saved, live)
 
 
@@ -275,7 +275,8 @@ def test_start_refusals_come_as_messages(job):
     for field, bad, words in (("max_steps", -5, "steps must be a whole number of at least 1"),
                               ("d_model", 2.5, "d_model must be a whole number"),
                               ("dropout", 1.5, "dropout must be a number from 0 to 0.9"),
-                              ("lr_factor", 0, "lr factor must be a number above 0")):
+                              ("lr_factor", 0, "lr factor must be a number above 0"),
+                              ("warmup", None, "warm-up steps must be a whole number of at least 1, got an empty box")):
         with pytest.raises(ValueError, match=words):
             tab.settings_from(dict(zip(tab.FIELDS, panel(**{field: bad}))))
 
@@ -310,6 +311,7 @@ def test_a_saved_checkpoint_downloads_as_a_zip_the_studio_opens_again(job, monke
         assert sorted(z.namelist()) == sorted(f"second-step5/{name}" for name in CHECKPOINT_FILES)
     registry = ModelRegistry(None)
     picker, _ = open_checkpoint(registry, [str(archive)], None)
+    assert picker.value == "second-step5"  # under its saved name, not the run's
     reopened = registry.get(picker.value)
     assert same_output(reopened, job.registry.get("second-step5"))
 

@@ -11,6 +11,7 @@ import numpy as np
 import torch
 
 from core.bundle import ModelBundle
+from core.config import ModelConfig
 from core.decoding import DecodeOptions, prepare_source, translate_detailed
 from core.tokenizer import BOS_ID, EOS_ID
 
@@ -18,6 +19,7 @@ from .. import bertviz_offline, plots
 from ..app import Shell
 from ..limits import HEAVY, clean_input
 from ..text import clip, guard, info, md, warn
+from ..widgets import Slider
 from .translate import Current
 
 STACKS = {"Encoder self-attention": "encoder", "Decoder self-attention": "decoder",
@@ -111,11 +113,21 @@ def show(registry, current: Current):
     analysis = analyse(bundle, current.model, current.source, current.ids)
     if analysis is None:
         return None, header(None), gr.Slider(), gr.Slider()
-    c = bundle.model.config
-    # Both sliders start at 1 and Gradio refuses maximum == minimum (a 1-layer or 1-head model):
-    # at least 2; figures() clamps to the model's.
-    return (analysis, header(analysis), gr.Slider(maximum=max(c.encoder_layers, c.decoder_layers, 2)),
-            gr.Slider(maximum=max(c.n_heads, 2)))
+    return (analysis, header(analysis), *slider_ranges(bundle.model.config))
+
+
+def slider_ranges(c: ModelConfig) -> tuple[gr.Slider, gr.Slider]:
+    """The layer and head sliders' maxima for a model. Both start at 1 and Gradio refuses
+    maximum == minimum (a 1-layer or 1-head model): at least 2; figures() clamps to the model's."""
+    return gr.Slider(maximum=max(c.encoder_layers, c.decoder_layers, 2)), gr.Slider(maximum=max(c.n_heads, 2))
+
+
+def picked_model_ranges(registry, name: str | None) -> tuple:
+    """Slider maxima of the picked model before any sentence is analysed (not 6 layers, 8 heads)."""
+    try:
+        return slider_ranges(registry.get(name).model.config)
+    except (LookupError, ValueError, FileNotFoundError):
+        return gr.skip(), gr.skip()
 
 
 # ----- drawing only what is on screen -------------------------------------------------------
@@ -237,8 +249,8 @@ def build(shell: Shell, current: gr.State, tab: gr.Tab, on_screen: gr.State) -> 
         average = gr.Checkbox(label="Average over heads", value=False, scale=1)
     grid = gr.Plot(label="Every layer and head")
     with gr.Row():
-        layer = gr.Slider(1, 6, value=1, step=1, label="layer (large view)")
-        head = gr.Slider(1, 8, value=1, step=1, label="head (large view)")
+        layer = Slider(1, 6, value=1, step=1, label="layer (large view)")
+        head = Slider(1, 8, value=1, step=1, label="head (large view)")
     big = gr.Plot(label="One head, large")
     with gr.Accordion("bertviz: head view and model view", open=False):
         gr.Markdown("bertviz counts layers and heads from 0: its layer 0, head 0 is this tab's layer 1, head 1.")
@@ -271,4 +283,6 @@ def build(shell: Shell, current: gr.State, tab: gr.Tab, on_screen: gr.State) -> 
           outputs=[grid, big], trigger_mode="always_last")
     gr.on([shell.demo.load, shell.model.change], guard(partial(head_choices, shell.registry)),
           inputs=shell.model, outputs=list(groups))
+    gr.on([shell.demo.load, shell.model.change], guard(partial(picked_model_ranges, shell.registry)),
+          inputs=shell.model, outputs=[layer, head], show_progress="hidden")
     again.click(guard(partial(ablate, shell.registry)), inputs=[current, *groups], outputs=ablated, **HEAVY)

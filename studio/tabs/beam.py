@@ -19,6 +19,7 @@ from .. import plots
 from ..app import Shell
 from ..limits import HEAVY, clean_input
 from ..text import clip, guard, info, md, warn
+from ..widgets import Slider
 from .translate import picked_examples
 
 BEAM_RANGE = (1, 16)
@@ -43,7 +44,8 @@ def clamp_beam(beam_size: float | None) -> tuple[int, str | None]:
     try:
         wanted = int(beam_size)
     except (TypeError, ValueError):
-        return 4, f"beam size {beam_size!r} is not a number; using 4"
+        shown = "empty" if beam_size in (None, "") else f"{beam_size!r}, not a number"
+        return 4, f"beam size is {shown}; using 4"
     size = min(max(wanted, lo), hi)
     return size, None if size == wanted else f"beam size {wanted} is outside {lo}–{hi}; using {size}"
 
@@ -204,19 +206,31 @@ def example_choices(registry, name: str | None) -> gr.Dropdown:
     return gr.Dropdown(choices=samples, value=None, visible=bool(samples))
 
 
+def settings_changed(search: Search | None) -> tuple:
+    """Step and Run come back (a finished search had disabled them); what is on screen is said to
+    be the previous search's, and its verdict against the Translate tab is dropped."""
+    if search is None:
+        return gr.Button(interactive=True), gr.Button(interactive=True), gr.skip(), gr.skip()
+    return (gr.Button(interactive=True), gr.Button(interactive=True),
+            "*Settings changed: Step or Run to end starts a new search with them (shown: the previous search).*", "")
+
+
 def build(shell: Shell) -> None:
     search = gr.State(None)
     with gr.Row():
         with gr.Column(scale=3):
-            source = gr.Textbox(label="Sentence to search", lines=2)
+            source = gr.Textbox(label="Sentence to search", lines=1, max_lines=4,
+                                placeholder="Type a sentence; Enter takes the first step")
             # A one-line dropdown, not a list of examples: on a projector (presenter mode) a list
             # pushed the Step button and everything it draws below the bottom of the screen.
             example = gr.Dropdown(choices=[], value=None, label="Or pick an example")
-        with gr.Column(scale=2):
-            beam_size = gr.Number(value=4, precision=0, label=f"beam size ({BEAM_RANGE[0]}–{BEAM_RANGE[1]})")
-            alpha = gr.Slider(0.0, 2.0, value=0.6, step=0.05, label="length penalty α")
-            penalty = gr.Radio(["gnmt", "plain"], value="gnmt", label="length penalty: ((5+|Y|)/6)^α or |Y|^α")
-            max_extra = gr.Slider(0, 200, value=50, step=1, label="max length: source length + N tokens")
+        with gr.Column(scale=3):  # two settings a row: Step and the tree stay higher up the screen
+            with gr.Row():
+                beam_size = gr.Number(value=4, precision=0, label=f"beam size ({BEAM_RANGE[0]}–{BEAM_RANGE[1]})")
+                alpha = Slider(0.0, 2.0, value=0.6, step=0.05, label="length penalty α")
+            with gr.Row():
+                penalty = gr.Radio(["gnmt", "plain"], value="gnmt", label="penalty: ((5+|Y|)/6)^α or |Y|^α")
+                max_extra = Slider(0, 200, value=50, step=1, label="max length: source + N")
     with gr.Row():
         step = gr.Button("Step", variant="primary")
         back = gr.Button("Back", interactive=False)
@@ -237,15 +251,14 @@ def build(shell: Shell) -> None:
     settings = [shell.model, source, beam_size, alpha, penalty, max_extra]
     shown = [tree, hyp_table, choice, attention, explanation, mine, theirs, verdict, step, back, run]
     for button, action in ((step, "step"), (back, "back"), (run, "run"), (reset, "reset")):
-        button.click(guard(partial(act, action, shell.registry)), inputs=[search, *settings], outputs=search,
-                     **HEAVY).then(guard(partial(render, shell.registry)), inputs=[search, choice], outputs=shown,
-                                   **HEAVY)
+        triggers = [button.click, source.submit] if action == "step" else [button.click]
+        gr.on(triggers, guard(partial(act, action, shell.registry)), inputs=[search, *settings], outputs=search,
+              **HEAVY).then(guard(partial(render, shell.registry)), inputs=[search, choice], outputs=shown, **HEAVY)
     choice.input(guard(attention_figure), inputs=[search, choice], outputs=attention)
     # New settings start a new search on the next Step (see _current): offer Step and Run again
     # even when the last search had finished.
     gr.on([source.change, beam_size.change, alpha.change, penalty.change, max_extra.change, shell.model.change],
-          lambda: (gr.Button(interactive=True), gr.Button(interactive=True)), outputs=[step, run],
-          show_progress="hidden")
+          settings_changed, inputs=search, outputs=[step, run, explanation, verdict], show_progress="hidden")
     example.input(lambda text: text or gr.skip(), inputs=example, outputs=source)
     gr.on([shell.demo.load, shell.model.change], guard(partial(example_choices, shell.registry)),
           inputs=shell.model, outputs=example)

@@ -18,13 +18,15 @@ from core.tokenizer import PAD_ID
 from .. import plots
 from ..app import Shell
 from ..text import guard, md
+from ..widgets import Slider
 from .translate import examples_for
 
 LR_CAPTION = ("**Section 5.3, eq. 3:** the learning rate rises linearly for the first warmup_steps, then "
               "falls with the inverse square root of the step. Its peak, d_model^-0.5 · warmup^-0.5, is "
               "smaller for wider models.")
-SMOOTHING_CAPTION = ("**Section 5.4:** label smoothing of ε = 0.1 trains towards 1 − ε on the reference token "
-                     "and ε spread evenly over the whole vocabulary (shown on a slice; note the log scale). "
+SMOOTHING_CAPTION = ("**Section 5.4:** label smoothing (the paper: ε = 0.1; the slider sets ε) trains towards "
+                     "1 − ε on the reference token and ε spread evenly over the whole vocabulary (shown on a "
+                     "slice; note the log scale). "
                      "\"This hurts perplexity, as the model learns to be more unsure, but improves accuracy "
                      "and BLEU score.\"")
 MASK_CAPTION = ("**Sections 3.1 and 3.2.3:** padding keys get zero attention weight, so sentences of different "
@@ -129,9 +131,9 @@ def defaults(registry, name: str | None):
 def build(shell: Shell) -> None:
     summary_md = gr.Markdown()
     with gr.Row():
-        warmup = gr.Slider(100, 16000, value=4000, step=100, label="warmup_steps")
-        steps = gr.Slider(1000, 100000, value=30000, step=1000, label="steps shown")
-        eps = gr.Slider(0.0, 0.5, value=0.1, step=0.01, label="label smoothing ε")
+        warmup = Slider(100, 16000, value=4000, step=100, label="warmup_steps")
+        steps = Slider(1000, 100000, value=30000, step=1000, label="steps shown")
+        eps = Slider(0.0, 0.5, value=0.1, step=0.01, label="label smoothing ε")
     lr_plot = gr.Plot(label="Learning-rate schedule")
     gr.Markdown(LR_CAPTION)
     smoothing_plot = gr.Plot(label="Label-smoothed target")

@@ -7,6 +7,7 @@ from core.positional import sinusoidal_encoding
 
 from .. import plots
 from ..text import guard
+from ..widgets import Slider
 
 HEATMAP_CAPTION = (
     "**Section 3.5.** Each row is the vector added to the embedding of the token at that position: "
@@ -40,8 +41,8 @@ def render(d_model: float, length: float, dims: list[int] | None):
 
 def build() -> None:
     with gr.Row():
-        d_model = gr.Slider(8, 512, value=128, step=2, label="d_model")
-        length = gr.Slider(2, 200, value=60, step=1, label="positions")
+        d_model = Slider(8, 512, value=128, step=2, label="d_model")
+        length = Slider(2, 200, value=60, step=1, label="positions")
         dims = gr.Dropdown(choices=list(range(128)), value=DEFAULT_DIMS, multiselect=True,
                            label="dimensions to draw as curves")
     first = render(128, 60, DEFAULT_DIMS)

@@ -23,6 +23,7 @@ from ..app import Shell, picker_update
 from ..limits import MAX_NAME_CHARS, PUBLIC_MAX_MINUTES, PUBLIC_MAX_PARAMETERS, clean_input
 from ..text import guard, info, md, warn
 from ..training import SOURCES, JobBusy, JobView, Settings, TrainingJob, corpus_spec, device_line, warm_up
+from ..widgets import Slider
 
 TICK_S = 1.0
 DEFAULTS = Settings()
@@ -55,7 +56,7 @@ def _int(value, name: str, low: int = 1) -> int:
     except (TypeError, ValueError, OverflowError):  # empty, text, infinite
         ok = False
     if not ok:
-        raise ValueError(f"{name} must be a whole number of at least {low}, got {value!r}")
+        raise ValueError(f"{name} must be a whole number of at least {low}, got {_shown(value)}")
     return int(number)
 
 
@@ -66,8 +67,12 @@ def _float(value, name: str, high: float = math.inf, above_zero: bool = False) -
         number = math.nan
     if not ((number > 0 if above_zero else number >= 0) and number <= high):
         bounds = "above 0" if above_zero else f"from 0 to {high}" if high < math.inf else "of at least 0"
-        raise ValueError(f"{name} must be a number {bounds}, got {value!r}")
+        raise ValueError(f"{name} must be a number {bounds}, got {_shown(value)}")
     return number
+
+
+def _shown(value) -> str:
+    return "an empty box" if value is None or str(value).strip() == "" else repr(value)
 
 
 def settings_from(values: dict) -> Settings:
@@ -398,9 +403,9 @@ def build(shell: Shell, job: TrainingJob) -> None:
                                 datatype=["str", "str", "str", "str"], column_widths=["32%", "31%", "31%", "6%"])
     gr.Markdown("### Attention timeline: one fixed test sentence, snapshotted while the model learns")
     with gr.Row():
-        timeline = gr.Slider(0, d.attention_every, value=0, step=d.attention_every, label="training step", scale=3)
-        layer = gr.Slider(1, layers, value=layers, step=1, label="decoder layer")
-        head = gr.Slider(0, heads, value=0, step=1, label="head (0: mean of all heads)")
+        timeline = Slider(0, d.attention_every, value=0, step=d.attention_every, label="training step", scale=3)
+        layer = Slider(1, layers, value=layers, step=1, label="decoder layer")
+        head = Slider(0, heads, value=0, step=1, label="head (0: mean of all heads)")
         follow = gr.Checkbox(True, label="follow the training (latest snapshot)")
     attention_plot = gr.Plot(label="Cross-attention of the fixed example")
     seen = gr.State(Seen())

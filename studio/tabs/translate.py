@@ -13,6 +13,7 @@ from .. import plots
 from ..app import Shell
 from ..limits import HEAVY, clean_input
 from ..text import clip, guard, info, md, warn
+from ..widgets import Slider
 
 MAX_SEED = 2**63
 # Multi30k-style German image descriptions for the De→En model.
@@ -121,7 +122,10 @@ def build(shell: Shell):
     current = gr.State(Current())
     with gr.Row():
         with gr.Column(scale=3):
-            source = gr.Textbox(label="Source sentence", lines=3, placeholder="Type a sentence or click an example")
+            # One line to start (Enter translates; Gradio's multi-line boxes take Enter as a new line),
+            # growing to 6 so a long paste does not push the translation off the screen.
+            source = gr.Textbox(label="Source sentence", lines=1, max_lines=6,
+                                placeholder="Type a sentence and press Enter, or click an example")
             go = gr.Button("Translate", variant="primary")
             # The result right under the button: on a projector (presenter mode, large type) the
             # audience sees it without scrolling.
@@ -132,16 +136,16 @@ def build(shell: Shell):
         with gr.Column(scale=2):
             method = gr.Radio(["beam", "greedy", "sample"], value="beam", label="Decoding")
             with gr.Group() as beam_group:
-                beam_size = gr.Slider(1, 16, value=4, step=1, label="beam size")
-                alpha = gr.Slider(0.0, 2.0, value=0.6, step=0.05, label="length penalty α")
-                n_best = gr.Slider(1, 16, value=4, step=1, label="n-best shown")
+                beam_size = Slider(1, 16, value=4, step=1, label="beam size")
+                alpha = Slider(0.0, 2.0, value=0.6, step=0.05, label="length penalty α")
+                n_best = Slider(1, 16, value=4, step=1, label="n-best shown")
             with gr.Group(visible=False) as sample_group:
-                temperature = gr.Slider(0.05, 3.0, value=1.0, step=0.05, label="temperature")
-                top_k = gr.Slider(0, 100, value=0, step=1, label="top-k (0: off)")
-                top_p = gr.Slider(0.05, 1.0, value=1.0, step=0.05, label="top-p (1: off)")
+                temperature = Slider(0.05, 3.0, value=1.0, step=0.05, label="temperature")
+                top_k = Slider(0, 100, value=0, step=1, label="top-k (0: off)")
+                top_p = Slider(0.05, 1.0, value=1.0, step=0.05, label="top-p (1: off)")
                 # A Textbox: a Number box shows 0 when empty, and 0 would fix every sample.
                 seed = gr.Textbox(value="", label="seed (empty: random)", placeholder="random", max_lines=1)
-            max_extra = gr.Slider(0, 200, value=50, step=1, label="max length: source length + N tokens")
+            max_extra = Slider(0, 200, value=50, step=1, label="max length: source length + N tokens")
     probs = gr.Plot(label="Per-token probability")
     nbest = gr.Dataframe(headers=["rank", "score", "translation"], datatype=["number", "number", "str"],
                          label="n-best list (score: length-normalised log-probability for beam search)",
