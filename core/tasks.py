@@ -42,7 +42,7 @@ TASKS: dict[str, str] = {
     "copy": "copy a sequence of 3-10 letters (a-z): the cross-attention is a diagonal",
     "reverse": "reverse a sequence of 3-10 letters: an anti-diagonal",
     "sort": "sort a sequence of 3-10 letters alphabetically: a permutation",
-    "numbers": "English number (words or digits, 0-999) -> German number words; units before tens",
+    "numbers": "English number 0-999, as lower-case words ('twenty - one') or spaced digits ('2 1') -> German number words; units before tens",
     "dates": "a date in one of six human formats -> ISO 8601 (YYYY-MM-DD)",
 }
 

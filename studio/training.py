@@ -512,7 +512,7 @@ class TrainingJob:
     def view(self) -> JobView:
         with self._lock:
             run = self._run
-            if run is None:
+            if run is None or self._state == "preparing":  # the last run's figures are not the new one's
                 return JobView(self._version, self._state, self._message, None, {}, 0, 0, 0.0, None, [], [], [],
                                None, None)
             tok = run.trainer.bundle.tokenizer.tokens

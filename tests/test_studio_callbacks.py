@@ -225,7 +225,9 @@ def test_positional_plots_follow_d_model_and_length():
     assert heatmap.data[0].z.shape == (30, 64)  # d_model rounded down to even
     assert [t.name for t in curves.data] == ["dim 0 (sin)", "dim 1 (cos)"]
     assert similarity.data[0].z.shape == (30, 30)
-    assert positional.dimension_choices(16, [0, 20]).value == [0]
+    assert positional.dimension_choices(16, [0, 20], picked=True).value == [0]  # the user's, where they exist
+    assert positional.default_dims(128) == [0, 1, 16, 32]
+    assert positional.dimension_choices(512, [0, 1, 16, 32], picked=False).value == [0, 1, 64, 128]  # same waves
 
 
 def test_model_tab_counts_every_parameter_once(registry):

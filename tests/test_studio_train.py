@@ -393,3 +393,20 @@ def test_train_buttons_get_the_browser_session_from_gradio(job):
     inputs, *_ = special_args(guard(tab.controller(job, "stop")), [], request)
     assert inputs == [request]  # Gradio passes gr.Request through the guard wrapper
     assert tab.session_of(request) == "abc" and tab.session_of(None) is None
+
+
+def test_while_preparing_the_view_shows_no_figures_of_the_last_run(job, monkeypatch):
+    import threading
+
+    job.start(replace(QUICK, max_steps=5))
+    wait_for(job, lambda v: v.state == "finished")
+    release, real_prepare = threading.Event(), training.prepare
+    monkeypatch.setattr(training, "prepare", lambda settings: release.wait(10) and real_prepare(settings))
+    starting = threading.Thread(target=job.start, args=(replace(QUICK, name="second", max_steps=5),))
+    starting.start()
+    view = wait_for(job, lambda v: v.state == "preparing")
+    assert view.settings is None and view.step == 0 and "building second" in view.message
+    assert "Preparing" in tab.status(view) and tab.progress(view) == ""
+    release.set()
+    starting.join(30)
+    wait_for(job, lambda v: v.state == "finished" and v.settings.name == "second")

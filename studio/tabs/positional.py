@@ -22,12 +22,22 @@ SIMILARITY_CAPTION = (
     "represented as a linear function of PE(pos)\". The dot product of two encodings depends only on their "
     "distance, so the bands run parallel to the diagonal: nearby positions look alike, far ones less so.")
 
-DEFAULT_DIMS = [0, 1, 16, 32]
+def default_dims(d_model: float) -> list[int]:
+    """A sine-cosine pair and two slower sines at d_model/8 and d_model/4: their wavelengths,
+    2π·10000^(1/8) ≈ 20 and 2π·10 ≈ 63 positions, are the same whatever d_model is."""
+    d = max(2, int(d_model) // 2 * 2)
+    return sorted({0, 1, d // 8 // 2 * 2, d // 4 // 2 * 2})
 
 
-def dimension_choices(d_model: int, chosen: list[int] | None) -> gr.Dropdown:
-    keep = [d for d in (chosen or DEFAULT_DIMS) if 0 <= int(d) < d_model] or [0, 1]
-    return gr.Dropdown(choices=list(range(d_model)), value=keep, multiselect=True)
+DEFAULT_DIMS = default_dims(128)
+
+
+def dimension_choices(d_model: float, chosen: list[int] | None, picked: bool) -> gr.Dropdown:
+    """The dimensions offered for d_model: the defaults for it, or the ones the user picked
+    (picked=True) that still exist."""
+    d = max(2, int(d_model) // 2 * 2)
+    keep = [int(x) for x in (chosen or []) if 0 <= int(x) < d] if picked else default_dims(d)
+    return gr.Dropdown(choices=list(range(d)), value=keep or [0, 1], multiselect=True)
 
 
 def render(d_model: float, length: float, dims: list[int] | None):
@@ -54,6 +64,8 @@ def build() -> None:
     gr.Markdown(SIMILARITY_CAPTION)
     # .input, not .release: a slider's number box typed into (Enter, no drag) fires no release.
     # While dragging, always_last drops the values passed over before the last one is drawn.
-    d_model.input(guard(dimension_choices), inputs=[d_model, dims], outputs=dims, trigger_mode="always_last")
+    picked = gr.State(False)  # the user chose dimensions: keep them when d_model changes
+    dims.input(lambda: True, outputs=picked, show_progress="hidden")
+    d_model.input(guard(dimension_choices), inputs=[d_model, dims, picked], outputs=dims, trigger_mode="always_last")
     gr.on([d_model.input, length.input, dims.change], guard(render), inputs=[d_model, length, dims],
           outputs=[heatmap, curves, similarity], trigger_mode="always_last")
