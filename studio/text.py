@@ -30,9 +30,10 @@ def warn(message: object) -> None:
 
 
 def info(message: object) -> None:
+    """An information toast for 5 s (Gradio's 10 s let a few translations stack them over the controls)."""
     import gradio as gr
 
-    gr.Info(html.escape(str(message), quote=False))
+    gr.Info(html.escape(str(message), quote=False), duration=5)
 
 
 def guard(fn: Callable) -> Callable:

@@ -69,6 +69,8 @@ def test_bad_input_is_clamped_or_refused_with_notices(registry, capsys):
     start = act(registry, "reset", None)
     act(registry, "back", start)
     assert "Already at the start" in capsys.readouterr().out
+    fresh = act(registry, "back", act(registry, "step", start), beam_size=2)  # Back after changed settings
+    assert fresh.view.step == 0 and "settings changed, so a new search starts here" in capsys.readouterr().out
     with pytest.warns(UserWarning, match="no model"):
         assert act(registry, "reset", None, name="gone") is None
 

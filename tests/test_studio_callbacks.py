@@ -233,8 +233,9 @@ def test_positional_plots_follow_d_model_and_length():
 def test_model_tab_counts_every_parameter_once(registry):
     bundle = studio_bundle()
     assert sum(n for _, n, _ in model_view.parameter_rows(bundle)) == bundle.model.num_parameters()
-    summary, lr, smoothing, masks = model_view.render(registry, "studio-tiny", 4000, 20000, 0.1)
-    assert "Total" in summary and f"{bundle.model.num_parameters():,}" in summary
+    summary, table, lr, smoothing, masks = model_view.render(registry, "studio-tiny", 4000, 20000, 0.1)
+    assert f"**{bundle.model.num_parameters():,} parameters**" in summary
+    assert "Total" in table and f"{bundle.model.num_parameters():,}" in table
     peak = max(lr.data[0].y)
     assert peak == pytest.approx(64 ** -0.5 * 4000 ** -0.5, rel=0.01)
     assert max(smoothing.data[0].y) == pytest.approx(0.9 + 0.1 / bundle.model.config.tgt_vocab_size)

@@ -90,9 +90,12 @@ def act(action: str, registry, search: Search | None, name, text, beam_size, alp
     """Step / Back / Run to end / Reset on the session's search; returns the new search."""
     if action == "reset":
         return start(registry, name, text, beam_size, alpha, penalty, max_extra)
-    search = _current(search, registry, name, text, beam_size, alpha, penalty, max_extra)
+    previous, search = search, _current(search, registry, name, text, beam_size, alpha, penalty, max_extra)
     if search is None:
         return None
+    if action == "back" and previous is not None and search is not previous:
+        info("The settings changed, so a new search starts here: press Step.")
+        return search
     if action == "step":
         if search.view.done:
             info("The search is finished: press Back or Reset.")

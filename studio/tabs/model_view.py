@@ -63,15 +63,17 @@ def parameter_rows(bundle: ModelBundle) -> list[tuple[str, int, str]]:
     return rows
 
 
-def summary(bundle: ModelBundle) -> str:
+def summary(bundle: ModelBundle) -> tuple[str, str]:
+    """(one line: the architecture and its parameter count, the table of parameters per component)."""
     c = bundle.model.config
-    lines = [f"**{md(bundle.name)}**: {c.encoder_layers} encoder + {c.decoder_layers} decoder layers, "
-             f"d_model {c.d_model}, {c.n_heads} heads of {c.d_head}, d_ff {c.d_ff}, dropout {c.dropout}, "
-             f"{'pre' if c.norm_first else 'post'}-norm, max {c.max_len} tokens.",
-             "", "| Component | Parameters | Shape / note |", "|---|---:|---|"]
-    lines += [f"| {name} | {n:,} | {note} |" for name, n, note in parameter_rows(bundle)]
-    lines.append(f"| **Total** | **{bundle.model.num_parameters():,}** | tied weights counted once |")
-    return "\n".join(lines)
+    line = (f"**{md(bundle.name)}**: {c.encoder_layers} encoder + {c.decoder_layers} decoder layers, "
+            f"d_model {c.d_model}, {c.n_heads} heads of {c.d_head}, d_ff {c.d_ff}, dropout {c.dropout}, "
+            f"{'pre' if c.norm_first else 'post'}-norm, max {c.max_len} tokens: "
+            f"**{bundle.model.num_parameters():,} parameters**.")
+    table = ["| Component | Parameters | Shape / note |", "|---|---:|---|"]
+    table += [f"| {name} | {n:,} | {note} |" for name, n, note in parameter_rows(bundle)]
+    table.append(f"| **Total** | **{bundle.model.num_parameters():,}** | tied weights counted once |")
+    return line, "\n".join(table)
 
 
 def _train_setting(bundle: ModelBundle, key: str, default: float) -> float:
@@ -109,13 +111,13 @@ def mask_figure(bundle: ModelBundle):
 
 
 def render(registry, name: str | None, warmup: float, steps: float, eps: float):
-    """(summary, lr plot, smoothing plot, mask plot) for the picked model."""
+    """(summary line, parameter table, lr plot, smoothing plot, mask plot) for the picked model."""
     try:
         bundle = registry.get(name)
     except (LookupError, ValueError, FileNotFoundError) as exc:
         blank = plots.empty("no model")
-        return f"No model to show: {md(exc)}", blank, blank, blank
-    return (summary(bundle), lr_figure(bundle.model.config.d_model, warmup, steps),
+        return f"No model to show: {md(exc)}", "", blank, blank, blank
+    return (*summary(bundle), lr_figure(bundle.model.config.d_model, warmup, steps),
             smoothing_figure(bundle, eps), mask_figure(bundle))
 
 
@@ -130,6 +132,9 @@ def defaults(registry, name: str | None):
 
 def build(shell: Shell) -> None:
     summary_md = gr.Markdown()
+    # Folded: its 20-odd rows would push the interactive plots a screen and more down.
+    with gr.Accordion("Parameters per component", open=False):
+        table_md = gr.Markdown()
     with gr.Row():
         warmup = Slider(100, 16000, value=4000, step=100, label="warmup_steps")
         steps = Slider(1000, 100000, value=30000, step=1000, label="steps shown")
@@ -140,7 +145,7 @@ def build(shell: Shell) -> None:
     gr.Markdown(SMOOTHING_CAPTION)
     mask_plot = gr.Plot(label="Masks")
     gr.Markdown(MASK_CAPTION)
-    outputs = [summary_md, lr_plot, smoothing_plot, mask_plot]
+    outputs = [summary_md, table_md, lr_plot, smoothing_plot, mask_plot]
     draw = guard(partial(render, shell.registry))
     # On load too: the picked model's own warm-up and smoothing, not the paper's (e.g. 800, not 4000).
     gr.on([shell.demo.load, shell.model.change], guard(partial(defaults, shell.registry)), inputs=shell.model,
