@@ -404,8 +404,8 @@ class TrainingJob:
         """On a public studio, only the session that started the run may `action` it."""
         run = self._run
         if self.public and run is not None and session != run.owner:
-            raise ValueError(f"This run was started in another browser; only that browser can {action} it. "
-                             f"{_ends_by_itself(run)}")
+            ending = f" {_ends_by_itself(run)}" if self._state in ACTIVE else ""
+            raise ValueError(f"This run was started in another browser; only that browser can {action} it.{ending}")
 
     def _time_up(self, run: _Run) -> None:
         with self._lock:
