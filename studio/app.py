@@ -45,7 +45,8 @@ body.presenter { --text-xs: 16px; --text-sm: 18px; --text-md: 21px; --text-lg: 2
   --body-text-color: #000; --body-text-color-subdued: #111; --block-label-text-color: #000;
   --block-title-text-color: #000; --input-text-color: #000; --color-accent: #0a3d91;
   --button-primary-background-fill: #0a3d91; --button-primary-background-fill-hover: #15509f;
-  --button-primary-text-color: #fff;
+  --button-primary-text-color: #fff; --slider-color: #0a3d91; --checkbox-background-color-selected: #0a3d91;
+  --checkbox-border-color-selected: #0a3d91; --checkbox-border-color-focus: #0a3d91;
   --border-color-primary: #333; --block-border-width: 2px; --checkbox-label-text-size: 20px;
   --button-large-text-size: 22px; --button-medium-text-size: 20px; --button-small-text-size: 18px;
   --table-text-size: 20px; }

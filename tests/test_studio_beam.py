@@ -103,8 +103,8 @@ def test_example_picker_offers_the_models_sentences(registry):
 
 
 def test_changed_settings_mark_the_shown_search_as_the_previous_one(registry):
-    step, run, note, verdict = beam.settings_changed(None)  # nothing searched yet: nothing to mark
-    assert step.interactive and run.interactive and note == verdict == gr.skip()
+    step, run, *shown = beam.settings_changed(None)  # nothing searched yet: nothing to mark
+    assert step.interactive and run.interactive and shown == [gr.skip()] * 4
     done = act(registry, "run", None)
-    step, run, note, verdict = beam.settings_changed(done)
-    assert step.interactive and run.interactive and "Settings changed" in note and verdict == ""
+    step, run, note, verdict, mine, theirs = beam.settings_changed(done)
+    assert step.interactive and run.interactive and "Settings changed" in note and verdict == mine == theirs == ""

@@ -211,11 +211,12 @@ def example_choices(registry, name: str | None) -> gr.Dropdown:
 
 def settings_changed(search: Search | None) -> tuple:
     """Step and Run come back (a finished search had disabled them); what is on screen is said to
-    be the previous search's, and its verdict against the Translate tab is dropped."""
+    be the previous search's, and its comparison with the Translate tab is dropped."""
+    buttons = (gr.Button(interactive=True), gr.Button(interactive=True))
     if search is None:
-        return gr.Button(interactive=True), gr.Button(interactive=True), gr.skip(), gr.skip()
-    return (gr.Button(interactive=True), gr.Button(interactive=True),
-            "*Settings changed: Step or Run to end starts a new search with them (shown: the previous search).*", "")
+        return *buttons, gr.skip(), gr.skip(), gr.skip(), gr.skip()
+    return (*buttons, "*Settings changed: Step or Run to end starts a new search with them (shown: the previous "
+                      "search).*", "", "", "")
 
 
 def build(shell: Shell) -> None:
@@ -261,7 +262,8 @@ def build(shell: Shell) -> None:
     # New settings start a new search on the next Step (see _current): offer Step and Run again
     # even when the last search had finished.
     gr.on([source.change, beam_size.change, alpha.change, penalty.change, max_extra.change, shell.model.change],
-          settings_changed, inputs=search, outputs=[step, run, explanation, verdict], show_progress="hidden")
+          settings_changed, inputs=search, outputs=[step, run, explanation, verdict, mine, theirs],
+          show_progress="hidden")
     example.input(lambda text: text or gr.skip(), inputs=example, outputs=source)
     gr.on([shell.demo.load, shell.model.change], guard(partial(example_choices, shell.registry)),
           inputs=shell.model, outputs=example)
