@@ -65,14 +65,14 @@ def parameter_rows(bundle: ModelBundle) -> list[tuple[str, int, str]]:
 
 def summary(bundle: ModelBundle) -> tuple[str, str]:
     """(one line: the architecture and its parameter count, the table of parameters per component)."""
-    c = bundle.model.config
+    c, total = bundle.model.config, bundle.model.num_parameters()
     line = (f"**{md(bundle.name)}**: {c.encoder_layers} encoder + {c.decoder_layers} decoder layers, "
             f"d_model {c.d_model}, {c.n_heads} heads of {c.d_head}, d_ff {c.d_ff}, dropout {c.dropout}, "
             f"{'pre' if c.norm_first else 'post'}-norm, max {c.max_len} tokens: "
-            f"**{bundle.model.num_parameters():,} parameters**.")
+            f"**{total:,} parameters**.")
     table = ["| Component | Parameters | Shape / note |", "|---|---:|---|"]
     table += [f"| {name} | {n:,} | {note} |" for name, n, note in parameter_rows(bundle)]
-    table.append(f"| **Total** | **{bundle.model.num_parameters():,}** | tied weights counted once |")
+    table.append(f"| **Total** | **{total:,}** | tied weights counted once |")
     return line, "\n".join(table)
 
 
