@@ -75,8 +75,9 @@ def add_decoding_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--top-k", type=NON_NEGATIVE_INT, default=0, help="sampling only (0: off)")
     g.add_argument("--top-p", type=float, default=1.0, help="sampling only, in (0, 1] (1: off)")
     g.add_argument("--seed", type=int, default=None, help="sampling seed (default: a fresh one)")
-    g.add_argument("--batch-size", type=POSITIVE_INT, default=256,
-                   help="sentences per decoding batch (256 is the fastest on a 2-core CPU)")
+    g.add_argument("--batch-size", type=POSITIVE_INT, default=None,
+                   help="sentences decoded together (default: 1024 for greedy and sampling, 256 for beam "
+                        "search, the fastest on a 2-core CPU)")
     g.add_argument("--device", default="auto", help="auto (CUDA if present), cpu, cuda, cuda:1, ...")
 
 

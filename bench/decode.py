@@ -125,7 +125,7 @@ def run_benchmark(bundle: Any, sentences: list[str], naive_limit: int, rounds: i
                            "gflop": gflop, "ceiling": ceiling}
         label = f"beam {options.beam_size}" if method == "beam" else "greedy"
         out(f"{label:>7}: batched+cached {fast_rate:8.2f} sentences/s ({len(sentences)} sentences, "
-            f"batch {options.batch_size}) | naive {naive_rate:6.2f} sentences/s (first {len(subset)}) | "
+            f"batch {options.sentences_per_batch}) | naive {naive_rate:6.2f} sentences/s (first {len(subset)}) | "
             f"speed-up {fast_rate / naive_rate:6.1f}x | identical outputs on the first {len(subset)}: "
             f"{'yes' if same == len(subset) else f'NO ({len(subset) - same} differ)'}")
         out(f"{'':>7}  its matrix products: {gflop:.1f} GFLOP, {gflop * fast_rate / len(sentences):.0f} GFLOP/s "

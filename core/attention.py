@@ -12,12 +12,30 @@ returns the probabilities so the studio can draw them. Tests prove them equal.
 from __future__ import annotations
 
 import math
+from typing import NamedTuple, Sequence
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from .packing import Packing
+
+
+class Memory(NamedTuple):
+    """Encoded sources as cross-attention reads them: one group of B' sources padded to S tokens.
+    Decoding may hold several groups (sources of different lengths, each padded only to its own
+    longest) so that no query scores keys padded to another group's length."""
+
+    k: torch.Tensor        # (B', h, S, d_k)
+    v: torch.Tensor        # (B', h, S, d_k)
+    padding: torch.Tensor  # (B', S) bool, True at padding
+
+    @property
+    def sources(self) -> int:
+        return self.k.size(0)
+
+    def select(self, index: torch.Tensor) -> "Memory":
+        return Memory(*(t.index_select(0, index) for t in self))
 
 
 class MultiHeadAttention(nn.Module):
@@ -44,54 +62,82 @@ class MultiHeadAttention(nn.Module):
         b, t, _ = x.shape
         return x.view(b, t, self.n_heads, self.d_head).transpose(1, 2)
 
-    def project_kv(self, memory: torch.Tensor, packing: Packing | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    def project_kv(self, memory: torch.Tensor, padding: torch.Tensor, packing: Packing | None = None) -> Memory:
         """Keys and values of the encoder output (B, S, d_model), or of its real tokens (N, d_model)
-        laid out by `packing`, for cross-attention: (B, h, S, d_k) each."""
+        laid out by `packing`, for cross-attention; padding (B, S) is True at padded positions."""
         kv = self.kv_proj(memory)
         k, v = (packing.unpack(kv) if packing else kv).chunk(2, dim=-1)
         # Contiguous once here rather than copied inside every decoding step's attention.
-        return self._split(k).contiguous(), self._split(v).contiguous()
+        return Memory(self._split(k).contiguous(), self._split(v).contiguous(), padding)
 
     def forward(
         self,
         x: torch.Tensor,
         *,
-        memory_kv: tuple[torch.Tensor, torch.Tensor] | None = None,
+        memory: Sequence[Memory] = (),
         past_kv: tuple[torch.Tensor, torch.Tensor] | None = None,
         past_rows: torch.Tensor | None = None,
         key_padding: torch.Tensor | None = None,
         causal: bool = False,
         need_weights: bool = False,
         packing: Packing | None = None,
-    ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor], torch.Tensor | None]:
+    ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor] | None, torch.Tensor | None]:
         """Attend from x (B, T, d_model), or from the real tokens x (N, d_model) laid out by `packing`
         (the output then has x's shape too).
 
-        memory_kv: precomputed encoder keys/values (cross-attention), (B', h, S, d_k) for B = G·B'
-                   query rows: G consecutive rows (a sentence's beam hypotheses) share a source.
+        memory:    cross-attention only: the encoded sources, in groups (see Memory); x's rows take
+                   the groups' sources in order, G consecutive rows per source (a sentence's beam
+                   hypotheses share its keys/values).
         past_kv:   self-attention keys/values of earlier positions (incremental decoding).
         past_rows: the rows of past_kv that x's rows continue (None: the same rows), e.g. after
                    beam search reordered its hypotheses.
-        key_padding: (B, S) bool (B' rows for cross-attention), True where the key is padding.
+        key_padding: self-attention: (B, T) bool, True where the key is padding.
         causal:    position i may attend to keys <= i only (section 3.2.3).
-        Returns (output, (k, v), probabilities or None). (k, v) includes past_kv, ready to cache.
+        Returns (output, (k, v) or None for cross-attention, probabilities or None). (k, v) includes
+        past_kv, ready to cache.
         """
         grid = packing.unpack if packing else (lambda t: t)
         if self.cross:
-            k, v = memory_kv
-            q = grid(self.q_proj(x))
-            rows, t_query = q.shape[:2]
-            if rows % k.size(0):
-                raise ValueError(f"cross-attention: {rows} query rows cannot share {k.size(0)} sources "
-                                 "evenly (each source needs the same number of consecutive rows)")
-            # Beam search keeps each source's keys/values once for its G hypotheses (rows come
-            # sentence-major): a source's G·T queries attend together, G times less memory traffic.
-            q = self._split(q.reshape(k.size(0), -1, q.size(-1)))
+            context, probs = self._attend_memory(grid(self.q_proj(x)), memory, need_weights)
+            kv = None
         else:
             q, k, v = (self._split(t) for t in grid(self.qkv_proj(x)).chunk(3, dim=-1))
             if past_kv is not None:
                 k, v = _append(past_kv[0], k, past_rows), _append(past_kv[1], v, past_rows)
-        mask = self._mask(q.size(2), k.size(2), key_padding, causal, x.device)
+            mask = self._mask(q.size(2), k.size(2), key_padding, causal, x.device)
+            # With a plain causal mask and no padding, is_causal lets PyTorch pick its fastest kernel.
+            plain_causal = causal and key_padding is None and q.size(2) == k.size(2)
+            context, probs = self._attend(q, k, v, mask, need_weights, plain_causal)
+            context, kv = self._join_heads(context), (k, v)
+        output = self.out_proj(packing.pack(context) if packing else context)
+        return output, kv, probs
+
+    def _attend_memory(self, q: torch.Tensor, memory: Sequence[Memory],
+                       need_weights: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Cross-attention of queries q (rows, T, d_model) to each group's sources in turn."""
+        rows, t_query, d_model = q.shape
+        sources = sum(group.sources for group in memory)
+        if not sources or rows % sources:
+            raise ValueError(f"cross-attention: {rows} query rows cannot share {sources} sources evenly "
+                             "(each source needs the same number of consecutive rows)")
+        per_source, width = rows // sources, max(group.k.size(2) for group in memory)
+        contexts, probs = [], []
+        for q_group, group in zip(q.split([g.sources * per_source for g in memory]), memory):
+            # Beam search keeps each source's keys/values once for its G hypotheses (rows come
+            # sentence-major): a source's G·T queries attend together, G times less memory traffic.
+            q_group = self._split(q_group.reshape(group.sources, -1, d_model))
+            mask = self._mask(q_group.size(2), group.k.size(2), group.padding, False, q.device)
+            context, p = self._attend(q_group, group.k, group.v, mask, need_weights)
+            contexts.append(self._join_heads(context).view(-1, t_query, d_model))
+            if p is not None:  # padded to the widest group: no weight on keys a group lacks
+                p = F.pad(p, (0, width - p.size(-1)))
+                probs.append(p.unflatten(2, (-1, t_query)).transpose(1, 2).flatten(0, 1))
+        return _cat(contexts), (_cat(probs) if need_weights else None)
+
+    def _attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None,
+                need_weights: bool, plain_causal: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Eq. 1 for every head: the context (B, h, Tq, d_k) and, with need_weights, the
+        probabilities (B, h, Tq, Tk). plain_causal: mask is exactly the causal mask."""
         dropout = self.attention_dropout if self.training else 0.0
         # One query per row on a CPU (each decoding step's self-attention, greedy's cross-attention):
         # eq. 1 spelled out is 1.3-2x faster than the fused kernel, built for blocks of queries (measured).
@@ -104,20 +150,16 @@ class MultiHeadAttention(nn.Module):
             probs = probs if need_weights else None
         else:
             probs = None
-            # With a plain causal mask and no padding, is_causal lets PyTorch pick its fastest kernel.
-            plain_causal = causal and key_padding is None and q.size(2) == k.size(2)
-            context = F.scaled_dot_product_attention(
-                q, k, v, attn_mask=None if plain_causal else mask, dropout_p=dropout, is_causal=plain_causal)
+            context = F.scaled_dot_product_attention(q, k, v, attn_mask=None if plain_causal else mask,
+                                                     dropout_p=dropout, is_causal=plain_causal)
         if self.head_mask is not None:
             context = context * self.head_mask.view(1, -1, 1, 1).to(context.dtype)
+        return context, probs
+
+    def _join_heads(self, context: torch.Tensor) -> torch.Tensor:
+        """(B, h, T, d_k) -> (B, T, d_model): Concat(head_1, ..., head_h)."""
         b, _, t, _ = context.shape
-        context = context.transpose(1, 2).reshape(b, t, self.n_heads * self.d_head)
-        if self.cross:  # back to one row per query sequence
-            context = context.view(rows, t_query, -1)
-            if probs is not None:
-                probs = probs.unflatten(2, (-1, t_query)).transpose(1, 2).flatten(0, 1)
-        output = self.out_proj(packing.pack(context) if packing else context)
-        return output, (k, v), probs
+        return context.transpose(1, 2).reshape(b, t, self.n_heads * self.d_head)
 
     @staticmethod
     def _mask(t_query: int, t_key: int, key_padding: torch.Tensor | None, causal: bool,
@@ -132,6 +174,10 @@ class MultiHeadAttention(nn.Module):
             allowed = torch.ones(t_query, t_key, dtype=torch.bool, device=device).tril(diagonal=offset)
             mask = allowed[None, None] if mask is None else mask & allowed
         return mask
+
+
+def _cat(parts: list[torch.Tensor]) -> torch.Tensor:
+    return parts[0] if len(parts) == 1 else torch.cat(parts)
 
 
 def _append(past: torch.Tensor, new: torch.Tensor, rows: torch.Tensor | None) -> torch.Tensor:

@@ -43,6 +43,11 @@ METHODS = ("greedy", "beam", "sample")
 LENGTH_PENALTIES = ("gnmt", "plain")
 PRUNED, LIVE, FINISHED = 0, 1, 2  # beam candidates' fate, see StepRecord.status
 NEG_INF = float("-inf")
+# translate_detailed encodes a batch in groups of this many sentences of similar length, each padded
+# only to its own longest: cross-attention then reads little padding, and the encoder's activations
+# stay small enough for the CPU's caches (bench/decode.py, 2-core CPU: groups of 128 in batches of
+# 1,000 sentences decode greedily 1.2x faster than batches of 256 encoded whole).
+SOURCE_GROUP = 128
 
 
 # ----- options and results ---------------------------------------------------------------
@@ -63,9 +68,16 @@ class DecodeOptions:
     # Sampling only; None: a fresh random seed. One seed repeats a whole call (the same sentences in
     # the same order and batch_size): its draws run through the call's sentences in turn.
     seed: int | None = None
-    # Sentences per batch (beam search runs batch_size * beam rows). 256 measured fastest for beam 4
-    # and greedy on a 2-core CPU (Multi30k, bench/decode.py): 8% faster than 128, 384 slower again.
-    batch_size: int = 256
+    # Sentences decoded together (beam search runs batch_size * beam_size rows). None: 1,024 for greedy
+    # and sampling, 256 for beam search: the fastest measured on a 2-core CPU (bench/decode.py), and
+    # about the same number of rows.
+    batch_size: int | None = None
+
+    @property
+    def sentences_per_batch(self) -> int:
+        if self.batch_size is not None:
+            return self.batch_size
+        return 256 if self.method == "beam" else 1024
 
     def validate(self) -> None:
         """Raise ValueError naming the offending option and its allowed values."""
@@ -75,8 +87,10 @@ class DecodeOptions:
             raise ValueError(f"DecodeOptions.length_penalty must be one of {', '.join(LENGTH_PENALTIES)}; "
                              f"got {self.length_penalty!r}")
         for name, low in (("beam_size", 1), ("max_len_b", 0), ("min_len", 0), ("n_best", 1),
-                          ("no_repeat_ngram", 0), ("top_k", 0), ("batch_size", 1)):
+                          ("no_repeat_ngram", 0), ("top_k", 0)):
             _check_int(name, getattr(self, name), low)
+        if self.batch_size is not None:
+            _check_int("batch_size", self.batch_size, 1)
         # The paper uses 0.6 and GNMT tuned it in [0, 1]; very large values overflow the penalty.
         _check_number("alpha", self.alpha, "in [0, 10]", lambda x: 0 <= x <= 10)
         _check_number("max_len_a", self.max_len_a, ">= 0", lambda x: x >= 0)
@@ -239,9 +253,19 @@ def last_tokens(model: Transformer, tokens: torch.Tensor) -> torch.Tensor:
     return torch.full((tokens.size(0),), model.config.bos_id, dtype=torch.long, device=tokens.device)
 
 
-def _lengths(src: torch.Tensor, max_len: torch.Tensor | int, model: Transformer) -> torch.Tensor:
+Sources = torch.Tensor | Sequence[torch.Tensor]  # (B, S) ids, or groups of them (Transformer.start_decoding)
+
+
+def _count_sources(src: Sources) -> tuple[int, torch.device]:
+    """How many sources src holds, and their device."""
+    groups = [src] if isinstance(src, torch.Tensor) else list(src)
+    return sum(group.size(0) for group in groups), groups[0].device
+
+
+def _lengths(src: Sources, max_len: torch.Tensor | int, model: Transformer) -> torch.Tensor:
     """Per-row maximum output length as a (B,) tensor, clamped to [1, max_len - 1]."""
-    limits = torch.as_tensor(max_len, dtype=torch.long, device=src.device).expand(src.size(0))
+    rows, device = _count_sources(src)
+    limits = torch.as_tensor(max_len, dtype=torch.long, device=device).expand(rows)
     return limits.clamp(1, model.config.max_len - 1)
 
 
@@ -276,11 +300,12 @@ class StepRecord:
     live: torch.Tensor            # (N, K) candidate index of each new live hypothesis
 
 
-def beam_start(model: Transformer, src: torch.Tensor, max_out: torch.Tensor) -> BeamState:
+def beam_start(model: Transformer, src: Sources, max_out: torch.Tensor) -> BeamState:
     """Encode src once; each sentence starts with one empty hypothesis (K after the first step)."""
-    n = src.size(0)
-    return BeamState(model.start_decoding(src), src.new_empty((n, 0)), torch.empty((n, 0), device=src.device),
-                     torch.zeros(n, device=src.device), list(range(n)), max_out, [[] for _ in range(n)])
+    n, device = _count_sources(src)
+    return BeamState(model.start_decoding(src), torch.empty((n, 0), dtype=torch.long, device=device),
+                     torch.empty((n, 0), device=device), torch.zeros(n, device=device), list(range(n)), max_out,
+                     [[] for _ in range(n)])
 
 
 def beam_step(model: Transformer, state: BeamState, options: DecodeOptions) -> tuple[BeamState, StepRecord]:
@@ -355,7 +380,7 @@ def ranked(hypotheses: Sequence[Hypothesis]) -> list[Hypothesis]:
 
 
 # ----- tensor-level decoders ---------------------------------------------------------------
-def beam_search(model: Transformer, src: torch.Tensor, max_len: torch.Tensor | int,
+def beam_search(model: Transformer, src: Sources, max_len: torch.Tensor | int,
                 options: DecodeOptions | None = None, **overrides: Any) -> list[list[Hypothesis]]:
     """Beam search for every row of src (B, S); max_len: output tokens per row (int or (B,)),
     eos included. Returns per row its n_best hypotheses, best first. options.method is ignored."""
@@ -367,7 +392,7 @@ def beam_search(model: Transformer, src: torch.Tensor, max_len: torch.Tensor | i
     return [ranked(f)[:opts.n_best] for f in state.finished]
 
 
-def greedy_decode(model: Transformer, src: torch.Tensor, max_len: torch.Tensor | int,
+def greedy_decode(model: Transformer, src: Sources, max_len: torch.Tensor | int,
                   options: DecodeOptions | None = None, **overrides: Any) -> list[Hypothesis | None]:
     """The most probable token at each step, for every row of src (B, S); score = log P(Y|X).
     Uses options.min_len and no_repeat_ngram (None for a row they leave no token to choose)."""
@@ -375,7 +400,7 @@ def greedy_decode(model: Transformer, src: torch.Tensor, max_len: torch.Tensor |
     return _decode_rows(model, src, max_len, opts, ranking.argmax)
 
 
-def sample(model: Transformer, src: torch.Tensor, max_len: torch.Tensor | int,
+def sample(model: Transformer, src: Sources, max_len: torch.Tensor | int,
            options: DecodeOptions | None = None, generator: torch.Generator | None = None,
            **overrides: Any) -> list[Hypothesis | None]:
     """Draw each token from the model's distribution sharpened by temperature and cut to the
@@ -419,19 +444,20 @@ def filter_logits(logits: torch.Tensor, top_k: int, top_p: float) -> torch.Tenso
     return logits
 
 
-def _decode_rows(model: Transformer, src: torch.Tensor, max_len: torch.Tensor | int, options: DecodeOptions,
+def _decode_rows(model: Transformer, src: Sources, max_len: torch.Tensor | int, options: DecodeOptions,
                  choose: Callable[[torch.Tensor], torch.Tensor]) -> list[Hypothesis | None]:
     """One hypothesis per row, choose() picking each next token; finished rows leave the batch.
     None for a row whose every continuation became forbidden (e.g. no_repeat_ngram on a tiny
     vocabulary): its chosen token has log-probability -inf."""
     eos = model.config.eos_id
-    results: list[Hypothesis | None] = [None] * src.size(0)
+    n, device = _count_sources(src)
+    results: list[Hypothesis | None] = [None] * n
     with inference(model):
         max_out = _lengths(src, max_len, model)
         cache = model.start_decoding(src)
-        rows = list(range(src.size(0)))
-        tokens = src.new_empty((len(rows), 0))
-        token_lp = torch.empty((len(rows), 0), device=src.device)
+        rows = list(range(n))
+        tokens = torch.empty((n, 0), dtype=torch.long, device=device)
+        token_lp = torch.empty((n, 0), device=device)
         while rows:
             log_probs = model.decode_step(last_tokens(model, tokens), cache)
             log_probs = constrain(model, log_probs, tokens, max_out, options)
@@ -469,7 +495,7 @@ def translate(bundle: Any, sentences: list[str], **options: Any) -> list[str]:
 
 def translate_detailed(bundle: Any, sentences: list[str], options: DecodeOptions | None = None, *,
                        on_batch: Callable[[int], None] | None = None, **overrides: Any) -> list[Translation]:
-    """Translate sentences, in batches of options.batch_size sentences of similar length,
+    """Translate sentences, in batches of options.sentences_per_batch sentences of similar length,
     returned in input order. on_batch(n) is called after each batch of n sentences."""
     if isinstance(sentences, str):
         raise TypeError("sentences must be a list of str, not a single str")
@@ -482,10 +508,11 @@ def translate_detailed(bundle: Any, sentences: list[str], options: DecodeOptions
     device = next(model.parameters()).device
     generator = make_generator(opts, device) if opts.method == "sample" else None
     with inference(model):
-        for start in range(0, len(order), opts.batch_size):
-            batch = order[start:start + opts.batch_size]
+        for start in range(0, len(order), opts.sentences_per_batch):
+            batch = order[start:start + opts.sentences_per_batch]
             limits = [max_output_length(len(sources[i].ids), opts, max_len) for i in batch]
-            src = pad_ids([sources[i].ids for i in batch], device)
+            src = [pad_ids([sources[i].ids for i in batch[g:g + SOURCE_GROUP]], device)
+                   for g in range(0, len(batch), SOURCE_GROUP)]
             max_out = torch.tensor([n for n, _ in limits], device=device)
             for i, (limit, notice), hyps in zip(batch, limits, _decode(model, src, max_out, opts, generator)):
                 notices = [notice] if notice else []
@@ -498,7 +525,7 @@ def translate_detailed(bundle: Any, sentences: list[str], options: DecodeOptions
     return results
 
 
-def _decode(model: Transformer, src: torch.Tensor, max_out: torch.Tensor, options: DecodeOptions,
+def _decode(model: Transformer, src: Sources, max_out: torch.Tensor, options: DecodeOptions,
             generator: torch.Generator | None) -> list[list[Hypothesis]]:
     if options.method == "beam":
         return beam_search(model, src, max_out, options)

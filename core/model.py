@@ -13,13 +13,13 @@ from __future__ import annotations
 import contextlib
 import math
 from dataclasses import dataclass
-from typing import Callable, Iterator
+from typing import Callable, Iterator, Sequence
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .attention import MultiHeadAttention
+from .attention import Memory, MultiHeadAttention
 from .config import ModelConfig
 from .dropout import Dropout
 from .packing import Packing
@@ -84,8 +84,7 @@ class DecoderLayer(nn.Module):
         self.res_cross = Residual(c.d_model, c.dropout, c.norm_first)
         self.res_ffn = Residual(c.d_model, c.dropout, c.norm_first)
 
-    def forward(self, y: torch.Tensor, memory_kv: KeyValue, src_padding: torch.Tensor,
-                past_kv: KeyValue | None = None, need_weights: bool = False, packing: Packing | None = None,
+    def forward(self, y: torch.Tensor, memory: list[Memory], past_kv: KeyValue | None = None, need_weights: bool = False, packing: Packing | None = None,
                 past_rows: torch.Tensor | None = None
                 ) -> tuple[torch.Tensor, KeyValue, torch.Tensor | None, torch.Tensor | None]:
         # Masked self-attention (3.2.3). Targets are right-padded, so a causal mask alone
@@ -94,8 +93,7 @@ class DecoderLayer(nn.Module):
             y, lambda h: self.self_attn(h, past_kv=past_kv, past_rows=past_rows, causal=True,
                                         need_weights=need_weights, packing=packing))
         y, (_, cross_probs) = self.res_cross(
-            y, lambda h: self.cross_attn(h, memory_kv=memory_kv, key_padding=src_padding,
-                                         need_weights=need_weights, packing=packing))
+            y, lambda h: self.cross_attn(h, memory=memory, need_weights=need_weights, packing=packing))
         y, _ = self.res_ffn(y, lambda h: (self.ffn(h),))
         return y, self_kv, self_probs, cross_probs
 
@@ -106,11 +104,11 @@ class DecoderCache:
     (computed once) and each decoder layer's self-attention keys/values so far.
 
     The decoder has B rows, the encoder B' = B / G: G consecutive decoder rows (a sentence's
-    beam hypotheses) share one source, whose keys/values are stored once."""
+    beam hypotheses) share one source, whose keys/values are stored once. The sources may lie
+    in several groups, each padded to its own length (Transformer.start_decoding)."""
 
-    memory_kv: list[KeyValue]
+    memory: list[list[Memory]]  # per decoder layer, the groups of sources in row order
     self_kv: list[KeyValue | None]
-    src_padding: torch.Tensor  # (B', S) bool, True at padding
     length: int = 0  # target tokens consumed so far
     # Which rows of self_kv the decoder's rows are now (None: all, in order). Beam search
     # reorders rows every step; the next step applies it while appending its keys/values,
@@ -121,8 +119,10 @@ class DecoderCache:
         """Keep/reorder decoder rows; the sources they now belong to are `sources` (default:
         `rows`, for one row per source), e.g. beam search dropping finished sentences."""
         sources = rows if sources is None else sources
-        return DecoderCache([_pick(kv, sources) for kv in self.memory_kv], list(self.self_kv),
-                            self.src_padding.index_select(0, sources), self.length, self._rows(rows))
+        plan = _plan_selection([group.sources for group in self.memory[0]], sources)
+        memory = [[group if index is None else group.select(index) for group, index in zip(layer, plan) if
+                   index is None or index.numel()] for layer in self.memory]
+        return DecoderCache(memory, list(self.self_kv), self.length, self._rows(rows))
 
     def reorder_hypotheses(self, rows: torch.Tensor) -> None:
         """In place: decoder rows become `rows`, each staying with its source (beam search
@@ -133,8 +133,22 @@ class DecoderCache:
         return rows if self.self_rows is None else self.self_rows.index_select(0, rows)
 
 
-def _pick(kv: KeyValue, index: torch.Tensor) -> KeyValue:
-    return kv[0].index_select(0, index), kv[1].index_select(0, index)
+def _plan_selection(sizes: list[int], sources: torch.Tensor) -> list[torch.Tensor | None]:
+    """Which sources each group keeps (indices within the group; None: all of them, untouched),
+    for `sources` indexing the groups' sources in order. Several groups keep their order, so
+    `sources` must then be increasing; one group may be reordered freely."""
+    increasing = bool((sources[1:] > sources[:-1]).all())
+    if not increasing:
+        if len(sizes) > 1:
+            raise ValueError("DecoderCache.select: with several groups of sources, the kept sources "
+                             "must be in increasing order")
+        return [sources]
+    ends = torch.tensor(sizes, device=sources.device).cumsum(0)
+    cuts = [0] + torch.searchsorted(sources, ends).tolist()
+    plan: list[torch.Tensor | None] = []
+    for size, start, lo, hi in zip(sizes, [0] + ends.tolist(), cuts, cuts[1:]):
+        plan.append(None if hi - lo == size else sources[lo:hi] - start)
+    return plan
 
 
 class Transformer(nn.Module):
@@ -203,8 +217,8 @@ class Transformer(nn.Module):
         y = self._embed(tgt_in, self.tgt_embed, cache.length, packing)
         self_probs, cross_probs = [], []
         for i, layer in enumerate(self.decoder_layers):
-            y, cache.self_kv[i], sp, cp = layer(y, cache.memory_kv[i], cache.src_padding,
-                                                cache.self_kv[i], need_weights, packing, cache.self_rows)
+            y, cache.self_kv[i], sp, cp = layer(y, cache.memory[i], cache.self_kv[i], need_weights, packing,
+                                                cache.self_rows)
             self_probs.append(sp)
             cross_probs.append(cp)
         cache.length += tgt_in.size(1)
@@ -214,8 +228,9 @@ class Transformer(nn.Module):
     def start_cache(self, src: torch.Tensor, memory: torch.Tensor, packing: Packing | None = None) -> DecoderCache:
         """Cross-attention keys/values of every decoder layer, computed once per source from the
         encoder output (B, S, d_model), or from its real-token rows laid out by `packing`."""
-        return DecoderCache([layer.cross_attn.project_kv(memory, packing) for layer in self.decoder_layers],
-                            [None] * len(self.decoder_layers), src.eq(self.config.pad_id))
+        padding = src.eq(self.config.pad_id)
+        return DecoderCache([[layer.cross_attn.project_kv(memory, padding, packing)] for layer in self.decoder_layers],
+                            [None] * len(self.decoder_layers))
 
     def project(self, hidden: torch.Tensor) -> torch.Tensor:
         """The pre-softmax linear transformation: decoder states -> vocabulary logits."""
@@ -255,10 +270,14 @@ class Transformer(nn.Module):
 
     # ----- one token at a time (inference) -----------------------------------------
     @torch.no_grad()
-    def start_decoding(self, src: torch.Tensor) -> DecoderCache:
-        """Encode src once; the returned cache feeds decode_step."""
-        memory, packing, _ = self._encode(src)
-        return self.start_cache(src, memory, packing)
+    def start_decoding(self, src: torch.Tensor | Sequence[torch.Tensor]) -> DecoderCache:
+        """Encode src (B, S) once; the returned cache feeds decode_step. A list of such tensors
+        (sources grouped by length) is encoded group by group, each padded only to its own
+        longest source; the decoder's rows take the groups' sources in order."""
+        caches = [self.start_cache(group, *self._encode(group)[:2])
+                  for group in ([src] if isinstance(src, torch.Tensor) else src)]
+        return DecoderCache([[group for cache in caches for group in cache.memory[i]]
+                             for i in range(len(self.decoder_layers))], [None] * len(self.decoder_layers))
 
     @torch.no_grad()
     def decode_step(self, tokens: torch.Tensor, cache: DecoderCache,

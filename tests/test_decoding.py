@@ -15,6 +15,7 @@ import pytest
 import torch
 
 from _models import reverse_task, tiny_bundle
+from core import decoding
 from core.batching import pad_ids
 from core.decoding import (DecodeOptions, Translation, beam_search, filter_logits, greedy_decode, length_penalty,
                            max_output_length, prepare_source, sample, translate, translate_detailed)
@@ -110,7 +111,8 @@ def test_beam_size_one_equals_greedy(bundle, sentences):
 
 
 @pytest.mark.parametrize("method", ["beam", "greedy"])
-def test_batched_equals_each_sentence_alone(bundle, sentences, method):
+def test_batched_equals_each_sentence_alone(bundle, sentences, method, monkeypatch):
+    monkeypatch.setattr(decoding, "SOURCE_GROUP", 2)  # batches of 4 sentences encoded in groups of 2
     mixed = sentences + ["", "a b"]
     batched = translate_detailed(bundle, mixed, method=method, n_best=1, batch_size=4)
     for text, result in zip(mixed, batched):

@@ -112,6 +112,33 @@ def test_hypotheses_sharing_one_source_equal_rows_with_their_own_copy():
         model.decode_step(tgt[:3, 0], model.start_decoding(src))
 
 
+def test_sources_in_groups_equal_one_padded_batch():
+    # Decoding encodes sources in groups of similar length, each padded only to its own longest.
+    model = tiny()
+    src, tgt = batch([3, 2, 9, 7, 8], seed=5), batch([4] * 5, seed=6)
+    groups = [src[:2, :3], src[2:]]  # the short sources' group without the long ones' padding
+    grouped, whole = model.start_decoding(groups), model.start_decoding(src)
+    assert [g.k.size(2) for g in grouped.memory[0]] == [3, 9]
+    for t in range(2):
+        got, got_cross = model.decode_step(tgt[:, t], grouped, need_weights=True)
+        want, want_cross = model.decode_step(tgt[:, t], whole, need_weights=True)
+        torch.testing.assert_close(got, want, atol=1e-5, rtol=0)
+        for g, w in zip(got_cross, want_cross):  # the same probabilities, no weight on the other padding
+            torch.testing.assert_close(g[:2, :, :3], w[:2, :, :3], atol=1e-6, rtol=0)
+            assert bool((w[:2, :, 3:] == 0).all())
+    # Rows 0 and 1 finish: their group goes, the other group's tensors are kept as they are.
+    kept = torch.tensor([2, 3, 4])
+    untouched = grouped.memory[0][1].k
+    grouped, whole = grouped.select(kept), whole.select(kept)
+    assert len(grouped.memory[0]) == 1 and grouped.memory[0][0].k is untouched
+    torch.testing.assert_close(model.decode_step(tgt[kept, 2], grouped), model.decode_step(tgt[kept, 2], whole),
+                               atol=1e-5, rtol=0)
+    grouped = grouped.select(torch.tensor([0, 2]))  # a row of the remaining group finishes
+    assert grouped.memory[0][0].k.size(0) == 2
+    with pytest.raises(ValueError, match="increasing order"):
+        model.start_decoding(groups).select(torch.tensor([3, 0]))
+
+
 def test_sentence_alone_equals_sentence_in_padded_batch():
     model = tiny()
     src_lengths, tgt_lengths = [3, 9, 6], [2, 7, 5]
