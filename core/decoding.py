@@ -75,6 +75,7 @@ class DecodeOptions:
 
     @property
     def sentences_per_batch(self) -> int:
+        """batch_size, or the method's default when it is None."""
         if self.batch_size is not None:
             return self.batch_size
         return 256 if self.method == "beam" else 1024
