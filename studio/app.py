@@ -54,7 +54,49 @@ body.presenter .gradio-container { background: #fff; }
 body.presenter .tab-wrapper button { font-size: 21px; font-weight: 700; color: #000; }
 """
 
-PRESENTER_JS = "(on) => { document.body.classList.toggle('presenter', on); }"
+# Plotly figures keep their own type sizes, so presenter mode scales each figure's fonts (layout,
+# annotations, trace labels) and height by PRESENTER_PLOT_SCALE, lets its axes widen their margins, does
+# so again whenever a figure is drawn anew (plotly_afterplot), and scales back when it ends. A figure
+# remembers on its layout object whether it is enlarged; a new figure comes with a new layout.
+PRESENTER_PLOT_SCALE = 1.4
+PRESENTER_JS = """(on) => {
+  document.body.classList.toggle('presenter', on);
+  const fit = (gd) => {  // Gradio loads plotly with the first plot: look it up each time
+    const big = document.body.classList.contains('presenter'), P = window.Plotly;
+    if (!P || !gd.layout || !gd._fullLayout || Boolean(gd.layout.studioEnlarged) === big) return;
+    const r = big ? SCALE : 1 / SCALE;
+    const scaled = (size) => Math.round(size * r * 10) / 10;
+    const full = gd._fullLayout;
+    // Taller by the same factor, so rows of labels keep their room; the title's top margin grows too.
+    const layout = {'font.size': scaled(full.font.size), 'hoverlabel.font.size': scaled(full.hoverlabel.font.size),
+                    'margin.t': scaled(full.margin.t), 'height': Math.round(full.height * r)};
+    for (const key of Object.keys(full)) {
+      if (/^[xy]axis[0-9]*$/.test(key)) layout[key + '.automargin'] = true;
+    }
+    (gd.layout.annotations || []).forEach((a, i) => {
+      if (a.font && a.font.size) layout['annotations[' + i + '].font.size'] = scaled(a.font.size);
+    });
+    const traces = [], sizes = [];
+    gd.data.forEach((t, i) => {
+      if (t.textfont && typeof t.textfont.size === 'number') { traces.push(i); sizes.push(scaled(t.textfont.size)); }
+    });
+    gd.layout.studioEnlarged = big;  // before the redraw, whose plotly_afterplot calls fit again
+    P.update(gd, traces.length ? {'textfont.size': sizes} : {}, layout, traces.length ? traces : undefined);
+  };
+  const watch = (gd) => {
+    if (gd.studioWatched) return;
+    gd.studioWatched = true;
+    gd.on('plotly_afterplot', () => fit(gd));
+    setTimeout(() => fit(gd), 0);  // its first drawing may have ended before it was watched
+  };
+  if (!window.studioPlotObserver) {
+    window.studioPlotObserver = new MutationObserver(
+      () => document.querySelectorAll('.js-plotly-plot').forEach(watch));
+    window.studioPlotObserver.observe(document.body, {subtree: true, childList: true, attributes: true,
+                                                      attributeFilter: ['class']});
+  }
+  document.querySelectorAll('.js-plotly-plot').forEach((gd) => { watch(gd); fit(gd); });
+}""".replace("SCALE", str(PRESENTER_PLOT_SCALE))
 
 
 @dataclass

@@ -158,19 +158,20 @@ def masks(src_tokens: list[list[str]], src_pad: np.ndarray, tgt_tokens: list[str
     t = len(tgt_tokens)
     causal = np.tril(np.ones((t, t)))
     fig = make_subplots(rows=1, cols=2, column_widths=[0.55, 0.45], horizontal_spacing=0.12,
-                        subplot_titles=["Source padding mask (batch × position)",
+                        subplot_titles=["Source padding mask (position × sentence)",
                                         "Decoder causal mask (query × key)"])
-    text = np.array([[label(row[j] if j < len(row) else "<pad>") for j in range(src_pad.shape[1])]
-                     for row in src_tokens])
-    fig.add_trace(go.Heatmap(z=(~src_pad).astype(float), text=text, texttemplate="%{text}", textfont=dict(size=12),
+    # One column per sentence, its tokens down the column: a row of tokens in cells one position
+    # wide would overlap.
+    text = np.array([[label(row[j] if j < len(row) else "<pad>") for row in src_tokens]
+                     for j in range(src_pad.shape[1])])
+    fig.add_trace(go.Heatmap(z=(~src_pad).T.astype(float), text=text, texttemplate="%{text}", textfont=dict(size=12),
                              zmin=0, zmax=1, colorscale=[[0, "#eeeeee"], [1, "#9ecae1"]], showscale=False,
-                             hovertemplate="sentence %{y}, position %{x}: %{text}<extra></extra>"), row=1, col=1)
+                             hovertemplate="sentence %{x}, position %{y}: %{text}<extra></extra>"), row=1, col=1)
     fig.add_trace(go.Heatmap(z=causal, colorscale=[[0, "#eeeeee"], [1, "#9ecae1"]], showscale=False,
                              x=list(range(t)), y=list(range(t)),
                              hovertemplate="query %{y} may see key %{x}: %{z}<extra></extra>"), row=1, col=2)
-    fig.update_yaxes(autorange="reversed", title="sentence", tickmode="array",
-                     tickvals=list(range(len(src_tokens))), row=1, col=1)
-    fig.update_xaxes(title="position", row=1, col=1)
+    fig.update_xaxes(title="sentence", tickmode="array", tickvals=list(range(len(src_tokens))), row=1, col=1)
+    fig.update_yaxes(title="position", autorange="reversed", row=1, col=1)
     fig.update_xaxes(_token_axis(tgt_tokens, tickangle=-45), row=1, col=2)
     fig.update_yaxes(_token_axis(tgt_tokens, autorange="reversed"), row=1, col=2)
     return _layout(fig, "Masks of an example batch (blue: may attend, grey: masked)", 420)

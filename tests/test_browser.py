@@ -15,6 +15,8 @@ import pytest
 from _studio import SENTENCES, studio_bundle
 from bench.serving import free_port, wait_for
 from core.checkpoint import save_checkpoint
+from studio.app import PRESENTER_PLOT_SCALE
+from studio.plots import FONT
 
 CHROMIUM = "/usr/bin/chromium"
 ROOT = Path(__file__).resolve().parents[1]
@@ -120,11 +122,22 @@ def test_studio_in_headless_chromium(studio):
             _plots_in(page, key, plots)
             page.screenshot(path=shots / f"{n}-{key}.png", full_page=True)
 
-        # Presenter mode switches the body class.
-        page.get_by_label("Presenter mode (large type, high contrast)").check()
+        # Presenter mode switches the body class and enlarges every plot's type, a figure drawn
+        # afterwards included; switched off, the plots return to their own size.
+        switch = page.get_by_label("Presenter mode (large type, high contrast)")
+        switch.check()
         page.wait_for_function("document.body.classList.contains('presenter')", timeout=5000)
         page.get_by_role("tab", name="Translate").click()
+        plot = "document.querySelector('#tab-translate .js-plotly-plot')"
+        large = round(FONT["size"] * PRESENTER_PLOT_SCALE, 1)
+        page.wait_for_function(f"{plot}._fullLayout.font.size === {large}", timeout=5000)
+        page.evaluate(f"window.shownLayout = {plot}.layout")
+        page.locator("#tab-translate").get_by_text(SENTENCES[1], exact=True).click()
+        page.wait_for_function(f"{plot}.layout !== window.shownLayout && {plot}._fullLayout.font.size === {large}",
+                               timeout=20000)
         page.screenshot(path=shots / "6-presenter.png", full_page=False)
+        switch.uncheck()
+        page.wait_for_function(f"{plot}._fullLayout.font.size === {FONT['size']}", timeout=5000)
         browser.close()
     print("screenshots:", *sorted(str(p) for p in shots.iterdir()), sep="\n  ")
     assert not outside, f"requests to non-local addresses: {outside}"

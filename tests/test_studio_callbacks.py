@@ -7,6 +7,7 @@ import re
 import zipfile
 
 import gradio as gr
+import numpy as np
 import plotly.graph_objects as go
 import pytest
 import torch
@@ -240,6 +241,9 @@ def test_model_tab_counts_every_parameter_once(registry):
     assert peak == pytest.approx(64 ** -0.5 * 4000 ** -0.5, rel=0.01)
     assert max(smoothing.data[0].y) == pytest.approx(0.9 + 0.1 / bundle.model.config.tgt_vocab_size)
     assert len(masks.data) == 2
+    z, text = np.asarray(masks.data[0].z), np.asarray(masks.data[0].text)  # one column per sentence
+    assert z.shape == text.shape and 2 <= z.shape[1] <= 3 < z.shape[0]
+    assert ((text == "&lt;pad&gt;") == (z == 0)).all()
     assert model_view.defaults(registry, "studio-tiny") == (4000, 0.1)
     assert model_view.render(registry, "missing", 4000, 20000, 0.1)[0].startswith("No model")
 
