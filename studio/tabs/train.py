@@ -234,7 +234,7 @@ def curves(view: JobView) -> go.Figure:
             fig.add_trace(go.Scatter(x=[e.step for e in evals], y=[e.metrics.get(key, 0) * scale for e in evals],
                                      mode="lines+markers", name=name, line=dict(color=color)), row=2, col=3)
         fig.update_yaxes(range=[0, 1.02], row=2, col=3)
-    fig.update_yaxes(type="log", row=1, col=2)
+    fig.update_yaxes(type="log", dtick="D2", row=1, col=2)  # 1, 2, 5 per decade: every digit crowds the axis
     fig.update_yaxes(range=[0, 1.02], row=1, col=3)
     fig.update_yaxes(exponentformat="e", row=2, col=1)
     fig.update_xaxes(title="step", row=2)
