@@ -99,6 +99,21 @@ PRESENTER_JS = """(on) => {
 }""".replace("SCALE", str(PRESENTER_PLOT_SCALE))
 
 
+# A number typed into a slider's box outside its range: the box shows the value the slider takes
+# (widgets.Slider clamps it on the server; without this the box kept the typed number until redrawn).
+CLAMP_JS = """() => {
+  document.addEventListener('change', (event) => {
+    const box = event.target;
+    if (!(box instanceof HTMLInputElement) || box.dataset.testid !== 'number-input') return;
+    if (box.value === '' || box.min === '' || box.max === '') return;
+    const value = Number(box.value), low = Number(box.min), high = Number(box.max);
+    if (value >= low && value <= high) return;
+    box.value = String(Math.min(Math.max(value, low), high));
+    box.dispatchEvent(new Event('input', {bubbles: true}));
+  }, true);
+}"""
+
+
 @dataclass
 class Shell:
     """What every tab needs: the registry and the picked model's name (an input to callbacks)."""
@@ -280,7 +295,7 @@ def main(argv: list[str] | None = None) -> None:
     demo = build_app(registry, selected, args.checkpoints_dir, args.public)
     try:
         demo.queue(max_size=QUEUE_SIZE, default_concurrency_limit=DEFAULT_CONCURRENCY, status_update_rate=1).launch(
-            server_name=args.host, server_port=args.port, share=args.share, css=CSS, show_error=False,
+            server_name=args.host, server_port=args.port, share=args.share, css=CSS, js=CLAMP_JS, show_error=False,
             max_file_size=MAX_UPLOAD_BYTES)
     except OSError as exc:  # the port is taken, or the host is not an address of this machine
         reason = str(exc).split(". ")[0]  # Gradio goes on about launch() parameters

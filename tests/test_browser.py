@@ -122,6 +122,14 @@ def test_studio_in_headless_chromium(studio):
             _plots_in(page, key, plots)
             page.screenshot(path=shots / f"{n}-{key}.png", full_page=True)
 
+        # A number typed outside a slider's range: the box shows the value the slider takes.
+        page.get_by_role("tab", name="Positional encoding").click()
+        d_model = page.get_by_label("number input for d_model")
+        d_model.fill("9999")
+        d_model.press("Enter")
+        page.locator("#tab-positional .js-plotly-plot").get_by_text("× 512 dimensions").first.wait_for(timeout=15000)
+        assert d_model.input_value() == "512"
+
         # Presenter mode switches the body class and enlarges every plot's type, a figure drawn
         # afterwards included; switched off, the plots return to their own size.
         switch = page.get_by_label("Presenter mode (large type, high contrast)")
