@@ -259,7 +259,9 @@ Sources = torch.Tensor | Sequence[torch.Tensor]  # (B, S) ids, or groups of them
 
 def _count_sources(src: Sources) -> tuple[int, torch.device]:
     """How many sources src holds, and their device."""
-    groups = [src] if isinstance(src, torch.Tensor) else list(src)
+    groups = [src] if isinstance(src, torch.Tensor) else src
+    if not groups:
+        raise ValueError("no source sentences to decode")
     return sum(group.size(0) for group in groups), groups[0].device
 
 
@@ -383,8 +385,9 @@ def ranked(hypotheses: Sequence[Hypothesis]) -> list[Hypothesis]:
 # ----- tensor-level decoders ---------------------------------------------------------------
 def beam_search(model: Transformer, src: Sources, max_len: torch.Tensor | int,
                 options: DecodeOptions | None = None, **overrides: Any) -> list[list[Hypothesis]]:
-    """Beam search for every row of src (B, S); max_len: output tokens per row (int or (B,)),
-    eos included. Returns per row its n_best hypotheses, best first. options.method is ignored."""
+    """Beam search for every source in src (B, S), or in its groups; max_len: output tokens per
+    source (int or (B,)), eos included. Returns per source its n_best hypotheses, best first.
+    options.method is ignored."""
     opts = resolve_options(options, overrides)
     with inference(model):
         state = beam_start(model, src, _lengths(src, max_len, model))
@@ -395,7 +398,8 @@ def beam_search(model: Transformer, src: Sources, max_len: torch.Tensor | int,
 
 def greedy_decode(model: Transformer, src: Sources, max_len: torch.Tensor | int,
                   options: DecodeOptions | None = None, **overrides: Any) -> list[Hypothesis | None]:
-    """The most probable token at each step, for every row of src (B, S); score = log P(Y|X).
+    """The most probable token at each step, for every source in src (B, S), or in its groups;
+    score = log P(Y|X).
     Uses options.min_len and no_repeat_ngram (None for a row they leave no token to choose)."""
     opts = resolve_options(options, overrides)
     return _decode_rows(model, src, max_len, opts, ranking.argmax)

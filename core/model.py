@@ -84,8 +84,8 @@ class DecoderLayer(nn.Module):
         self.res_cross = Residual(c.d_model, c.dropout, c.norm_first)
         self.res_ffn = Residual(c.d_model, c.dropout, c.norm_first)
 
-    def forward(self, y: torch.Tensor, memory: list[Memory], past_kv: KeyValue | None = None, need_weights: bool = False, packing: Packing | None = None,
-                past_rows: torch.Tensor | None = None
+    def forward(self, y: torch.Tensor, memory: Sequence[Memory], past_kv: KeyValue | None = None,
+                need_weights: bool = False, packing: Packing | None = None, past_rows: torch.Tensor | None = None
                 ) -> tuple[torch.Tensor, KeyValue, torch.Tensor | None, torch.Tensor | None]:
         # Masked self-attention (3.2.3). Targets are right-padded, so a causal mask alone
         # keeps every real position away from padding; padded positions are never scored.
@@ -117,7 +117,8 @@ class DecoderCache:
 
     def select(self, rows: torch.Tensor, sources: torch.Tensor | None = None) -> "DecoderCache":
         """Keep/reorder decoder rows; the sources they now belong to are `sources` (default:
-        `rows`, for one row per source), e.g. beam search dropping finished sentences."""
+        `rows`, for one row per source), e.g. beam search dropping finished sentences. Sources are
+        numbered across the groups in order; with several groups they must stay in increasing order."""
         sources = rows if sources is None else sources
         plan = _plan_selection([group.sources for group in self.memory[0]], sources)
         memory = [[group if index is None else group.select(index) for group, index in zip(layer, plan) if
@@ -137,6 +138,9 @@ def _plan_selection(sizes: list[int], sources: torch.Tensor) -> list[torch.Tenso
     """Which sources each group keeps (indices within the group; None: all of them, untouched),
     for `sources` indexing the groups' sources in order. Several groups keep their order, so
     `sources` must then be increasing; one group may be reordered freely."""
+    total = sum(sizes)
+    if sources.numel() and not (0 <= int(sources.min()) and int(sources.max()) < total):
+        raise IndexError(f"DecoderCache.select: sources must lie in 0..{total - 1}; got {sources.tolist()}")
     increasing = bool((sources[1:] > sources[:-1]).all())
     if not increasing:
         if len(sizes) > 1:
@@ -274,8 +278,10 @@ class Transformer(nn.Module):
         """Encode src (B, S) once; the returned cache feeds decode_step. A list of such tensors
         (sources grouped by length) is encoded group by group, each padded only to its own
         longest source; the decoder's rows take the groups' sources in order."""
-        caches = [self.start_cache(group, *self._encode(group)[:2])
-                  for group in ([src] if isinstance(src, torch.Tensor) else src)]
+        groups = [group for group in ([src] if isinstance(src, torch.Tensor) else src) if group.size(0)]
+        if not groups:
+            raise ValueError("start_decoding needs at least one source sentence")
+        caches = [self.start_cache(group, *self._encode(group)[:2]) for group in groups]
         return DecoderCache([[group for cache in caches for group in cache.memory[i]]
                              for i in range(len(self.decoder_layers))], [None] * len(self.decoder_layers))
 
@@ -283,7 +289,8 @@ class Transformer(nn.Module):
     def decode_step(self, tokens: torch.Tensor, cache: DecoderCache,
                     need_weights: bool = False) -> torch.Tensor | tuple[torch.Tensor, list[torch.Tensor]]:
         """Feed the newest token (B,) of each row; returns log-probabilities (B, V) of the
-        next token (and, with need_weights, per-layer cross-attention (B, h, S))."""
+        next token (and, with need_weights, per-layer cross-attention (B, h, S), S the longest
+        source group's length: keys a shorter group lacks get weight 0)."""
         y, _, cross_probs = self._decode(tokens[:, None], cache, need_weights)
         logits = self._step_logits(y[:, -1]).float()
         # In place (no gradients here): one (B, V) buffer instead of two, ~7% of a batched beam

@@ -71,7 +71,8 @@ PRESENTER_JS = """(on) => {
     const layout = {'font.size': scaled(full.font.size), 'hoverlabel.font.size': scaled(full.hoverlabel.font.size),
                     'margin.t': scaled(full.margin.t), 'height': Math.round(full.height * r)};
     for (const key of Object.keys(full)) {
-      if (/^[xy]axis[0-9]*$/.test(key)) layout[key + '.automargin'] = true;
+      // null: back to plotly's default, which the studio's figures keep
+      if (/^[xy]axis[0-9]*$/.test(key)) layout[key + '.automargin'] = big ? true : null;
     }
     (gd.layout.annotations || []).forEach((a, i) => {
       if (a.font && a.font.size) layout['annotations[' + i + '].font.size'] = scaled(a.font.size);

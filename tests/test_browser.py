@@ -103,13 +103,19 @@ def test_studio_in_headless_chromium(studio):
         assert content <= model_frame.bounding_box()["height"], (content, model_frame.bounding_box())
         page.screenshot(path=shots / "2-attention.png", full_page=True)
 
-        # Beam search: step twice, then run to the end; the tree and table render.
+        # Beam search: step twice, then run to the end; the tree and table render. On a projector's
+        # 1280x720 the first step scrolls the tree into view, the buttons above it.
+        page.set_viewport_size({"width": 1280, "height": 720})
         page.get_by_role("tab", name="Beam search").click()
         page.get_by_label("Sentence to search").fill(SENTENCES[1])
         step = page.get_by_role("button", name="Step", exact=True)
         for n in (1, 2):
             step.click()
             page.get_by_text(f"Step {n}:").wait_for(timeout=15000)
+        page.wait_for_function("document.getElementById('beam-tree').getBoundingClientRect().bottom <= innerHeight",
+                               timeout=5000)
+        assert step.bounding_box()["y"] > -2  # on screen (to a fraction of a pixel)
+        page.set_viewport_size({"width": 1400, "height": 1000})
         page.get_by_role("button", name="Run to end").click()
         page.get_by_text("Same result").wait_for(timeout=20000)
         _plots_in(page, "beam", 2)

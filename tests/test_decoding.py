@@ -121,6 +121,13 @@ def test_batched_equals_each_sentence_alone(bundle, sentences, method, monkeypat
         assert result.score == pytest.approx(alone.score, abs=1e-5)
 
 
+def test_batch_size_defaults_to_about_1024_rows():
+    assert DecodeOptions(method="greedy").sentences_per_batch == 1024
+    assert DecodeOptions(method="sample").sentences_per_batch == 1024
+    assert DecodeOptions(method="beam").sentences_per_batch == 256  # 4 hypotheses each
+    assert DecodeOptions(method="beam", batch_size=8).sentences_per_batch == 8
+
+
 def test_beam_n_best_and_scores(bundle, sentences):
     options = DecodeOptions(beam_size=4, n_best=4, alpha=0.6)
     for result in translate_detailed(bundle, sentences[:3], options):

@@ -137,6 +137,25 @@ def test_sources_in_groups_equal_one_padded_batch():
     assert grouped.memory[0][0].k.size(0) == 2
     with pytest.raises(ValueError, match="increasing order"):
         model.start_decoding(groups).select(torch.tensor([3, 0]))
+    with pytest.raises(IndexError, match="0..4"):  # e.g. rows passed where sources were meant
+        model.start_decoding(groups).select(torch.tensor([2, 3, 4, 5]))
+
+
+def test_hypotheses_of_grouped_sources_follow_their_source_when_others_finish():
+    # Beam search over groups: 2 hypotheses per source; the first group's only sentence finishes.
+    model = tiny()
+    src, tgt = batch([3, 8, 6], seed=7), batch([5] * 6, seed=8)
+    rows_src = torch.tensor([0, 0, 1, 1, 2, 2])
+    cache = model.start_decoding([src[:1, :3], src[1:]])
+    for t in range(2):
+        model.decode_step(tgt[:, t], cache)
+    kept = torch.tensor([3, 2, 4, 5])  # sentence 0 done; sentence 1's hypotheses swap places
+    cache, history = cache.select(kept, torch.tensor([1, 2])), tgt[kept, :2]
+    assert [g.sources for g in cache.memory[0]] == [2]
+    for t in (2, 3):
+        history = torch.cat([history, tgt[kept, t, None]], dim=1)
+        expected = model(src[rows_src[kept]], history).log_softmax(-1)[:, -1]
+        torch.testing.assert_close(model.decode_step(tgt[kept, t], cache), expected, atol=1e-4, rtol=0)
 
 
 def test_sentence_alone_equals_sentence_in_padded_batch():

@@ -26,6 +26,16 @@ BEAM_RANGE = (1, 16)
 TABLE_HEADERS = ["hypothesis", "cumulative log p", "normalised score", "tokens"]
 
 
+# On a short screen (a projector at 1280x720) the tree starts below the bottom edge: after a step,
+# bring the buttons to the top of the window with the tree right under them.
+SHOW_TREE_JS = """() => {
+  const controls = document.getElementById('beam-controls'), tree = document.getElementById('beam-tree');
+  if (controls && tree && tree.getBoundingClientRect().bottom > window.innerHeight) {
+    controls.scrollIntoView({block: 'start', behavior: 'smooth'});
+  }
+}"""
+
+
 @dataclass
 class Search:
     """A session's beam search: the settings it was started with and every step's view."""
@@ -235,13 +245,13 @@ def build(shell: Shell) -> None:
             with gr.Row():
                 penalty = gr.Radio(["gnmt", "plain"], value="gnmt", label="penalty: ((5+|Y|)/6)^α or |Y|^α")
                 max_extra = Slider(0, 200, value=50, step=1, label="max length: source + N")
-    with gr.Row():
+    with gr.Row(elem_id="beam-controls"):
         step = gr.Button("Step", variant="primary")
         back = gr.Button("Back", interactive=False)
         run = gr.Button("Run to end")
         reset = gr.Button("Reset")
     explanation = gr.Markdown("*Nothing searched yet.*")
-    tree = gr.Plot(label="Search tree")
+    tree = gr.Plot(label="Search tree", elem_id="beam-tree")
     hyp_table = gr.Dataframe(headers=TABLE_HEADERS, datatype=["str", "number", "number", "str"],
                              label="Hypotheses at this step (live: still growing; finished: ended with <eos>)",
                              interactive=False, wrap=True, column_widths=["13%", "20%", "17%", "50%"])
@@ -257,7 +267,8 @@ def build(shell: Shell) -> None:
     for button, action in ((step, "step"), (back, "back"), (run, "run"), (reset, "reset")):
         triggers = [button.click, source.submit] if action == "step" else [button.click]
         gr.on(triggers, guard(partial(act, action, shell.registry)), inputs=[search, *settings], outputs=search,
-              **HEAVY).then(guard(partial(render, shell.registry)), inputs=[search, choice], outputs=shown, **HEAVY)
+              **HEAVY).then(guard(partial(render, shell.registry)), inputs=[search, choice], outputs=shown, **HEAVY
+                            ).then(None, js=SHOW_TREE_JS)
     choice.input(guard(attention_figure), inputs=[search, choice], outputs=attention)
     # New settings start a new search on the next Step (see _current): offer Step and Run again
     # even when the last search had finished.
