@@ -73,14 +73,26 @@ def head_view(attention: dict[str, Sequence[torch.Tensor]], source: list[str], t
     view = bv_head_view(**_stacks(attention), encoder_tokens=list(source), decoder_tokens=list(target),
                         html_action="return")
     rows = max(len(source), len(target))
-    return iframe(_page(view.data), height=min(1400, 140 + 26 * rows))
+    return iframe(_page(_open_on_cross(view.data, attention)), height=min(1400, 140 + 26 * rows))
 
 
 def model_view(attention: dict[str, Sequence[torch.Tensor]], source: list[str], target: list[str]) -> str:
     from bertviz import model_view as bv_model_view
     view = bv_model_view(**_stacks(attention), encoder_tokens=list(source), decoder_tokens=list(target),
                          html_action="return", display_mode="light")
-    return iframe(_page(view.data), height=model_view_height(attention, max(len(source), len(target))))
+    return iframe(_page(_open_on_cross(view.data, attention)), height=model_view_height(attention, max(len(source), len(target))))
+
+
+def _open_on_cross(view_html: str, attention: dict[str, Sequence[torch.Tensor]]) -> str:
+    """bertviz opens on its first stack, the encoder; a translation's story is cross-attention.
+    Its stacks come in the order encoder, decoder, cross; default_filter is the one drawn first,
+    and its stack selector has to show that one too."""
+    present = [stack for stack in ("encoder", "decoder", "cross") if stack in attention]
+    if "cross" not in present:
+        return view_html
+    index = present.index("cross")
+    return (view_html.replace('"default_filter": "0"', f'"default_filter": "{index}"', 1)
+            .replace(f'<option value="{index}">Cross</option>', f'<option value="{index}" selected>Cross</option>', 1))
 
 
 def model_view_height(attention: dict[str, Sequence[torch.Tensor]], rows: int) -> int:

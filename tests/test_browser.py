@@ -93,6 +93,7 @@ def test_studio_in_headless_chromium(studio):
         frame = page.frame_locator("iframe.bertviz").first
         frame.locator("svg text").first.wait_for(timeout=15000)
         assert frame.locator("svg text").count() >= 4
+        assert frame.locator("select#filter").input_value() == "2"  # opens on cross-attention
         # The model view's frame is tall enough for every layer: nothing hides below its edge.
         page.get_by_role("tab", name="Model view").click()
         model_frame = page.locator("iframe.bertviz").nth(1)

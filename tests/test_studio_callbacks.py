@@ -270,6 +270,15 @@ def test_bertviz_page_keeps_licence_notices():
     assert "Mike Bostock" in page and "jquery.org/license" in page
 
 
+def test_bertviz_views_open_on_cross_attention():
+    maps = [torch.rand(1, 2, 3, 3)]
+    for view in (bertviz_offline.head_view, bertviz_offline.model_view):
+        page = html.unescape(view({"encoder": maps, "decoder": maps, "cross": maps}, list("abc"), list("xyz")))
+        assert '"default_filter": "2"' in page  # bertviz's stacks: encoder 0, decoder 1, cross 2
+        assert '<option value="2" selected>Cross</option>' in page
+        assert '"default_filter": "0"' in html.unescape(view({"encoder": maps}, list("abc"), list("xyz")))
+
+
 def test_sliders_clamp_typed_values_and_attention_ranges_follow_the_picked_model(registry):
     layer = Slider(1, 3, value=1, step=1)
     assert (layer.preprocess(6), layer.preprocess(-2), layer.preprocess(2), layer.preprocess(None)) == (3, 1, 2, 1)
