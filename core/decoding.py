@@ -42,6 +42,10 @@ from .tokenizer import EOS_ID, Tokenizer
 METHODS = ("greedy", "beam", "sample")
 LENGTH_PENALTIES = ("gnmt", "plain")
 PRUNED, LIVE, FINISHED = 0, 1, 2  # beam candidates' fate, see StepRecord.status
+# Notices that translate() does not warn about: an empty input's empty output explains itself, and a
+# clamped length limit changes no output by itself (an output cut at the limit has its own notice).
+EMPTY_INPUT = "empty input"
+CLAMPED_LIMIT = "maximum output length"
 NEG_INF = float("-inf")
 # translate_detailed encodes a batch in groups of this many sentences of similar length, each padded
 # only to its own longest: cross-attention then reads little padding, and the encoder's activations
@@ -169,7 +173,7 @@ def prepare_source(tokenizer: Tokenizer, text: str, max_len: int) -> Source:
         raise TypeError(f"a source sentence must be a str, got {type(text).__name__}")
     ids = source_ids(tokenizer, text) if text.strip() else []
     if len(ids) <= 1:
-        return Source([], [], ["empty input"])
+        return Source([], [], [EMPTY_INPUT])
     notices = []
     unknown = tokenizer.unknown_pieces(text)
     if unknown:
@@ -187,7 +191,7 @@ def max_output_length(source_length: int, options: DecodeOptions, model_max_len:
     wanted = int(options.max_len_a * source_length + options.max_len_b)
     limit = model_max_len - 1
     if wanted > limit:
-        return limit, (f"maximum output length {wanted} clamped to {limit} tokens "
+        return limit, (f"{CLAMPED_LIMIT} {wanted} clamped to {limit} tokens "
                        f"(the model's max_len is {model_max_len} with <bos>)")
     return max(wanted, 1), None
 
@@ -493,7 +497,7 @@ def translate(bundle: Any, sentences: list[str], **options: Any) -> list[str]:
     results = translate_detailed(bundle, sentences, **options)
     for text, result in zip(sentences, results):
         for notice in result.notices:
-            if notice != "empty input" and not notice.startswith("maximum output length"):  # "" / a limit only
+            if notice != EMPTY_INPUT and not notice.startswith(CLAMPED_LIMIT):
                 warnings.warn(f"{notice}: {text[:40]!r}{'...' * (len(text) > 40)}", stacklevel=2)
     return [r.text for r in results]
 
