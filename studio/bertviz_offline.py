@@ -80,7 +80,8 @@ def model_view(attention: dict[str, Sequence[torch.Tensor]], source: list[str], 
     from bertviz import model_view as bv_model_view
     view = bv_model_view(**_stacks(attention), encoder_tokens=list(source), decoder_tokens=list(target),
                          html_action="return", display_mode="light")
-    return iframe(_page(_open_on_cross(view.data, attention)), height=model_view_height(attention, max(len(source), len(target))))
+    rows = max(len(source), len(target))
+    return iframe(_page(_open_on_cross(view.data, attention)), height=model_view_height(attention, rows))
 
 
 def _open_on_cross(view_html: str, attention: dict[str, Sequence[torch.Tensor]]) -> str:
