@@ -42,15 +42,16 @@ from .tokenizer import EOS_ID, Tokenizer
 METHODS = ("greedy", "beam", "sample")
 LENGTH_PENALTIES = ("gnmt", "plain")
 PRUNED, LIVE, FINISHED = 0, 1, 2  # beam candidates' fate, see StepRecord.status
+NEG_INF = float("-inf")
 # Notices that translate() does not warn about: an empty input's empty output explains itself, and a
 # clamped length limit changes no output by itself (an output cut at the limit has its own notice).
 EMPTY_INPUT = "empty input"
 CLAMPED_LIMIT = "maximum output length"
-NEG_INF = float("-inf")
 # translate_detailed encodes a batch in groups of this many sentences of similar length, each padded
 # only to its own longest: cross-attention then reads little padding, and the encoder's activations
-# stay small enough for the CPU's caches (bench/decode.py, 2-core CPU: groups of 128 in batches of
-# 1,000 sentences decode greedily 1.2x faster than batches of 256 encoded whole).
+# stay small enough for the CPU's caches (Multi30k test_2016 on a 2-core CPU, interleaved runs: groups
+# of 128 in batches of 1,024 sentences decode greedily 1.2-1.3x faster than batches of 256 encoded
+# whole; groups of 64 and 256 were as fast as 128).
 SOURCE_GROUP = 128
 
 
@@ -73,8 +74,8 @@ class DecodeOptions:
     # the same order and batch_size): its draws run through the call's sentences in turn.
     seed: int | None = None
     # Sentences decoded together (beam search runs batch_size * beam_size rows). None: 1,024 for greedy
-    # and sampling, 256 for beam search: the fastest measured on a 2-core CPU (bench/decode.py), and
-    # about the same number of rows.
+    # and sampling, 256 for beam search, about 1,024 rows either way (2-core CPU, bench/decode.py:
+    # greedy gains from 1,024 sentences over 256, beam search from more than 256 does not).
     batch_size: int | None = None
 
     @property
