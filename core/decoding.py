@@ -418,7 +418,7 @@ def sample(model: Transformer, src: Sources, max_len: torch.Tensor | int,
     it repeatable. token_logprobs and score are the model's own log-probabilities. None as in
     greedy_decode."""
     opts = resolve_options(options, overrides)
-    gen = generator or make_generator(opts, src.device)
+    gen = generator or make_generator(opts, _count_sources(src)[1])
 
     def choose(log_probs: torch.Tensor) -> torch.Tensor:
         top = log_probs.amax(dim=1, keepdim=True)

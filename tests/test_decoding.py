@@ -121,6 +121,13 @@ def test_batched_equals_each_sentence_alone(bundle, sentences, method, monkeypat
         assert result.score == pytest.approx(alone.score, abs=1e-5)
 
 
+def test_sampling_with_a_seed_takes_sources_in_groups(bundle, sentences):
+    src, max_out = encode(bundle, sentences[:4])
+    groups = [src[:2], src[2:]]
+    assert [h.ids for h in sample(bundle.model, groups, max_out, seed=3)] == \
+        [h.ids for h in sample(bundle.model, groups, max_out, seed=3)]
+
+
 def test_batch_size_defaults_to_about_1024_rows():
     assert DecodeOptions(method="greedy").sentences_per_batch == 1024
     assert DecodeOptions(method="sample").sentences_per_batch == 1024
