@@ -22,10 +22,15 @@ SIMILARITY_CAPTION = (
     "represented as a linear function of PE(pos)\". The dot product of two encodings depends only on their "
     "distance, so the bands run parallel to the diagonal: nearby positions look alike, far ones less so.")
 
+def even_width(d_model: float) -> int:
+    """The slider's d_model as the encoding takes it: an even number of dimensions, at least 2."""
+    return max(2, int(d_model) // 2 * 2)
+
+
 def default_dims(d_model: float) -> list[int]:
     """A sine-cosine pair and two slower sines at d_model/8 and d_model/4: their wavelengths,
     2π·10000^(1/8) ≈ 20 and 2π·10 ≈ 63 positions, are the same whatever d_model is."""
-    d = max(2, int(d_model) // 2 * 2)
+    d = even_width(d_model)
     return sorted({0, 1, d // 8 // 2 * 2, d // 4 // 2 * 2})
 
 
@@ -35,14 +40,14 @@ DEFAULT_DIMS = default_dims(128)
 def dimension_choices(d_model: float, chosen: list[int] | None, picked: bool) -> gr.Dropdown:
     """The dimensions offered for d_model: the defaults for it, or the ones the user picked
     (picked=True) that still exist."""
-    d = max(2, int(d_model) // 2 * 2)
+    d = even_width(d_model)
     keep = [int(x) for x in (chosen or []) if 0 <= int(x) < d] if picked else default_dims(d)
     return gr.Dropdown(choices=list(range(d)), value=keep or [0, 1], multiselect=True)
 
 
 def render(d_model: float, length: float, dims: list[int] | None):
     """(heatmap, curves, similarity) for a d_model (rounded to even) and a number of positions."""
-    d_model = max(2, int(d_model) // 2 * 2)
+    d_model = even_width(d_model)
     length = max(1, int(length))
     table = sinusoidal_encoding(length, d_model).numpy()
     dims = [int(d) for d in (dims or []) if 0 <= int(d) < d_model] or [0, 1]
