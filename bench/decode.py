@@ -7,7 +7,10 @@ output to cross-attention keys/values again as seed 000's `model.decode(ys, enc_
 does (the encoder runs once per sentence). It follows the same rules as core.decoding (section
 6.1 of the paper: beam 4, length penalty α = 0.6, maximum output length input + 50), so the
 outputs must be identical.
-It is slow (about 0.25 s a sentence for beam 4), so it runs on the first --naive-limit sentences.
+It is slow (about 0.25 s a sentence for beam 4), so it runs on --naive-limit sentences spread over
+the set: one from each of that many equal strata of source length, so that its sentences/s stand
+for the whole set's (the set's first 100 hold its longest output; their greedy outputs are 6% longer
+than the set's mean).
 
 To show how far the batched decoder could still go, it also counts the floating-point work of its
 matrix products (torch's FlopCounterMode, one untimed pass) and times a large matrix product on
@@ -99,7 +102,8 @@ def run_benchmark(bundle: Any, sentences: list[str], naive_limit: int, rounds: i
     round, the naive one the next part of its subset), so a machine that speeds up or slows
     down during the run affects both alike."""
     model, tokenizer = bundle.model, bundle.tokenizer
-    subset = sentences[:naive_limit]
+    picks = spread_sample(bundle, sentences, naive_limit)
+    subset = [sentences[i] for i in picks]
     parts = [subset[len(subset) * r // rounds:len(subset) * (r + 1) // rounds] for r in range(rounds)]
     figures, peak = {}, matmul_rate()
     for method, naive in (("beam", naive_beam), ("greedy", naive_greedy)):
@@ -115,7 +119,7 @@ def run_benchmark(bundle: Any, sentences: list[str], naive_limit: int, rounds: i
                 slow += [_naive(naive, model, tokenizer, text, options) for text in part]
                 naive_time += time.perf_counter() - start
         fast_rate, naive_rate = rounds * len(sentences) / fast_time, len(subset) / naive_time
-        same = sum(f.ids == s for f, s in zip(fast, slow))
+        same = sum(fast[i].ids == s for i, s in zip(picks, slow))
         with FlopCounterMode(display=False) as counter:
             translate_detailed(bundle, sentences, options)
         gflop = counter.get_total_flops() / 1e9
@@ -125,12 +129,23 @@ def run_benchmark(bundle: Any, sentences: list[str], naive_limit: int, rounds: i
                            "gflop": gflop, "ceiling": ceiling}
         label = f"beam {options.beam_size}" if method == "beam" else "greedy"
         out(f"{label:>7}: batched+cached {fast_rate:8.2f} sentences/s ({len(sentences)} sentences, "
-            f"batch {options.sentences_per_batch}) | naive {naive_rate:6.2f} sentences/s (first {len(subset)}) | "
-            f"speed-up {fast_rate / naive_rate:6.1f}x | identical outputs on the first {len(subset)}: "
+            f"batch {options.sentences_per_batch}) | naive {naive_rate:6.2f} sentences/s ({len(subset)} of them) | "
+            f"speed-up {fast_rate / naive_rate:6.1f}x | identical outputs on those {len(subset)}: "
             f"{'yes' if same == len(subset) else f'NO ({len(subset) - same} differ)'}")
         out(f"{'':>7}  its matrix products: {gflop:.1f} GFLOP, {gflop * fast_rate / len(sentences):.0f} GFLOP/s "
             f"over the run (this CPU: {peak:.0f} GFLOP/s on a 1024x1024 product) | ceiling {ceiling:.1f}x")
     return figures
+
+
+def spread_sample(bundle: Any, sentences: list[str], n: int) -> list[int]:
+    """Indices of n sentences, in input order: the middle one of each of n equal strata of the
+    sentences ranked by source length (ties in input order)."""
+    if n >= len(sentences):
+        return list(range(len(sentences)))
+    max_len = bundle.model.config.max_len
+    ranked = sorted(range(len(sentences)),
+                    key=lambda i: (len(prepare_source(bundle.tokenizer, sentences[i], max_len).ids), i))
+    return sorted(ranked[(2 * k + 1) * len(sentences) // (2 * n)] for k in range(n))
 
 
 def matmul_rate(size: int = 1024, repeats: int = 20) -> float:
@@ -167,7 +182,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--checkpoint", default="checkpoints/multi30k-de-en-small", help="checkpoint directory")
     parser.add_argument("--naive-limit", type=int, default=100,
-                        help="time the naive decoder on the first N sentences (default 100)")
+                        help="time the naive decoder on N sentences spread over the set's source lengths "
+                             "(default 100)")
     parser.add_argument("--limit", type=int, default=None, help="decode only the first M sentences")
     parser.add_argument("--rounds", type=int, default=3,
                         help="alternate the two decoders over R rounds (default 3; see run_benchmark)")
@@ -184,7 +200,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{bundle.name}: {bundle.model.num_parameters() / 1e6:.1f}M parameters, "
           f"{torch.get_num_threads()} CPU threads, Multi30k test_2016 De->En")
     print(f"The naive decoder runs one sentence at a time, each hypothesis re-decoding its whole prefix; "
-          f"it is timed and compared on the first {min(args.naive_limit, len(sentences))} sentences only.")
+          f"it is timed and compared on {min(args.naive_limit, len(sentences))} sentences only, one from each "
+          f"stratum of source length.")
     if args.rounds < 1 or args.naive_limit < 1:
         parser.error(f"--rounds and --naive-limit must be at least 1; got {args.rounds} and {args.naive_limit}")
     run_benchmark(bundle, sentences, args.naive_limit, args.rounds)

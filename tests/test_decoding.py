@@ -309,9 +309,18 @@ def test_bench_naive_and_batched_agree(bundle, sentences):
     figures = load_bench().run_benchmark(bundle, sentences[:6], naive_limit=3, out=lines.append)
     assert set(figures) == {"beam", "greedy"}
     assert all(f["identical"] and f["speedup"] > 0 and f["gflop"] > 0 for f in figures.values())
-    assert "identical outputs on the first 3: yes" in lines[0] and lines[2].strip().startswith("greedy")
+    assert "identical outputs on those 3: yes" in lines[0] and lines[2].strip().startswith("greedy")
     # The arithmetic ceiling: beam search does more matrix work than greedy decoding.
     assert "ceiling" in lines[1] and figures["beam"]["gflop"] > figures["greedy"]["gflop"]
+
+
+def test_bench_naive_sample_spans_the_source_lengths(bundle):
+    sentences = ["a " * n for n in (9, 1, 5, 3, 7, 2, 8, 4, 6, 10)]  # 1-10 words, shuffled
+    picks = load_bench().spread_sample(bundle, sentences, 5)
+    assert picks == sorted(picks) and len(set(picks)) == 5
+    # The middle of each fifth of the lengths: the 2nd, 4th, ... shortest sentence.
+    assert sorted(sentences[i].count("a") for i in picks) == [2, 4, 6, 8, 10]
+    assert load_bench().spread_sample(bundle, sentences[:3], 5) == [0, 1, 2]
 
 
 def test_bench_main_on_a_saved_checkpoint(bundle, sentences, tmp_path, capsys):
@@ -324,6 +333,6 @@ def test_bench_main_on_a_saved_checkpoint(bundle, sentences, tmp_path, capsys):
     assert bench.main(["--checkpoint", str(tmp_path / "tiny"), "--data-dir", str(tmp_path),
                        "--limit", "5", "--naive-limit", "2"]) == 0
     out = capsys.readouterr().out
-    assert "first 2 sentences only" in out and out.count("identical outputs on the first 2: yes") == 2
+    assert "2 sentences only" in out and out.count("identical outputs on those 2: yes") == 2
     with pytest.raises(SystemExit, match="Multi30k test set not found"):
         bench.main(["--data-dir", str(tmp_path / "absent")])
