@@ -1,7 +1,19 @@
 """Transformer Studio core: the model of "Attention Is All You Need" and what trains,
-decodes and evaluates it. No UI imports here."""
+decodes and evaluates it. No UI imports here.
+
+    import core
+    bundle = core.load_checkpoint("checkpoints/multi30k-de-en-small")
+    core.translate(bundle, ["Ein Hund läuft."], beam_size=4)
+"""
+from .bundle import ModelBundle
+from .checkpoint import average_checkpoints, load_checkpoint, save_checkpoint
 from .config import PRESETS, SPECIAL_TOKENS, ModelConfig
+from .decoding import DecodeOptions, Translation, translate, translate_detailed
+from .evaluation import EvalResult, evaluate_bleu, evaluate_bundle
 from .model import DecoderCache, Transformer
 from .positional import sinusoidal_encoding
 
-__all__ = ["PRESETS", "SPECIAL_TOKENS", "ModelConfig", "DecoderCache", "Transformer", "sinusoidal_encoding"]
+__all__ = ["PRESETS", "SPECIAL_TOKENS", "ModelConfig", "DecoderCache", "Transformer", "sinusoidal_encoding",
+           "ModelBundle", "load_checkpoint", "save_checkpoint", "average_checkpoints",
+           "DecodeOptions", "Translation", "translate", "translate_detailed",
+           "EvalResult", "evaluate_bleu", "evaluate_bundle"]

@@ -111,12 +111,17 @@ def read_lines(path: Path) -> list[str]:
             data = gzip.decompress(data)
         except (OSError, EOFError) as exc:
             raise ValueError(f"{path}: not a valid gzip file ({exc})") from None
+    return decode_lines(data, str(path))
+
+
+def decode_lines(data: bytes, name: str) -> list[str]:
+    """Lines of UTF-8 bytes read from `name` (a file, stdin), as split_lines() gives them."""
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         line = data.count(b"\n", 0, exc.start) + 1
-        raise ValueError(f"{path} line {line}: invalid UTF-8 (byte {data[exc.start]:#04x}); "
-                         f"save the file as UTF-8") from None
+        raise ValueError(f"{name} line {line}: invalid UTF-8 (byte {data[exc.start]:#04x}); "
+                         f"save the text as UTF-8") from None
     return split_lines(text)
 
 

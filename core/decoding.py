@@ -28,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import math
+import re
 import warnings
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Sequence
@@ -47,6 +48,7 @@ NEG_INF = float("-inf")
 # clamped length limit changes no output by itself (an output cut at the limit has its own notice).
 EMPTY_INPUT = "empty input"
 CLAMPED_LIMIT = "maximum output length"
+LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 # translate_detailed encodes a batch in groups of this many sentences of similar length, each padded
 # only to its own longest: cross-attention then reads little padding, and the encoder's activations
 # stay small enough for the CPU's caches (Multi30k test_2016 on a 2-core CPU, interleaved runs: groups
@@ -172,6 +174,10 @@ def prepare_source(tokenizer: Tokenizer, text: str, max_len: int) -> Source:
     """Encode text for a model whose sequences hold at most max_len tokens."""
     if not isinstance(text, str):
         raise TypeError(f"a source sentence must be a str, got {type(text).__name__}")
+    surrogate = LONE_SURROGATE.search(text)
+    if surrogate:  # what undecodable bytes become under errors="surrogateescape"; the tokenizer rejects them
+        raise ValueError(f"character {surrogate.start() + 1} is U+{ord(surrogate[0]):04X}, not text: was it read "
+                         f"from bytes that are not UTF-8?")
     ids = source_ids(tokenizer, text) if text.strip() else []
     if len(ids) <= 1:
         return Source([], [], [EMPTY_INPUT])
@@ -509,10 +515,18 @@ def translate_detailed(bundle: Any, sentences: list[str], options: DecodeOptions
     returned in input order. on_batch(n) is called after each batch of n sentences."""
     if isinstance(sentences, str):
         raise TypeError("sentences must be a list of str, not a single str")
+    if not (hasattr(bundle, "model") and hasattr(bundle, "tokenizer")):
+        raise TypeError(f"bundle must be a ModelBundle (core.load_checkpoint(folder) returns one) or hold .model "
+                        f"and .tokenizer, got {type(bundle).__name__}")
     opts = resolve_options(options, overrides)
     model, tokenizer = bundle.model, bundle.tokenizer
     max_len = model.config.max_len
-    sources = [prepare_source(tokenizer, text, max_len) for text in sentences]
+    sources = []
+    for number, text in enumerate(sentences):
+        try:
+            sources.append(prepare_source(tokenizer, text, max_len))
+        except (TypeError, ValueError) as exc:
+            raise type(exc)(f"sentence {number}: {exc}") from None
     results = [_empty_translation(s) if s.empty else None for s in sources]
     order = sorted((i for i, s in enumerate(sources) if not s.empty), key=lambda i: len(sources[i].ids))
     device = next(model.parameters()).device
