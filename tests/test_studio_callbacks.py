@@ -190,8 +190,8 @@ def test_head_ablation_switches_heads_off_only_on_the_copy(registry, current):
     groups = attention.head_choices(registry, "studio-tiny")
     assert "L1 H3" in [c[0] for c in groups[2].choices]
     assert attention.parse_heads([], ["L2 H1"], ["L1 H3", "L1 H4"]) == {"decoder": {1: [0]}, "cross": {0: [2, 3]}}
-    assert "Tick one" in attention.ablate(registry, current, [], [], [])
-    report = attention.ablate(registry, current, ["L1 H1", "L1 H2", "L1 H3", "L1 H4"], [], [])
+    assert "Tick one" in attention.ablate(registry, current, "studio-tiny", [], [], [])
+    report = attention.ablate(registry, current, "studio-tiny", ["L1 H1", "L1 H2", "L1 H3", "L1 H4"], [], [])
     assert "off" in report and ("unchanged" in report or "changed" in report)
     for module in registry.get("studio-tiny").model.attention_modules()["encoder"]:
         assert module.head_mask is None
@@ -200,17 +200,37 @@ def test_head_ablation_switches_heads_off_only_on_the_copy(registry, current):
 
 
 def test_attention_is_drawn_only_on_screen_and_once_per_sentence(registry, current):
-    skipped = attention.refresh(registry, current, None, None, on_screen="translate")
+    skipped = attention.refresh(registry, current, None, "translate", "studio-tiny")
     assert all(isinstance(v, type(gr.skip())) for v in skipped)  # nobody looks: no forward pass
-    analysis, title, layer, head, drawn = attention.refresh(registry, current, None, None, attention.TAB_ID)
-    assert drawn == current and analysis.source == current.source and "Translation" in title
-    assert all(isinstance(v, type(gr.skip())) for v in attention.refresh(registry, current, analysis, drawn,
-                                                                         attention.TAB_ID))
+    analysis, title, layer, head, drawn = attention.refresh(registry, current, None, attention.TAB_ID, "studio-tiny")
+    assert drawn == (current, "studio-tiny") and analysis.source == current.source and "Translation" in title
+    assert all(isinstance(v, type(gr.skip())) for v in attention.refresh(registry, current, drawn, attention.TAB_ID,
+                                                                         "studio-tiny"))
     assert all(isinstance(v, type(gr.skip())) for v in attention.redraw(analysis, "Encoder self-attention",
                                                                         False, 1, 1, "beam"))
     head_html, model_html, key = attention.refresh_bertviz(analysis, None, attention.TAB_ID)
     assert head_html.startswith("<iframe") and key == (analysis.model, analysis.source, analysis.translation)
     assert all(isinstance(v, type(gr.skip())) for v in attention.refresh_bertviz(analysis, key, attention.TAB_ID))
+
+
+def test_attention_maps_never_outlive_a_model_switch(registry, current):
+    registry.add("other", studio_bundle(max_len=16))
+    analysis, title, *_, drawn = attention.refresh(registry, current, None, attention.TAB_ID, "studio-tiny")
+    assert "**Model:** studio\\-tiny" in title
+    assert all(fig.layout.title.text.startswith("studio-tiny · ") for fig in attention.figures(
+        analysis, "Encoder self-attention", False, 1, 1))  # each map names its model
+    # Another model picked (here or on another tab): the maps go, with a note, and come back for the model
+    # the sentence was translated with; never the old model's maps beside the new one's sliders and boxes.
+    analysis, title, layer, head, drawn = attention.refresh(registry, current, drawn, attention.TAB_ID, "other")
+    assert analysis is None and "Model changed to **other**" in title and "translate again" in title
+    assert (layer, head) == (gr.skip(), gr.skip())  # picked_model_ranges sets them for "other"
+    assert attention.refresh_bertviz(None, ("studio-tiny", "x", "y"), attention.TAB_ID)[:2] == ("", "")
+    with pytest.warns(UserWarning, match="translated with studio-tiny, not other"):
+        assert "Model changed to **other**" in attention.ablate(registry, current, "other", ["L1 H1"], [], [])
+    analysis, *_, drawn = attention.refresh(registry, current, drawn, attention.TAB_ID, "studio-tiny")
+    assert analysis.model == "studio-tiny" and drawn == (current, "studio-tiny")
+    mine = attention.translate_here(registry, "other", SENTENCES[0])
+    assert attention.refresh(registry, mine, drawn, attention.TAB_ID, "other")[0].model == "other"
 
 
 def test_attention_tab_translates_its_own_sentence(registry):

@@ -70,6 +70,7 @@ def figures(analysis: Analysis | None, stack_label: str, average: bool, layer: f
         blank = plots.empty("Translate a sentence first (Translate tab or the box above).")
         return blank, blank
     stack = STACKS[stack_label]
+    model = plots.label(analysis.model)  # named on every map: which model they come from
     maps = analysis.maps[stack]
     rows, cols = analysis.axes(stack)
     n_layers, n_heads = maps.shape[:2]
@@ -77,13 +78,13 @@ def figures(analysis: Analysis | None, stack_label: str, average: bool, layer: f
     h = min(max(int(head), 1), n_heads) - 1
     if average:
         grid = plots.attention_grid(maps.mean(axis=1, keepdims=True), rows, cols,
-                                    f"{stack_label}: mean over heads, per layer", ["mean of heads"])
+                                    f"{model} · {stack_label}: mean over heads, per layer", ["mean of heads"])
         big, which = maps[l].mean(axis=0), f"layer {l + 1}, mean of {n_heads} heads"
     else:
-        grid = plots.attention_grid(maps, rows, cols, f"{stack_label}: every layer (rows) × head (columns)",
+        grid = plots.attention_grid(maps, rows, cols, f"{model} · {stack_label}: every layer (rows) × head (columns)",
                                     [f"H{i + 1}" for i in range(n_heads)])
         big, which = maps[l, h], f"layer {l + 1}, head {h + 1}"
-    return grid, plots.attention_head(big, rows, cols, f"{stack_label}, {which}", *AXES[stack])
+    return grid, plots.attention_head(big, rows, cols, f"{model} · {stack_label}, {which}", *AXES[stack])
 
 
 def bertviz_views(analysis: Analysis | None) -> tuple[str, str]:
@@ -98,7 +99,14 @@ def bertviz_views(analysis: Analysis | None) -> tuple[str, str]:
 def header(analysis: Analysis | None) -> str:
     if analysis is None:
         return "*No sentence yet: translate one on the Translate tab, or type one here.*"
-    return f"**Source:** {md(analysis.source)}  \n**Translation:** {md(analysis.translation)}"
+    return (f"**Model:** {md(analysis.model)}  \n**Source:** {md(analysis.source)}  \n"
+            f"**Translation:** {md(analysis.translation)}")
+
+
+def stale(picked: str | None, current: Current) -> str:
+    """The header once the picked model is not the one the sentence was translated with."""
+    return (f"*Model changed to **{md(picked)}** (the last sentence was translated with {md(current.model)}): "
+            f"translate again, on the Translate tab or in this tab's sentence box.*")
 
 
 def show(registry, current: Current):
@@ -138,11 +146,16 @@ def picked_model_ranges(registry, name: str | None) -> tuple:
 TAB_ID = "attention"
 
 
-def refresh(registry, current: Current, analysis: Analysis | None, drawn: Current | None, on_screen: str):
-    """show() for a Current not drawn yet, when this tab is on screen; otherwise nothing changes."""
-    if on_screen != TAB_ID or current == drawn:
+def refresh(registry, current: Current, drawn: tuple | None, on_screen: str, picked: str | None):
+    """show() for a Current (and picked model) not drawn yet, when this tab is on screen; otherwise
+    nothing changes. A sentence translated with another model than the picked one is not drawn:
+    its maps beside the picked model's sliders and ablation boxes would mix two models."""
+    key = (current, picked)
+    if on_screen != TAB_ID or key == drawn:
         return gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.skip()
-    return *show(registry, current), current
+    if current is not None and current.model is not None and current.model != picked:
+        return None, stale(picked, current), gr.skip(), gr.skip(), key
+    return *show(registry, current), key
 
 
 def redraw(analysis: Analysis | None, stack_label: str, average: bool, layer: float, head: float, on_screen: str):
@@ -210,11 +223,15 @@ def word_diff(before: str, after: str) -> str:
     return " ".join(w for w in out if w) or "*(empty)*"
 
 
-def ablate(registry, current: Current, encoder: list[str], decoder: list[str], cross: list[str]) -> str:
+def ablate(registry, current: Current, picked: str | None, encoder: list[str], decoder: list[str],
+           cross: list[str]) -> str:
     """Translate the current source again with the ticked heads off (on a private copy of the model)."""
     if current is None or not current.source:
         warn("Translate a sentence first.")
         return "*Translate a sentence first.*"
+    if current.model != picked:  # the boxes name the picked model's heads, not the translating one's
+        warn(f"The sentence was translated with {current.model}, not {picked}: translate it again first.")
+        return stale(picked, current)
     spec = parse_heads(encoder, decoder, cross)
     if not spec:
         return "*Tick one or more heads to switch off.*"
@@ -238,7 +255,7 @@ def ablate(registry, current: Current, encoder: list[str], decoder: list[str], c
 def build(shell: Shell, current: gr.State, tab: gr.Tab, on_screen: gr.State) -> None:
     """current: the Translate tab's last translation; on_screen: the id of the tab on screen."""
     analysis = gr.State(None)
-    drawn = gr.State(None)  # the Current that `analysis` shows
+    drawn = gr.State(None)  # (the Current, the picked model) that `analysis` was drawn for
     rendered = gr.State(None)  # the sentence pair bertviz's views show
     title = gr.Markdown(header(None))
     with gr.Row():
@@ -270,13 +287,14 @@ def build(shell: Shell, current: gr.State, tab: gr.Tab, on_screen: gr.State) -> 
     view_inputs = [analysis, stack, average, layer, head, on_screen]
 
     def draw(trigger):
-        trigger.then(guard(partial(refresh, shell.registry)), inputs=[current, analysis, drawn, on_screen],
+        trigger.then(guard(partial(refresh, shell.registry)), inputs=[current, drawn, on_screen, shell.model],
                      outputs=[analysis, title, layer, head, drawn], **HEAVY).then(
             guard(redraw), inputs=view_inputs, outputs=[grid, big]).then(
             guard(refresh_bertviz), inputs=[analysis, rendered, on_screen], outputs=[head_view, model_view, rendered])
 
     draw(tab.select(lambda: TAB_ID, outputs=on_screen, show_progress="hidden"))
-    draw(current.change(lambda: "", outputs=ablated, show_progress="hidden"))  # an old ablation is stale now
+    for change in (current.change, shell.model.change):  # an old ablation is stale now
+        draw(change(lambda: "", outputs=ablated, show_progress="hidden"))
     gr.on([look.click, source.submit], guard(partial(translate_here, shell.registry)),
           inputs=[shell.model, source], outputs=current, **HEAVY)
     gr.on([stack.change, average.change, layer.input, head.input], guard(redraw), inputs=view_inputs,
@@ -285,4 +303,4 @@ def build(shell: Shell, current: gr.State, tab: gr.Tab, on_screen: gr.State) -> 
           inputs=shell.model, outputs=list(groups))
     gr.on([shell.demo.load, shell.model.change], guard(partial(picked_model_ranges, shell.registry)),
           inputs=shell.model, outputs=[layer, head], show_progress="hidden")
-    again.click(guard(partial(ablate, shell.registry)), inputs=[current, *groups], outputs=ablated, **HEAVY)
+    again.click(guard(partial(ablate, shell.registry)), inputs=[current, shell.model, *groups], outputs=ablated, **HEAVY)
