@@ -16,6 +16,7 @@ import math
 import os
 import re
 import shutil
+import signal
 import sys
 import time
 from pathlib import Path
@@ -33,9 +34,17 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter):
 
     def _get_help_string(self, action: argparse.Action) -> str:
         help_text = action.help or ""
-        if action.default not in (None, False, argparse.SUPPRESS) and action.option_strings:
+        nothing_to_show = action.default is None or action.default is False or action.default is argparse.SUPPRESS
+        if action.option_strings and not nothing_to_show:  # `is`: a default of 0 equals False but is shown
             help_text += " (default: %(default)s)"
         return help_text
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse, refusing in two lines (what was wrong, where to look) instead of the whole usage."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: error: {message}\n(`{self.prog} --help` lists every option)\n")
 
 
 def number(kind: type, rule: str, ok):
@@ -55,6 +64,7 @@ POSITIVE_INT = number(int, "an integer >= 1", lambda v: v >= 1)
 NON_NEGATIVE_INT = number(int, "an integer >= 0", lambda v: v >= 0)
 POSITIVE_NUMBER = number(float, "a number > 0", lambda v: v > 0)
 NON_NEGATIVE_NUMBER = number(float, "a number >= 0", lambda v: v >= 0)
+SEED = number(int, "an integer from 0 to 2**63 - 1", lambda v: 0 <= v < 2**63)  # what torch.manual_seed takes
 
 
 # ----- argument parsing -----------------------------------------------------------------
@@ -74,7 +84,7 @@ def add_decoding_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--temperature", type=POSITIVE_NUMBER, default=1.0, help="sampling only")
     g.add_argument("--top-k", type=NON_NEGATIVE_INT, default=0, help="sampling only (0: off)")
     g.add_argument("--top-p", type=float, default=1.0, help="sampling only, in (0, 1] (1: off)")
-    g.add_argument("--seed", type=int, default=None, help="sampling seed (default: a fresh one)")
+    g.add_argument("--seed", type=SEED, default=None, help="sampling seed (default: a fresh one)")
     g.add_argument("--batch-size", type=POSITIVE_INT, default=None,
                    help="sentences decoded together (default: 1024 for greedy and sampling, 256 for beam "
                         "search, the fastest on a 2-core CPU)")
@@ -103,8 +113,9 @@ def option_names(message: str) -> str:
 def build_parser() -> argparse.ArgumentParser:
     from core.config import PRESETS
 
-    parser = argparse.ArgumentParser(prog="train_cli.py", description=__doc__, formatter_class=HelpFormatter)
+    parser = Parser(prog="train_cli.py", description=__doc__, formatter_class=HelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    parser.commands = sub.choices  # so that a command's unknown option is refused by that command
 
     t = sub.add_parser("train", help="train a model (CPU, GPU, or several GPUs under torchrun)",
                        description="Train a model; Ctrl-C saves a checkpoint first.", formatter_class=HelpFormatter)
@@ -149,7 +160,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="auto: bf16 on CUDA and on CPUs with native bf16, else fp32")
     o.add_argument("--compile", action="store_true", help="torch.compile the training step")
     o.add_argument("--device", default="auto", help="auto (CUDA if present), cpu, cuda, cuda:1, ...")
-    o.add_argument("--seed", type=int, default=0, help="initialisation, batch order and data split")
+    o.add_argument("--seed", type=SEED, default=0, help="initialisation, batch order and data split")
     o.add_argument("--limit", type=POSITIVE_INT, default=None, help="use at most this many training pairs")
     r = t.add_argument_group("evaluation and saving")
     r.add_argument("--eval-every", type=NON_NEGATIVE_INT, default=1000, help="steps between validations (0: never)")
@@ -191,10 +202,23 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
+    parser = build_parser()
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:  # argparse would answer with the top-level usage, which does not list the command's options
+        parser.commands[args.command].error(f"unrecognized arguments: {' '.join(unknown)}")
+    return args
+
+
 # ----- train --------------------------------------------------------------------------
 def run_checkpoints(run: Path) -> list[Path]:
     """The step-NNNNNNN checkpoints of a run, oldest first."""
     return sorted(p for p in run.glob(f"{CHECKPOINT_PREFIX}*") if p.is_dir() and (p / "config.json").exists())
+
+
+MODEL_FLAGS = {"d_model": "--d-model", "d_ff": "--d-ff", "n_heads": "--heads", "dropout": "--dropout",
+               "encoder_layers": "--encoder-layers", "decoder_layers": "--decoder-layers",
+               "max_len": "--max-len", "norm_first": "--norm-first"}
 
 
 def model_overrides(args: argparse.Namespace) -> dict:
@@ -211,6 +235,8 @@ def model_overrides(args: argparse.Namespace) -> dict:
 def check_out_folder(out: Path, resume: bool) -> None:
     never_saved = (f"it holds no {CHECKPOINT_PREFIX}* checkpoint (a run that stopped before its first save?); "
                    f"remove it to start again, or choose another --out")
+    if out.exists() and not out.is_dir():
+        raise CLIError(f"--out {out} is a file; give a folder for the run")
     if resume:
         if not out.is_dir():
             raise CLIError(f"--resume: {out} does not exist; leave out --resume to start a new run there")
@@ -284,10 +310,11 @@ def command_train(args: argparse.Namespace) -> None:
         wanted = ModelConfig.from_preset(args.preset, src_vocab_size=bundle.tokenizer.vocab_size,
                                          tgt_vocab_size=bundle.tokenizer.vocab_size, **model_overrides(args))
         if wanted != bundle.model.config:
-            diff = {k: (v, wanted.to_dict()[k]) for k, v in bundle.model.config.to_dict().items()
-                    if wanted.to_dict()[k] != v}
-            raise CLIError(f"--resume: the run in {args.out} has a different model config "
-                           f"(field: (run, arguments)): {diff}")
+            given = wanted.to_dict()
+            diff = ", ".join(f"{MODEL_FLAGS.get(k, k)} {v} (now {given[k]})"
+                             for k, v in bundle.model.config.to_dict().items() if given[k] != v)
+            raise CLIError(f"--resume: the run in {args.out} has a different model config: it was trained with "
+                           f"{diff}; resume with its options ({args.out / 'run.json'} lists them)")
     else:
         torch.manual_seed(args.seed)
         tokenizer = shared_tokenizer(corpus, args, rank, world)
@@ -319,6 +346,9 @@ def command_train(args: argparse.Namespace) -> None:
             raise CLIError(f"--resume: {latest} holds weights but no trainer state (trainer.pt), so the "
                            f"optimizer and step cannot be restored; was it written by `average`?")
         trainer.load_state_dict(state)
+        if trainer.step_count >= max_steps:
+            raise CLIError(f"--resume: the run in {args.out} is already at step {trainer.step_count}; give a "
+                           f"larger --max-steps (or --epochs) to train on")
     amp = {torch.bfloat16: "bf16", torch.float16: "fp16"}.get(trainer.amp_dtype, "off")
     log(f"{bundle.model.num_parameters() / 1e6:.1f}M parameters, vocabulary {bundle.tokenizer.vocab_size}, "
         f"{len(train)} training pairs, device {trainer.device}, amp {amp}, "
@@ -364,8 +394,13 @@ def train_loop(trainer, args: argparse.Namespace, rank: int) -> None:
     except KeyboardInterrupt:
         bar.close()
         if rank == 0:
-            path = save(trainer, args)
-            print(f"\ninterrupted: saved {path}; continue with --resume", file=sys.stderr)
+            print("\ninterrupted: saving a checkpoint first (Ctrl-C is ignored until it is written)", file=sys.stderr)
+            previous = signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C would lose the run's work
+            try:
+                path = save(trainer, args)
+            finally:
+                signal.signal(signal.SIGINT, previous)
+            print(f"saved {path}; continue with --resume", file=sys.stderr)
         raise SystemExit(130)
     finally:
         bar.close()
@@ -413,41 +448,92 @@ def read_text_lines(path: Path) -> list[str]:
     return read_lines(path)  # a missing file: FileNotFoundError, one line from main()
 
 
-def check_output(path: Path | None) -> None:
-    """Refuse an --output that cannot be written before the work, not after it."""
+def check_output(path: Path | None, inputs: dict[str, Path | None]) -> None:
+    """Refuse an --output that cannot be written, or that is one of the inputs, before the work."""
     if path is None:
         return
     if path.is_dir():
         raise CLIError(f"--output {path} is a folder; give a file name")
-    if not path.resolve().parent.is_dir():
+    folder = path.resolve().parent
+    if not folder.is_dir():
         raise CLIError(f"--output {path}: the folder {path.parent} does not exist")
+    for option, source in inputs.items():
+        if source is not None and path.exists() and source.exists() and path.samefile(source):
+            raise CLIError(f"--output {path} is the {option} file: writing it would destroy the input; "
+                           f"choose another file")
+    if not os.access(path if path.exists() else folder, os.W_OK):
+        raise CLIError(f"--output {path} is not writable")
+
+
+def write_output(path: Path, text: str) -> None:
+    """Write through a temporary file in the same folder, so a failure leaves any old file whole."""
+    partial = path.with_name(f".{path.name}.partial-{os.getpid()}")
+    try:
+        partial.write_text(text, encoding="utf-8")
+        os.replace(partial, path)
+    finally:
+        partial.unlink(missing_ok=True)
+
+
+def report_notices(results, where: str) -> None:
+    """What was done to each input (truncated, <unk>, empty, output cut), numbered from 1 as editors do."""
+    for number, result in enumerate(results, start=1):
+        for notice in result.notices:
+            print(f"note: {where} {number}: {notice}", file=sys.stderr)
+
+
+def read_stdin() -> list[str]:
+    """stdin's lines as UTF-8, whatever the locale: under LANG=C Python would decode ü as surrogates."""
+    from core.data import decode_lines, split_lines
+
+    if hasattr(sys.stdin, "buffer"):
+        return decode_lines(sys.stdin.buffer.read(), "stdin")
+    return split_lines(sys.stdin.read())  # a text stream with no bytes beneath (an embedding program's)
+
+
+def test_pairs(args: argparse.Namespace, bundle) -> tuple[list[str], list[str]]:
+    """--data's split in the checkpoint's direction (refusing the other one), or the two files."""
+    from core.data import load_corpus
+
+    trained = (bundle.info.get("src_lang"), bundle.info.get("tgt_lang"))
+    src, tgt = args.src, args.tgt
+    if src is None and tgt is None and not args.data.startswith("synthetic:"):
+        src, tgt = trained  # a folder with several languages needs a direction: the checkpoint's
+    corpus = load_corpus(args.data, src, tgt)
+    if None not in trained and (corpus.src_lang, corpus.tgt_lang) != trained:
+        raise CLIError(f"{bundle.name} translates {trained[0]}->{trained[1]} but --data gives "
+                       f"{corpus.src_lang}->{corpus.tgt_lang}; pass --src {trained[0]} --tgt {trained[1]}")
+    pairs = corpus.test if args.split == "test" else corpus.valid
+    return [s for s, _ in pairs], [t for _, t in pairs]
 
 
 def command_evaluate(args: argparse.Namespace) -> None:
-    from core.data import load_corpus
     from core.evaluation import evaluate_bundle
 
+    if args.data and (args.source_file or args.reference_file):
+        raise CLIError("give either --data or --source-file with --reference-file, not both")
+    if not (args.data or (args.source_file and args.reference_file)):
+        raise CLIError("give --data (with --split) or both --source-file and --reference-file")
+    check_output(args.output, {"--source-file": args.source_file, "--reference-file": args.reference_file})
+    options = decode_options(args)
+    bundle = load_bundle(args.checkpoint, args.device)
     if args.data:
-        corpus = load_corpus(args.data, args.src, args.tgt)
-        pairs = corpus.test if args.split == "test" else corpus.valid
-        sources, references = [s for s, _ in pairs], [t for _, t in pairs]
-    elif args.source_file and args.reference_file:
+        sources, references = test_pairs(args, bundle)
+        where = "sentence"
+    else:
         sources, references = read_text_lines(args.source_file), read_text_lines(args.reference_file)
         if len(sources) != len(references):
             raise CLIError(f"{args.source_file} has {len(sources)} lines but {args.reference_file} has "
                            f"{len(references)}")
-    else:
-        raise CLIError("give --data (with --split) or both --source-file and --reference-file")
+        where = f"{args.source_file} line"
     if args.limit is not None:
         sources, references = sources[: args.limit], references[: args.limit]
-    check_output(args.output)
-    options = decode_options(args)
-    bundle = load_bundle(args.checkpoint, args.device)
     started = time.perf_counter()
-    result, hypotheses = evaluate_bundle(bundle, sources, references, options)
+    result, translations = evaluate_bundle(bundle, sources, references, options)
     elapsed = time.perf_counter() - started
+    report_notices(translations, where)
     if args.output:
-        args.output.write_text("\n".join(hypotheses) + "\n", encoding="utf-8")
+        write_output(args.output, "".join(t.text + "\n" for t in translations))
     print(f"{bundle.name}: {len(sources)} sentences, {options.method}"
           f"{f' {options.beam_size}' if options.method == 'beam' else ''}, {elapsed:.1f} s")
     print(f"BLEU = {result.bleu:.2f}   {result.bleu_signature}")
@@ -455,6 +541,8 @@ def command_evaluate(args: argparse.Namespace) -> None:
 
 
 def command_translate(args: argparse.Namespace) -> None:
+    from tqdm import tqdm
+
     from core.decoding import translate_detailed
 
     options = decode_options(args)
@@ -462,26 +550,28 @@ def command_translate(args: argparse.Namespace) -> None:
         if options.method != "beam" or args.n_best > options.beam_size:
             raise CLIError(f"--n-best {args.n_best} needs --method beam with --beam >= {args.n_best}")
         options.n_best = args.n_best
-    check_output(args.output)
+    check_output(args.output, {"--input": args.input})
     lines = read_text_lines(args.input) if args.input else None
     bundle = load_bundle(args.checkpoint, args.device)  # before waiting on stdin: a bad model is said at once
     if lines is None:
-        from core.data import split_lines
-
-        lines = split_lines(sys.stdin.read())
+        if sys.stdin.isatty():
+            language = bundle.info.get("src_lang")
+            print(f"{bundle.name}: type {f'{language} ' if language else ''}sentences, one per line, then Ctrl-D "
+                  f"(Ctrl-Z Enter on Windows)", file=sys.stderr)
+        lines = read_stdin()
     if not lines:
         print(f"note: {args.input or 'stdin'} holds no lines; nothing to translate", file=sys.stderr)
-    results = translate_detailed(bundle, lines, options)
-    for r in results:
-        for notice in r.notices:
-            print(f"note: {notice}", file=sys.stderr)
+    # disable=None: a bar only on a terminal, never in a redirected log
+    with tqdm(total=len(lines), desc="translating", unit="sent", disable=None, leave=False) as bar:
+        results = translate_detailed(bundle, lines, options, on_batch=bar.update)
+    report_notices(results, f"{args.input or 'stdin'} line")
     if args.n_best > 1:
         out = ["\t".join(f"{text}\t{score:.4f}" for text, score in r.n_best) for r in results]
     else:
         out = [r.text for r in results]
     text = "\n".join(out) + ("\n" if out else "")
     if args.output:
-        args.output.write_text(text, encoding="utf-8")
+        write_output(args.output, text)
     else:
         sys.stdout.write(text)
 
@@ -508,7 +598,7 @@ def command_average(args: argparse.Namespace) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     try:
-        args = build_parser().parse_args(argv)
+        args = parse_arguments(argv)
         from core.trainer import TrainingStopped
 
         commands = {"train": command_train, "evaluate": command_evaluate, "translate": command_translate,

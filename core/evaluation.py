@@ -12,7 +12,7 @@ from typing import Any
 from sacrebleu.metrics import BLEU, CHRF
 from tqdm.auto import tqdm
 
-from .decoding import DecodeOptions, translate_detailed
+from .decoding import DecodeOptions, Translation, translate_detailed
 
 
 @dataclass(frozen=True)
@@ -45,12 +45,12 @@ def evaluate_bleu(hypotheses: list[str], references: list[str]) -> EvalResult:
 
 
 def evaluate_bundle(bundle: Any, sources: list[str], references: list[str], options: DecodeOptions | None = None,
-                    progress: bool = True, **overrides: Any) -> tuple[EvalResult, list[str]]:
+                    progress: bool = True, **overrides: Any) -> tuple[EvalResult, list[Translation]]:
     """Translate sources with bundle (a ModelBundle or anything with .model and .tokenizer),
-    then score against references. Returns the scores and the hypotheses, in input order."""
+    then score against references. Returns the scores and the translations, in input order:
+    each holds its hypothesis (.text) and what was done to its source (.notices: truncation, <unk>)."""
     if len(sources) != len(references):
         raise ValueError(f"{len(sources)} sources but {len(references)} references; they must pair up one to one")
     with tqdm(total=len(sources), desc="translating", unit="sent", disable=not progress) as bar:
         results = translate_detailed(bundle, sources, options, on_batch=bar.update, **overrides)
-    hypotheses = [r.text for r in results]
-    return evaluate_bleu(hypotheses, references), hypotheses
+    return evaluate_bleu([r.text for r in results], references), results

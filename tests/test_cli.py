@@ -101,7 +101,7 @@ def test_existing_out_folder_is_refused(run, capsys):
 
 def test_resume_with_another_model_config_is_refused(run, capsys, tmp_path):
     one_line_error(capsys, TRAIN + ["--out", str(run), "--resume", "--d-model", "32"], "different model config",
-                   "d_model")
+                   "--d-model 64 (now 32)", "run.json")
 
 
 def test_missing_data_is_one_line_and_creates_nothing(capsys, tmp_path):
@@ -220,3 +220,72 @@ def test_translate_keeps_one_output_line_per_input_line(run, capsys, monkeypatch
                             str(tmp_path / "missing" / "out.txt")], "does not exist")
     one_line_error(capsys, ["translate", "--input", str(tmp_path)], "is a folder")
     one_line_error(capsys, ["translate", "--input", str(tmp_path / "absent.txt")], "absent.txt: no such file")
+
+
+def test_output_never_overwrites_an_input_and_is_written_whole(run, capsys, tmp_path):
+    src = tmp_path / "in.txt"
+    src.write_text("a b c\n")
+    checkpoint = ["--checkpoint", str(run / "final"), "--method", "greedy"]
+    one_line_error(capsys, ["translate", *checkpoint, "--input", str(src), "--output", str(src)],
+                   "is the --input file")
+    one_line_error(capsys, ["evaluate", *checkpoint, "--source-file", str(src), "--reference-file", str(src),
+                            "--output", str(tmp_path / "." / "in.txt")], "is the --source-file file")
+    assert src.read_text() == "a b c\n"
+    out = tmp_path / "out.txt"
+    out.write_text("old\n")
+    assert train_cli.main(["translate", *checkpoint, "--input", str(src), "--output", str(out)]) == 0
+    assert out.read_text() != "old\n" and len(out.read_text().splitlines()) == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.txt", "out.txt"]
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root can write anywhere")
+def test_unwritable_output_is_refused_before_decoding(run, capsys, tmp_path):
+    out = tmp_path / "out.txt"
+    out.write_text("keep\n")
+    out.chmod(0o400)
+    one_line_error(capsys, ["translate", "--checkpoint", str(run / "final"), "--output", str(out)],
+                   "--output", "not writable")
+
+
+def test_stdin_that_is_not_utf8_is_one_line_naming_the_line(run, capsys, monkeypatch):
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"a b\nHund \xe4\n"), encoding="ascii",
+                                                        errors="surrogateescape"))  # what LANG=C gives
+    one_line_error(capsys, ["translate", "--checkpoint", str(run / "final")], "stdin line 2: invalid UTF-8 (byte 0xe4)")
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO("q r\nü s\n".encode()), encoding="ascii"))
+    assert train_cli.main(["translate", "--checkpoint", str(run / "final"), "--method", "greedy"]) == 0
+    captured = capsys.readouterr()
+    assert len(captured.out.splitlines()) == 2
+    assert "note: stdin line 2: 1 unknown piece mapped to <unk>: 'ü'" in captured.err
+
+
+def test_evaluate_reports_notices_and_checks_the_direction(run, capsys, tmp_path):
+    src, ref = tmp_path / "src.txt", tmp_path / "ref.txt"
+    src.write_text("a b\nü c\n")
+    ref.write_text("b a\nc ü\n")
+    assert train_cli.main(["evaluate", "--checkpoint", str(run / "final"), "--source-file", str(src),
+                           "--reference-file", str(ref), "--method", "greedy"]) == 0
+    assert f"note: {src} line 2: 1 unknown piece mapped to <unk>" in capsys.readouterr().err
+    one_line_error(capsys, ["evaluate", "--checkpoint", "checkpoints/multi30k-de-en-small", "--data",
+                            "synthetic:numbers"], "translates de->en but --data gives en->de")
+    one_line_error(capsys, ["evaluate", "--data", "synthetic:copy", "--source-file", str(src),
+                            "--reference-file", str(ref)], "either --data", "not both")
+
+
+def test_a_command_refuses_its_own_unknown_options_briefly(capsys):
+    usage_error(capsys, ["translate", "--bem", "4"], "train_cli.py translate: error: unrecognized arguments: --bem 4")
+    usage_error(capsys, ["train", "--data", "synthetic:copy", "--out", "x", "--lr", "-1"], "--lr")
+    assert len(capsys.readouterr().err.splitlines()) == 0  # read by usage_error; what it read was two lines
+    usage_error(capsys, ["translate", "--seed", str(2**64)], "--seed", "2**63 - 1")
+
+
+def test_help_shows_defaults_of_zero(capsys):
+    with pytest.raises(SystemExit):
+        train_cli.main(["translate", "--help"])
+    assert "(0: off) (default: 0)" in capsys.readouterr().out
+
+
+def test_resume_past_the_last_step_and_out_as_a_file_are_refused(run, capsys, tmp_path):
+    one_line_error(capsys, TRAIN + ["--out", str(run), "--resume", "--max-steps", "20"], "already at step 30",
+                   "larger --max-steps")
+    (tmp_path / "notes.txt").write_text("")
+    one_line_error(capsys, TRAIN + ["--out", str(tmp_path / "notes.txt")], "is a file; give a folder")

@@ -46,7 +46,8 @@ def test_evaluate_bundle_translates_then_scores(capsys):
     sources, references = [s for s, _ in pairs], [t for _, t in pairs]
     bundle = tiny_bundle()
     options = DecodeOptions(method="greedy", batch_size=5)
-    result, hypotheses = evaluate_bundle(bundle, sources, references, options)
+    result, translations = evaluate_bundle(bundle, sources, references, options)
+    hypotheses = [t.text for t in translations]
     assert hypotheses == translate(bundle, sources, method="greedy")
     assert result == evaluate_bleu(hypotheses, references)
     assert result.bleu > 50
