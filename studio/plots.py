@@ -134,14 +134,14 @@ def pe_similarity(table: np.ndarray) -> go.Figure:
 
 
 # ----- Model ---------------------------------------------------------------------------
-def lr_schedule(steps: np.ndarray, lrs: np.ndarray, warmup: int, d_model: int) -> go.Figure:
+def lr_schedule(steps: np.ndarray, lrs: np.ndarray, warmup: int, title: str) -> go.Figure:
     fig = go.Figure(go.Scatter(x=steps, y=lrs, mode="lines", name="lr",
                                hovertemplate="step %{x}<br>lr %{y:.2e}<extra></extra>"))
     fig.add_vline(x=warmup, line_dash="dash", line_color="#d95f02",
                   annotation_text=f"warmup_steps = {warmup}", annotation_position="top right")
     fig.update_xaxes(title="training step")
     fig.update_yaxes(title="learning rate", exponentformat="e")
-    return _layout(fig, f"lr = d_model^-0.5 · min(step^-0.5, step · warmup^-1.5), d_model = {d_model}", 400)
+    return _layout(fig, title, 400)
 
 
 def label_smoothing(dist: np.ndarray, tokens: Sequence[str], target: int, eps: float) -> go.Figure:

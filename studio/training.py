@@ -642,8 +642,10 @@ def prepare(settings: Settings) -> _Run:
     device = resolve_device(settings.device)
     check_fits(planned_config(settings), device)
     torch.manual_seed(settings.seed)
+    # "train" as a saved checkpoint has it: the Model tab draws the live model's own lr schedule.
     info = {"name": settings.name, "src_lang": corpus.src_lang, "tgt_lang": corpus.tgt_lang,
-            "data": corpus.description, "examples": [s for s, _ in corpus.test[:8]]}
+            "data": corpus.description, "examples": [s for s, _ in corpus.test[:8]],
+            "train": asdict(settings.train_config())}
     bundle = new_bundle(corpus.train, settings.preset, vocab_size=settings.vocab_size,
                         tokenizer_kind=TOKENIZER_KIND if synthetic else "bpe", info=info,
                         **settings.model_overrides())

@@ -254,7 +254,7 @@ def test_positional_plots_follow_d_model_and_length():
 def test_model_tab_counts_every_parameter_once(registry):
     bundle = studio_bundle()
     assert sum(n for _, n, _ in model_view.parameter_rows(bundle)) == bundle.model.num_parameters()
-    summary, table, lr, smoothing, masks = model_view.render(registry, "studio-tiny", 4000, 20000, 0.1)
+    summary, table, lr, schedule, smoothing, masks = model_view.render(registry, "studio-tiny", 4000, 20000, 0.1)
     assert f"**{bundle.model.num_parameters():,} parameters**" in summary
     assert "Total" in table and f"{bundle.model.num_parameters():,}" in table
     peak = max(lr.data[0].y)
@@ -264,8 +264,29 @@ def test_model_tab_counts_every_parameter_once(registry):
     z, text = np.asarray(masks.data[0].z), np.asarray(masks.data[0].text)  # one column per sentence
     assert z.shape == text.shape and 2 <= z.shape[1] <= 3 < z.shape[0]
     assert ((text == "&lt;pad&gt;") == (z == 0)).all()
-    assert model_view.defaults(registry, "studio-tiny") == (4000, 0.1)
+    assert model_view.defaults(registry, "studio-tiny") == (4000, 100000, 0.1)  # no record: the paper's
+    assert "records no training settings" in schedule
     assert model_view.render(registry, "missing", 4000, 20000, 0.1)[0].startswith("No model")
+
+
+def test_model_tab_draws_the_schedule_the_model_trained_with(registry):
+    bundle = studio_bundle()
+    d = bundle.model.config.d_model
+    record = dict(schedule="noam", warmup=30, lr_factor=3.0, max_steps=640, label_smoothing=0.2)
+    registry.add("warm-30", type(bundle)(bundle.model, bundle.tokenizer, {"name": "warm-30", "train": record}))
+    assert model_view.defaults(registry, "warm-30") == (30, 700, 0.2)  # the whole run, in steps of 100
+    _, _, lr, schedule, *_ = model_view.render(registry, "warm-30", 30, 700, 0.2)
+    assert max(lr.data[0].y) == pytest.approx(3.0 * d ** -0.5 * 30 ** -0.5, rel=0.01)  # the lr factor counts
+    assert "lr = 3 · d_model" in lr.layout.title.text and "warmup_steps = 30" in lr.layout.annotations[0].text
+    assert "lr factor 3, warm-up 30 steps, 640 steps" in schedule
+    fairseq = dict(schedule="inverse_sqrt", warmup=100, peak_lr=1e-3, max_steps=800)
+    registry.add("fairseq", type(bundle)(bundle.model, bundle.tokenizer, {"name": "fairseq", "train": fairseq}))
+    _, _, lr, schedule, *_ = model_view.render(registry, "fairseq", 100, 800, 0.1)
+    assert max(lr.data[0].y) == pytest.approx(1e-3, rel=0.01) and "inverse square root" in schedule
+    bad = {"name": "bad", "train": {"warmup": "soon", "schedule": "magic"}}  # a hand-edited config.json
+    registry.add("bad", type(bundle)(bundle.model, bundle.tokenizer, bad))
+    assert model_view.defaults(registry, "bad") == (4000, 100000, 0.1)
+    assert "records no training settings" in model_view.render(registry, "bad", 4000, 20000, 0.1)[3]
 
 
 # ----- escaping and errors --------------------------------------------------------------------------

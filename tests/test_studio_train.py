@@ -23,6 +23,7 @@ from core.model import Transformer
 from studio import training
 from studio.app import open_checkpoint
 from studio.registry import ModelRegistry
+from studio.tabs import model_view
 from studio.tabs import train as tab
 from studio.training import JobBusy, Settings, TrainingJob
 
@@ -139,6 +140,15 @@ def test_selecting_the_model_fetches_newer_weights(job):
     newer = job.registry.get("live-numbers")
     assert newer is not first and newer.info["step"] >= 3
     assert not torch.equal(newer.model.generator.weight, first.model.generator.weight)
+
+
+def test_the_model_tab_shows_the_live_runs_schedule(job):
+    job.start(replace(QUICK, warmup=30, lr_factor=3.0, max_steps=600, eval_every=600))
+    assert model_view.defaults(job.registry, "live-numbers") == (30, 600, QUICK.label_smoothing)
+    _, _, lr, schedule, *_ = model_view.render(job.registry, "live-numbers", 30, 600, 0.1)
+    d_model = job.registry.get("live-numbers").model.config.d_model
+    assert max(lr.data[0].y) == pytest.approx(3.0 * d_model ** -0.5 * 30 ** -0.5, rel=0.01)  # as the run's
+    assert "lr factor 3, warm-up 30 steps, 600 steps" in schedule
 
 
 def test_a_corpus_folder_under_shared_data_trains(job, multi30k):

@@ -2,6 +2,8 @@
 label-smoothed target (5.4) and the masks of an example batch (3.2.3)."""
 from __future__ import annotations
 
+import math
+from dataclasses import fields
 from functools import partial
 
 import gradio as gr
@@ -12,8 +14,9 @@ from core.batching import source_ids
 from core.bundle import ModelBundle
 from core.decoding import translate_detailed
 from core.loss import smoothed_target_distribution
-from core.schedule import noam_lr
+from core.schedule import learning_rate
 from core.tokenizer import PAD_ID
+from core.trainer import TrainConfig
 
 from .. import plots
 from ..app import Shell
@@ -22,8 +25,11 @@ from ..widgets import Slider
 from .translate import examples_for
 
 LR_CAPTION = ("**Section 5.3, eq. 3:** the learning rate rises linearly for the first warmup_steps, then "
-              "falls with the inverse square root of the step. Its peak, d_model^-0.5 · warmup^-0.5, is "
-              "smaller for wider models.")
+              "falls with the inverse square root of the step. Its peak, lr factor · d_model^-0.5 · warmup^-0.5 "
+              "(the paper's factor: 1), is smaller for wider models.")
+# What the curve shows for a model whose checkpoint records no training settings: the paper's.
+PAPER_SCHEDULE = TrainConfig(max_steps=100000, warmup=4000, lr_factor=1.0, schedule="noam", label_smoothing=0.1)
+WARMUPS, SHOWN_STEPS, EPSILONS = (1, 16000), (100, 100000), (0.0, 0.5)  # the sliders' ranges
 SMOOTHING_CAPTION = ("**Section 5.4:** label smoothing (the paper: ε = 0.1; the slider sets ε) trains towards "
                      "1 − ε on the reference token and ε spread evenly over the whole vocabulary (shown on a "
                      "slice; note the log scale). "
@@ -76,15 +82,42 @@ def summary(bundle: ModelBundle) -> tuple[str, str]:
     return line, "\n".join(table)
 
 
-def _train_setting(bundle: ModelBundle, key: str, default: float) -> float:
-    train = bundle.info.get("train")
-    return float(train.get(key, default)) if isinstance(train, dict) else default
+def training_config(bundle: ModelBundle) -> TrainConfig | None:
+    """The settings the model trains (the Train tab's live run) or trained with (config.json's
+    "train"); None when there is no usable record (e.g. an uploaded checkpoint without one)."""
+    record = bundle.info.get("train")
+    if not isinstance(record, dict):
+        return None
+    try:  # TrainConfig checks every type and range: a hand-edited record cannot break the plot
+        return TrainConfig(**{f.name: record[f.name] for f in fields(TrainConfig) if f.name in record})
+    except (TypeError, ValueError):
+        return None
 
 
-def lr_figure(d_model: int, warmup: float, steps: float):
+def schedule_line(bundle: ModelBundle) -> str:
+    """The schedule the curve shows, in words: the model's own, or the paper's where it has no record."""
+    c = training_config(bundle)
+    if c is None:
+        return (f"**{md(bundle.name)}** records no training settings: the curve shows the paper's schedule "
+                f"(eq. 3, lr factor 1, warm-up {PAPER_SCHEDULE.warmup}).")
+    peak = learning_rate(c.warmup, schedule=c.schedule, d_model=bundle.model.config.d_model, warmup=c.warmup,
+                         factor=c.lr_factor, peak_lr=c.peak_lr)
+    kind = (f"eq. 3 × lr factor {c.lr_factor:g}" if c.schedule == "noam" else
+            "fairseq's inverse square root (linear warm-up to the peak, then peak · √(warmup / step))")
+    return (f"**{md(bundle.name)}** trains with {kind}, warm-up {c.warmup:,} steps, {c.max_steps:,} steps: peak "
+            f"learning rate {peak:.2e} at step {c.warmup:,}. Move warmup_steps to compare others.")
+
+
+def lr_figure(bundle: ModelBundle, warmup: float, steps: float):
+    """The model's learning-rate schedule (kind, lr factor or peak: its own) with warmup_steps from the slider."""
+    c, d_model = training_config(bundle) or PAPER_SCHEDULE, bundle.model.config.d_model
     warmup, steps = max(1, int(warmup)), max(2, int(steps))
-    x = np.unique(np.linspace(1, steps, 400).astype(int))
-    return plots.lr_schedule(x, np.array([noam_lr(int(s), d_model, warmup) for s in x]), warmup, d_model)
+    x = np.unique(np.append(np.linspace(1, steps, 400).astype(int), min(warmup, steps)))  # the peak drawn too
+    lrs = [learning_rate(int(s), schedule=c.schedule, d_model=d_model, warmup=warmup, factor=c.lr_factor,
+                         peak_lr=c.peak_lr) for s in x]
+    title = (f"lr = {c.lr_factor:g} · d_model^-0.5 · min(step^-0.5, step · warmup^-1.5), d_model = {d_model}"
+             if c.schedule == "noam" else f"lr = {c.peak_lr:g} · min(step / warmup, √(warmup / step))")
+    return plots.lr_schedule(x, np.array(lrs), warmup, title)
 
 
 def smoothing_figure(bundle: ModelBundle, eps: float):
@@ -111,23 +144,29 @@ def mask_figure(bundle: ModelBundle):
 
 
 def render(registry, name: str | None, warmup: float, steps: float, eps: float):
-    """(summary line, parameter table, lr plot, smoothing plot, mask plot) for the picked model."""
+    """(summary line, parameter table, lr plot, schedule line, smoothing plot, mask plot) for the picked model."""
     try:
         bundle = registry.get(name)
     except (LookupError, ValueError, FileNotFoundError) as exc:
         blank = plots.empty("no model")
-        return f"No model to show: {md(exc)}", "", blank, blank, blank
-    return (*summary(bundle), lr_figure(bundle.model.config.d_model, warmup, steps),
+        return f"No model to show: {md(exc)}", "", blank, "", blank, blank
+    return (*summary(bundle), lr_figure(bundle, warmup, steps), schedule_line(bundle),
             smoothing_figure(bundle, eps), mask_figure(bundle))
 
 
-def defaults(registry, name: str | None):
-    """Warm-up and ε the picked model was trained with (the paper's 4000 and 0.1 otherwise)."""
+def defaults(registry, name: str | None) -> tuple[int, int, float]:
+    """(warm-up, steps shown, ε) of the picked model's training (the paper's without a record)."""
     try:
-        bundle = registry.get(name)
+        c = training_config(registry.get(name)) or PAPER_SCHEDULE
     except (LookupError, ValueError, FileNotFoundError):
-        return 4000, 0.1
-    return int(_train_setting(bundle, "warmup", 4000)), _train_setting(bundle, "label_smoothing", 0.1)
+        c = PAPER_SCHEDULE
+    steps = math.ceil(c.max_steps / 100) * 100  # the whole run, in the slider's steps of 100
+    return _within(c.warmup, WARMUPS), _within(steps, SHOWN_STEPS), _within(c.label_smoothing, EPSILONS)
+
+
+def _within(value, bounds: tuple):
+    """value clamped to a slider's range (schedule_line still names a value beyond it)."""
+    return min(max(value, bounds[0]), bounds[1])
 
 
 def build(shell: Shell) -> None:
@@ -136,19 +175,21 @@ def build(shell: Shell) -> None:
     with gr.Accordion("Parameters per component", open=False):
         table_md = gr.Markdown()
     with gr.Row():
-        warmup = Slider(100, 16000, value=4000, step=100, label="warmup_steps")
-        steps = Slider(1000, 100000, value=30000, step=1000, label="steps shown")
-        eps = Slider(0.0, 0.5, value=0.1, step=0.01, label="label smoothing ε")
+        # Step 1 from 1: the Train tab's runs warm up for tens of steps, the paper's for 4000.
+        warmup = Slider(*WARMUPS, value=4000, step=1, label="warmup_steps")
+        steps = Slider(*SHOWN_STEPS, value=30000, step=100, label="steps shown")
+        eps = Slider(*EPSILONS, value=0.1, step=0.01, label="label smoothing ε")
     lr_plot = gr.Plot(label="Learning-rate schedule")
+    schedule_md = gr.Markdown()
     gr.Markdown(LR_CAPTION)
     smoothing_plot = gr.Plot(label="Label-smoothed target")
     gr.Markdown(SMOOTHING_CAPTION)
     mask_plot = gr.Plot(label="Masks")
     gr.Markdown(MASK_CAPTION)
-    outputs = [summary_md, table_md, lr_plot, smoothing_plot, mask_plot]
+    outputs = [summary_md, table_md, lr_plot, schedule_md, smoothing_plot, mask_plot]
     draw = guard(partial(render, shell.registry))
-    # On load too: the picked model's own warm-up and smoothing, not the paper's (e.g. 800, not 4000).
+    # On load too: the picked model's own warm-up, length and smoothing, not the paper's (e.g. 800, not 4000).
     gr.on([shell.demo.load, shell.model.change], guard(partial(defaults, shell.registry)), inputs=shell.model,
-          outputs=[warmup, eps]).then(draw, inputs=[shell.model, warmup, steps, eps], outputs=outputs)
+          outputs=[warmup, steps, eps]).then(draw, inputs=[shell.model, warmup, steps, eps], outputs=outputs)
     gr.on([warmup.input, steps.input, eps.input], draw, inputs=[shell.model, warmup, steps, eps],
           outputs=outputs, trigger_mode="always_last")
