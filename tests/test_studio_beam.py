@@ -55,13 +55,15 @@ def test_step_back_and_reset_retrace_the_same_views(registry):
 def test_bad_input_is_clamped_or_refused_with_notices(registry, capsys):
     with pytest.warns(UserWarning, match="Type a source"):
         assert act(registry, "step", None, text="  ") is None
-    with pytest.warns(UserWarning, match="outside 1–16; using 16"):
+    with pytest.warns(UserWarning, match="beam size 40 is above the maximum 16; using 16"):
         search = act(registry, "reset", None, beam_size=40)
     assert search.stepper.options.beam_size == 16
-    with pytest.warns(UserWarning, match="using 1"):
+    with pytest.warns(UserWarning, match="below the minimum 1; using 1"):
         assert act(registry, "reset", None, beam_size=0).stepper.options.beam_size == 1
-    assert beam.clamp_beam(None) == (4, "beam size is empty; using 4")  # a cleared box, not "None"
-    assert beam.clamp_beam("x") == (4, "beam size is 'x', not a number; using 4")
+    assert beam.clamp_beam(None) == (4, "beam size was empty; using the default 4")  # a cleared box, not "None"
+    assert beam.clamp_beam("x") == (4, "beam size 'x' is not a number; using the default 4")
+    assert beam.clamp_beam(2.5) == (2, "beam size must be a whole number; 2.5 → 2")
+    assert beam.clamp_beam(float("inf"))[0] == 16 and beam.clamp_beam(3.0) == (3, None)
     done = act(registry, "run", None)
     views = len(done.views)
     act(registry, "step", done)  # Step past the end: a notice, nothing changes
@@ -75,11 +77,29 @@ def test_bad_input_is_clamped_or_refused_with_notices(registry, capsys):
         assert act(registry, "reset", None, name="gone") is None
 
 
+def test_the_box_shows_the_beam_size_used_and_notices_stay_on_the_page(registry):
+    for typed, used, said in ((99, 16, "beam size 99 is above the maximum 16; using 16"),
+                              (None, 4, "beam size was empty; using the default 4"),
+                              (2.5, 2, "beam size must be a whole number; 2.5 → 2")):
+        with pytest.warns(UserWarning, match=said):
+            search = act(registry, "step", None, beam_size=typed)
+        *_, box, notices = beam.render(registry, search)
+        assert box.value == used and search.stepper.options.beam_size == used and said in notices.replace("\\", "")
+        assert act(registry, "step", search, beam_size=used) is search  # the box's new value: the same search
+    with pytest.warns(UserWarning):  # input notices: on the page too, not only in 5-second toasts
+        search = act(registry, "step", None, text="Hund " * 1000, beam_size=0)
+    notices = beam.render(registry, search)[-1]
+    assert "truncated" in notices and "below the minimum" in notices
+    box, notices = beam.render(registry, act(registry, "step", None))[-2:]
+    assert box.value == 3 and notices == ""  # the settings' beam size, as typed: nothing to say
+
+
 def test_render_draws_tree_table_attention_and_button_states(registry):
     blank = beam.render(registry, None)
     assert blank[9].interactive is False and blank[2].choices == []
     search = act(registry, "step", act(registry, "step", None))
-    tree, rows, choice, attention, explanation, mine, theirs, verdict, step, back, run = beam.render(registry, search)
+    tree, rows, choice, attention, explanation, mine, theirs, verdict, step, back, run, box, notices = beam.render(
+        registry, search)
     nodes = beam.tree_nodes(search.views)
     assert len(nodes) == 1 + sum(len(v.candidates) for v in search.views)
     statuses = {trace.name for trace in tree.data if trace.name}

@@ -6,6 +6,7 @@ are kept beside it so the tree can be drawn.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from functools import partial
 
@@ -23,6 +24,7 @@ from ..widgets import Slider
 from .translate import picked_examples
 
 BEAM_RANGE = (1, 16)
+DEFAULT_BEAM = 4  # the paper's (section 6.1)
 TABLE_HEADERS = ["hypothesis", "cumulative log p", "normalised score", "tokens"]
 
 
@@ -43,21 +45,30 @@ class Search:
     key: tuple
     stepper: BeamStepper
     views: list[StepView] = field(default_factory=list)
+    notices: list[str] = field(default_factory=list)  # what was changed in the input, and why
 
     @property
     def view(self) -> StepView:
         return self.views[-1]
 
 
-def clamp_beam(beam_size: float | None) -> tuple[int, str | None]:
+def clamp_beam(beam_size: float | str | None) -> tuple[int, str | None]:
+    """The beam size to use for the box's value, and what was changed and why (None: used as typed)."""
     lo, hi = BEAM_RANGE
+    if beam_size is None or str(beam_size).strip() == "":
+        return DEFAULT_BEAM, f"beam size was empty; using the default {DEFAULT_BEAM}"
     try:
-        wanted = int(beam_size)
+        value = float(beam_size)
     except (TypeError, ValueError):
-        shown = "empty" if beam_size in (None, "") else f"{beam_size!r}, not a number"
-        return 4, f"beam size is {shown}; using 4"
-    size = min(max(wanted, lo), hi)
-    return size, None if size == wanted else f"beam size {wanted} is outside {lo}–{hi}; using {size}"
+        value = math.nan
+    if math.isnan(value):
+        return DEFAULT_BEAM, f"beam size {clip(beam_size, 20)!r} is not a number; using the default {DEFAULT_BEAM}"
+    if value > hi:
+        return hi, f"beam size {value:g} is above the maximum {hi}; using {hi}"
+    if value < lo:
+        return lo, f"beam size {value:g} is below the minimum {lo}; using {lo}"
+    size = int(value)
+    return size, None if size == value else f"beam size must be a whole number; {value:g} → {size}"
 
 
 def decode_options(beam_size: int, alpha: float, penalty: str, max_extra: float) -> DecodeOptions:
@@ -67,25 +78,25 @@ def decode_options(beam_size: int, alpha: float, penalty: str, max_extra: float)
 
 def start(registry, name: str | None, text: str, beam_size, alpha: float, penalty: str, max_extra: float
           ) -> Search | None:
-    """A fresh search for the inputs (None, with a notice, when there is nothing to search)."""
+    """A fresh search for the inputs (None, with a warning, when there is nothing to search). What
+    was changed in the input comes as toasts and stays in the search's notices, for the page."""
     text, cleaned = clean_input(text)
-    for notice in cleaned:
-        info(notice)
     if not text or not text.strip():
         warn("Type a source sentence first.")
         return None
     size, notice = clamp_beam(beam_size)
-    if notice:
-        warn(notice)
     try:
         bundle = registry.get(name)
         stepper = BeamStepper(bundle, text, decode_options(size, alpha, penalty, max_extra))
     except (LookupError, ValueError, FileNotFoundError) as exc:
         warn(str(exc))
         return None
-    for n in stepper.notices:
+    if notice:
+        warn(notice)
+    for n in cleaned + stepper.notices:
         info(clip(n, 300))
-    return Search((name, text, size, float(alpha), penalty, int(max_extra)), stepper, [stepper.view])
+    notices = [clip(n, 300) for n in cleaned + ([notice] if notice else []) + stepper.notices]
+    return Search((name, text, size, float(alpha), penalty, int(max_extra)), stepper, [stepper.view], notices)
 
 
 def _current(search: Search | None, registry, name, text, beam_size, alpha, penalty, max_extra) -> Search | None:
@@ -196,12 +207,13 @@ def comparison(registry, search: Search | None) -> tuple[str, str, str]:
 
 def render(registry, search: Search | None, choice: str | None = None):
     """Everything the tab shows for a search: tree, table, hypothesis picker, attention,
-    explanation, comparison and the buttons' state (Step, Back, Run to end)."""
+    explanation, comparison, the buttons' state (Step, Back, Run to end), the beam size box
+    (the size used) and the input notices."""
     if search is None:
         blank = plots.empty("Type a sentence and press Step.")
         return (blank, [], gr.Dropdown(choices=[], value=None), blank, "", "", "",
                 "*Nothing searched yet.*", gr.Button(interactive=True), gr.Button(interactive=False),
-                gr.Button(interactive=True))
+                gr.Button(interactive=True), gr.skip(), "")
     view = search.view
     names = [n for n, _ in _hypotheses(view)]
     choice = choice if choice in names else (names[0] if names else None)
@@ -210,7 +222,8 @@ def render(registry, search: Search | None, choice: str | None = None):
             gr.Dropdown(choices=names, value=choice), attention_figure(search, choice),
             md(view.explanation), mine, theirs, verdict,
             gr.Button(interactive=not view.done), gr.Button(interactive=len(search.views) > 1),
-            gr.Button(interactive=not view.done))
+            gr.Button(interactive=not view.done), gr.Number(value=search.key[2]),
+            "\n".join(f"- {md(n)}" for n in search.notices))
 
 
 def example_choices(registry, name: str | None) -> gr.Dropdown:
@@ -240,7 +253,8 @@ def build(shell: Shell) -> None:
             example = gr.Dropdown(choices=[], value=None, label="Or pick an example")
         with gr.Column(scale=3):  # two settings a row: Step and the tree stay higher up the screen
             with gr.Row():
-                beam_size = gr.Number(value=4, precision=0, label=f"beam size ({BEAM_RANGE[0]}–{BEAM_RANGE[1]})")
+                # No precision: 2.5 reaches clamp_beam, which says what it used instead (Gradio rounded silently).
+                beam_size = gr.Number(value=DEFAULT_BEAM, label=f"beam size ({BEAM_RANGE[0]}–{BEAM_RANGE[1]})")
                 alpha = Slider(0.0, 2.0, value=0.6, step=0.05, label="length penalty α")
             with gr.Row():
                 penalty = gr.Radio(["gnmt", "plain"], value="gnmt", label="penalty: ((5+|Y|)/6)^α or |Y|^α")
@@ -250,6 +264,7 @@ def build(shell: Shell) -> None:
         back = gr.Button("Back", interactive=False)
         run = gr.Button("Run to end")
         reset = gr.Button("Reset")
+    notices = gr.Markdown()  # input notices (truncated, unknown characters, beam size) stay on the page
     explanation = gr.Markdown("*Nothing searched yet.*")
     tree = gr.Plot(label="Search tree", elem_id="beam-tree")
     hyp_table = gr.Dataframe(headers=TABLE_HEADERS, datatype=["str", "number", "number", "str"],
@@ -263,7 +278,8 @@ def build(shell: Shell) -> None:
     verdict = gr.Markdown()
 
     settings = [shell.model, source, beam_size, alpha, penalty, max_extra]
-    shown = [tree, hyp_table, choice, attention, explanation, mine, theirs, verdict, step, back, run]
+    shown = [tree, hyp_table, choice, attention, explanation, mine, theirs, verdict, step, back, run, beam_size,
+             notices]
     for button, action in ((step, "step"), (back, "back"), (run, "run"), (reset, "reset")):
         triggers = [button.click, source.submit] if action == "step" else [button.click]
         gr.on(triggers, guard(partial(act, action, shell.registry)), inputs=[search, *settings], outputs=search,
@@ -271,8 +287,9 @@ def build(shell: Shell) -> None:
                             ).then(None, js=SHOW_TREE_JS)
     choice.input(guard(attention_figure), inputs=[search, choice], outputs=attention)
     # New settings start a new search on the next Step (see _current): offer Step and Run again
-    # even when the last search had finished.
-    gr.on([source.change, beam_size.change, alpha.change, penalty.change, max_extra.change, shell.model.change],
+    # even when the last search had finished. The beam size box: typed in only (.input), since
+    # render() sets it to the size used.
+    gr.on([source.change, beam_size.input, alpha.change, penalty.change, max_extra.change, shell.model.change],
           settings_changed, inputs=search, outputs=[step, run, explanation, verdict, mine, theirs],
           show_progress="hidden")
     example.input(lambda text: text or gr.skip(), inputs=example, outputs=source)
