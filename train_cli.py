@@ -435,9 +435,8 @@ def open_tensorboard(out: Path):
 # ----- evaluate / translate / average ------------------------------------------------------
 def load_bundle(path: Path, device: str):
     from core.checkpoint import load_checkpoint
-    from core.trainer import resolve_device
 
-    return load_checkpoint(path, resolve_device(device))
+    return load_checkpoint(path, device)
 
 
 def read_text_lines(path: Path) -> list[str]:

@@ -1,4 +1,4 @@
-"""A model together with the tokenizer it was trained with: what translation needs."""
+"""A model together with the tokenizer it was trained with (what translation needs), and the device it runs on."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -36,3 +36,24 @@ def new_bundle(pairs: list[tuple[str, str]], preset: str = "tiny", *, vocab_size
     config = ModelConfig.from_preset(preset, src_vocab_size=tokenizer.vocab_size,
                                      tgt_vocab_size=tokenizer.vocab_size, **model_overrides)
     return ModelBundle(Transformer(config), tokenizer, dict(info or {}))
+
+
+def resolve_device(name: str = "auto") -> torch.device:
+    """"auto" (CUDA if present, else CPU) or a torch device name; ValueError for a device this
+    machine does not have, rather than a failure deep inside the first tensor copy."""
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        device = torch.device(name)
+    except RuntimeError:
+        raise ValueError(f"unknown device {name!r}; use auto, cpu, cuda or cuda:N") from None
+    if device.type == "cuda":
+        count = torch.cuda.device_count()
+        if count == 0:
+            raise ValueError(f"device {name!r}: no CUDA GPU is available here (torch {torch.__version__}); "
+                             "use auto or cpu")
+        if device.index is not None and device.index >= count:
+            raise ValueError(f"device {name!r}: this machine has {count} CUDA GPU(s), cuda:0..cuda:{count - 1}")
+    elif device.type != "cpu":
+        raise ValueError(f"device {name!r} is not supported; use auto, cpu, cuda or cuda:N")
+    return device

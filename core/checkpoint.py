@@ -24,7 +24,7 @@ import torch
 from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, save_file
 
-from .bundle import ModelBundle
+from .bundle import ModelBundle, resolve_device
 from .config import ModelConfig
 from .model import Transformer
 from .tokenizer import Tokenizer
@@ -181,7 +181,9 @@ def read_config(path: str | Path) -> dict[str, Any]:
 
 
 def load_checkpoint(path: str | Path, device: str | torch.device = "cpu") -> ModelBundle:
-    """Model (eval mode, float32), tokenizer and config.json of a checkpoint directory."""
+    """Model (eval mode, float32), tokenizer and config.json of a checkpoint directory; device is
+    a torch.device or a name as resolve_device takes it ("auto", "cpu", "cuda:1")."""
+    device = resolve_device(device) if isinstance(device, str) else device
     path = resolve_checkpoint(path)
     config = read_config(path)
     model_config = ModelConfig.from_dict(config["model"])
@@ -231,6 +233,10 @@ def _load_weights(model: Transformer, file: Path) -> None:
         if tensor.shape != expected[name].shape:
             raise ValueError(f"{file}: {name} has shape {tuple(tensor.shape)}, config.json implies "
                              f"{tuple(expected[name].shape)}")
+    broken = [name for name, tensor in state.items() if tensor.is_floating_point() and not tensor.isfinite().all()]
+    if broken:  # a run that diverged saves NaNs; loading them would translate every sentence into nothing
+        raise ValueError(f"{file}: {len(broken)} weight tensor(s) hold NaN or infinite values ({', '.join(broken[:3])}); "
+                         f"the training that wrote it diverged: use an earlier checkpoint")
     model.load_state_dict({k: v.float() if v.is_floating_point() else v for k, v in state.items()}, strict=False)
 
 

@@ -25,7 +25,7 @@ import torch.distributed as dist
 from torch import nn
 
 from .batching import Batch, Example, TokenBatcher
-from .bundle import ModelBundle
+from .bundle import ModelBundle, resolve_device
 from .checkpoint import save_checkpoint
 from .loss import Objective
 from .schedule import SCHEDULES, learning_rate
@@ -98,27 +98,6 @@ class StepEvent:
 
 class TrainingStopped(RuntimeError):
     """Raised when training cannot go on (e.g. the loss kept being NaN)."""
-
-
-def resolve_device(name: str = "auto") -> torch.device:
-    """"auto" (CUDA if present, else CPU) or a torch device name; ValueError for a device this
-    machine does not have, rather than a failure deep inside the first tensor copy."""
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    try:
-        device = torch.device(name)
-    except RuntimeError:
-        raise ValueError(f"unknown device {name!r}; use auto, cpu, cuda or cuda:N") from None
-    if device.type == "cuda":
-        count = torch.cuda.device_count()
-        if count == 0:
-            raise ValueError(f"device {name!r}: no CUDA GPU is available here (torch {torch.__version__}); "
-                             "use auto or cpu")
-        if device.index is not None and device.index >= count:
-            raise ValueError(f"device {name!r}: this machine has {count} CUDA GPU(s), cuda:0..cuda:{count - 1}")
-    elif device.type != "cpu":
-        raise ValueError(f"device {name!r} is not supported; use auto, cpu, cuda or cuda:N")
-    return device
 
 
 def resolve_amp(mode: str, device: torch.device) -> torch.dtype | None:

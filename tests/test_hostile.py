@@ -116,6 +116,19 @@ def test_model_safetensors_that_is_a_pickle_is_refused(tmp_path, shipped, regist
     assert not (tmp_path / "PWNED").exists()
 
 
+def test_weights_holding_nan_and_unknown_devices_are_refused_by_name(shipped):
+    from safetensors.torch import load_file, save_file
+
+    state = load_file(str(shipped / "model.safetensors"))
+    name = sorted(state)[0]
+    state[name].view(-1)[0] = float("nan")  # what a diverged run saves
+    save_file(state, str(shipped / "model.safetensors"))
+    with pytest.raises(ValueError, match=f"NaN or infinite values \\({re.escape(name)}\\).*diverged"):
+        load_checkpoint(shipped)
+    with pytest.raises(ValueError, match="unknown device 'tpu'"):
+        load_checkpoint(shipped, "tpu")
+
+
 def _zip(path: Path, members: dict[str, bytes]) -> Path:
     with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
         for name, data in members.items():
