@@ -31,6 +31,7 @@ from core.bundle import ModelBundle, new_bundle
 from core.checkpoint import FILES as CHECKPOINT_FILES
 from core.checkpoint import save_checkpoint
 from core.config import ModelConfig
+from core.data import _hub_offline as hub_offline  # core's reading of HF_HUB_OFFLINE, shared
 from core.data import load_corpus
 from core.tasks import TOKENIZER_KIND
 from core.trainer import StepEvent, TrainConfig, Trainer, TrainingStopped, resolve_device
@@ -223,6 +224,35 @@ def hf_dataset_name(text: str | None) -> str:
         raise ValueError(f"{name[:100]!r} is not a Hugging Face dataset id (NAME or OWNER/NAME, optionally "
                          f":CONFIG); local files are read through \"{SOURCES[1]}\" or \"{SOURCES[2]}\".")
     return name
+
+
+def hf_cache_dirs() -> tuple[Path, ...]:
+    """Where a Hugging Face dataset can be cached: the Hub's downloads and datasets' prepared copies."""
+    from huggingface_hub import constants
+
+    prepared = os.environ.get("HF_DATASETS_CACHE") or Path(constants.HF_HOME) / "datasets"
+    return Path(constants.HF_HUB_CACHE), Path(prepared)
+
+
+def hf_cached(dataset: str) -> bool:
+    """Whether a cache holds dataset (NAME or OWNER/NAME) as datasets--OWNER--NAME or OWNER___NAME.
+    Compared loosely (case, punctuation): a cached copy is never refused; a false match only means
+    that the loader's own message comes instead."""
+    def loose(text: str) -> str:
+        return re.sub(r"[^a-z0-9]", "", text.lower())
+
+    key = loose(dataset)
+    return any(loose(entry.name.removeprefix("datasets--")) == key
+               for root in hf_cache_dirs() if root.is_dir() for entry in root.iterdir())
+
+
+def check_hf_cached(spec: str) -> None:
+    """Offline (the studio sets HF_HUB_OFFLINE=1), a dataset not in the cache cannot load: say so at
+    once, in one line (the loader's message came seconds later and spoke of the Hub and connections)."""
+    dataset = spec.removeprefix("hf:").split(":", 1)[0]
+    if spec.startswith("hf:") and hub_offline() and not hf_cached(dataset):
+        raise ValueError(f"the Hugging Face dataset {dataset} is not in this machine's Hugging Face cache, and the "
+                         f"studio runs offline; for other data use \"{SOURCES[1]}\" or \"{SOURCES[2]}\".")
 
 
 def safe_name(text: str, fallback: str = "live-model") -> str:
@@ -634,6 +664,7 @@ def _check_public_size(settings: Settings) -> None:
 
 def prepare(settings: Settings) -> _Run:
     """Corpus, tokenizer, model (checked to fit in memory first) and trainer for settings."""
+    check_hf_cached(settings.data)
     corpus = load_corpus(settings.data, settings.src_lang, settings.tgt_lang, seed=settings.seed,
                          limit=settings.limit)
     if not corpus.train or not (corpus.valid or corpus.test):

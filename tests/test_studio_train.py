@@ -210,11 +210,43 @@ def test_hugging_face_offline_message_reaches_the_user(job, monkeypatch):
     def offline(spec, *args, **kwargs):
         raise ValueError(f"{spec}: huggingface.co is unreachable; set HF_HUB_OFFLINE=1 to use a cached copy")
 
+    monkeypatch.setenv("HF_HUB_OFFLINE", "0")  # a studio started with the network allowed
     monkeypatch.setattr(training, "load_corpus", offline)
     with pytest.raises(ValueError, match="Cannot start: hf:bentrevett/multi30k: huggingface.co is unreachable"):
         job.start(replace(QUICK, data=spec))
     with pytest.raises(ValueError, match="Hugging Face dataset name"):
         training.corpus_spec(training.SOURCES[3], "", "", None, "  ")
+
+
+def test_offline_a_hugging_face_dataset_not_in_the_cache_is_refused_at_once(job, monkeypatch, tmp_path):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # as the studio runs
+    monkeypatch.setattr(training, "hf_cache_dirs", lambda: (tmp_path / "hub", tmp_path / "datasets"))
+    loaded = []
+
+    def loader(spec, *args, **kwargs):
+        loaded.append(spec)
+        raise ValueError("the loader's own message")
+
+    monkeypatch.setattr(training, "load_corpus", loader)
+    with pytest.raises(ValueError, match=r"^Cannot start: the Hugging Face dataset bentrevett/multi30k is not in "
+                                         r"this machine's Hugging Face cache, and the studio runs offline"):
+        job.start(replace(QUICK, data="hf:bentrevett/multi30k"))
+    assert loaded == []  # refused before the slow loader is even imported
+    (tmp_path / "hub" / "datasets--bentrevett--multi30k").mkdir(parents=True)
+    (tmp_path / "datasets" / "opus_books").mkdir(parents=True)
+    assert training.hf_cached("bentrevett/multi30k") and training.hf_cached("opus_books")
+    with pytest.raises(ValueError, match="the loader's own message"):  # cached: handed to the loader
+        job.start(replace(QUICK, data="hf:opus_books:de-en"))
+    assert loaded == ["hf:opus_books:de-en"]
+    hf_box = next(b for b in tab_blocks(tmp_path) if getattr(b, "placeholder", None) == "bentrevett/multi30k")
+    assert "only one already in this machine's Hugging Face cache (the studio runs offline" in hf_box.label
+
+
+def tab_blocks(tmp_path) -> list:
+    """The components of an app with the Train tab."""
+    from studio.app import build_app
+
+    return list(build_app(ModelRegistry(None), checkpoints_dir=tmp_path / "checkpoints").blocks.values())
 
 
 @pytest.mark.parametrize("overrides", [{}, {"norm_first": True}, {"shared_vocab": False, "tgt_vocab_size": 77}])

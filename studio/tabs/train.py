@@ -22,7 +22,8 @@ from .. import plots
 from ..app import Shell, picker_update
 from ..limits import MAX_NAME_CHARS, PUBLIC_MAX_MINUTES, PUBLIC_MAX_PARAMETERS, clean_input
 from ..text import guard, info, md, warn
-from ..training import SOURCES, JobBusy, JobView, Settings, TrainingJob, corpus_spec, device_line, warm_up
+from ..training import (SOURCES, JobBusy, JobView, Settings, TrainingJob, corpus_spec, device_line, hub_offline,
+                        warm_up)
 from ..widgets import Slider
 
 TICK_S = 1.0
@@ -31,6 +32,10 @@ DEFAULTS = Settings()
 FIELDS = ("kind", "task", "path", "upload", "hf_name", "src_lang", "tgt_lang", "limit", "name", "preset",
           "layers", "d_model", "n_heads", "d_ff", "dropout", "vocab_size", "max_steps", "warmup", "lr_factor",
           "label_smoothing", "max_tokens", "clip_norm", "eval_every", "attention_every")
+# The studio sets HF_HUB_OFFLINE=1 unless told otherwise: then only cached datasets load.
+HF_LABEL_OFFLINE = ("Hugging Face dataset: only one already in this machine's Hugging Face cache (the studio runs "
+                    "offline, HF_HUB_OFFLINE=1)")
+HF_LABEL_ONLINE = "Hugging Face dataset (downloaded from huggingface.co, or a cached copy)"
 STATE_WORDS = {"idle": "No training yet", "preparing": "Preparing", "running": "Training", "paused": "Paused",
                "stopping": "Stopping", "stopped": "Stopped", "finished": "Finished", "failed": "Failed"}
 CURVES = (("Loss (label-smoothed)", "loss", "val_loss"), ("Perplexity", "perplexity", "val_perplexity"),
@@ -367,7 +372,7 @@ def build(shell: Shell, job: TrainingJob) -> None:
                                   placeholder="../shared/data/multi30k", visible=False)
                 upload = gr.File(label="TSV file: source<TAB>target, one pair a line", file_types=[".tsv", ".txt", ".gz"],
                                  type="filepath", visible=False)
-                hf_name = gr.Textbox(label="Hugging Face dataset (needs the network or a cached copy)",
+                hf_name = gr.Textbox(label=HF_LABEL_OFFLINE if hub_offline() else HF_LABEL_ONLINE,
                                      placeholder="bentrevett/multi30k", visible=False)
                 with gr.Row():
                     src_lang = gr.Textbox(label="Source language (blank: from the data)", max_lines=1)
