@@ -333,6 +333,9 @@ def command_train(args: argparse.Namespace) -> None:
     if args.epochs is not None:
         per_epoch = len(TokenBatcher(train, args.max_tokens, seed=args.seed))
         max_steps = max(1, round(args.epochs * per_epoch / (args.accum * world)))
+    if args.warmup > max_steps:
+        log(f"note: --warmup {args.warmup} is longer than the run ({max_steps} steps): the learning rate rises "
+            f"throughout and never reaches its peak", file=sys.stderr)
     config = TrainConfig(max_steps=max_steps, max_tokens=args.max_tokens, accum=args.accum, schedule=args.schedule,
                          warmup=args.warmup, lr_factor=args.lr_factor, peak_lr=args.lr,
                          label_smoothing=args.label_smoothing, weight_decay=args.weight_decay,
