@@ -15,6 +15,7 @@ import glob
 import json
 import math
 import os
+import pickle
 import shutil
 import warnings
 from pathlib import Path
@@ -268,6 +269,8 @@ def load_trainer_state(path: str | Path) -> dict[str, Any] | None:
         return None
     try:
         return torch.load(file, map_location="cpu", weights_only=True)
-    except Exception as exc:  # UnpicklingError for code-carrying payloads, RuntimeError for corrupt zips
-        raise ValueError(f"{file}: refused to load ({type(exc).__name__}: only tensors and plain "
-                         f"values are accepted)") from None
+    except pickle.UnpicklingError:  # weights_only met a class or function: code could run, so never load it
+        raise ValueError(f"{file}: refused to load: it holds objects other than tensors and plain values") from None
+    except Exception as exc:  # RuntimeError, EOFError...: a truncated or damaged file
+        raise ValueError(f"{file} is damaged or truncated ({type(exc).__name__}); resume from an earlier "
+                         f"checkpoint") from None

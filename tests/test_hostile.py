@@ -99,9 +99,18 @@ def test_trainer_pt_carrying_code_is_refused_and_never_runs(tmp_path, shipped):
             torch.save({"step": 1, "optimizer": Payload(tmp_path / "PWNED")}, shipped / "trainer.pt")
         else:
             (shipped / "trainer.pt").write_bytes(body)
-        with pytest.raises(ValueError, match="refused to load"):
+        with pytest.raises(ValueError, match="refused to load: it holds objects other than tensors"):
             load_trainer_state(shipped)
     assert not (tmp_path / "PWNED").exists()
+
+
+def test_a_truncated_trainer_state_is_called_damaged(shipped):
+    torch.save({"step": 1, "weights": torch.zeros(1000)}, shipped / "trainer.pt")
+    whole = (shipped / "trainer.pt").read_bytes()
+    for cut in (len(whole) // 2, 10):
+        (shipped / "trainer.pt").write_bytes(whole[:cut])
+        with pytest.raises(ValueError, match="trainer.pt is damaged or truncated"):
+            load_trainer_state(shipped)
 
 
 def test_model_safetensors_that_is_a_pickle_is_refused(tmp_path, shipped, registry, toasts):
