@@ -247,6 +247,11 @@ def check_out_folder(out: Path, resume: bool) -> None:
         if out.is_dir() and not run_checkpoints(out):
             raise CLIError(f"{out} already exists and {never_saved}")
         raise CLIError(f"{out} already exists; pass --resume to continue that run or choose another --out")
+    check_creatable(out)
+
+
+def check_creatable(out: Path) -> None:
+    """Refuse a folder that cannot be made (a file on its path, no write access) before any work."""
     parent = out.resolve().parent
     while not parent.exists():
         parent = parent.parent
@@ -588,6 +593,7 @@ def command_average(args: argparse.Namespace) -> None:
         raise CLIError(f"{args.run} holds no {CHECKPOINT_PREFIX}* checkpoints")
     if args.out.exists():
         raise CLIError(f"--out {args.out} already exists; choose another folder (averaging never overwrites)")
+    check_creatable(args.out)
     if args.last > len(found):
         print(f"note: {args.run} holds {len(found)} checkpoints, fewer than --last {args.last}; averaging all "
               f"{len(found)}", file=sys.stderr)

@@ -196,6 +196,8 @@ def test_average_never_overwrites_and_resume_needs_trainer_state(run, capsys, tm
     shutil.copytree(run, copy)
     before = sorted(p.name for p in (copy / "step-0000030").iterdir())
     one_line_error(capsys, ["average", "--run", str(copy), "--out", str(copy / "step-0000030")], "already exists")
+    one_line_error(capsys, ["average", "--run", str(copy), "--out", str(copy / "run.json" / "avg")],
+                   "run.json is a file, not a folder")
     assert sorted(p.name for p in (copy / "step-0000030").iterdir()) == before
     # An averaged checkpoint named like a step holds no optimizer state: resuming from it is refused.
     assert train_cli.main(["average", "--run", str(copy), "--last", "2", "--out", str(copy / "step-0000099")]) == 0
