@@ -498,8 +498,8 @@ def read_stdin() -> list[str]:
     return split_lines(sys.stdin.read())  # a text stream with no bytes beneath (an embedding program's)
 
 
-def test_pairs(args: argparse.Namespace, bundle) -> tuple[list[str], list[str]]:
-    """--data's split in the checkpoint's direction (refusing the other one), or the two files."""
+def data_pairs(args: argparse.Namespace, bundle) -> tuple[list[str], list[str]]:
+    """(sources, references) of --data's --split, in the checkpoint's direction (the other is refused)."""
     from core.data import load_corpus
 
     trained = (bundle.info.get("src_lang"), bundle.info.get("tgt_lang"))
@@ -525,7 +525,7 @@ def command_evaluate(args: argparse.Namespace) -> None:
     options = decode_options(args)
     bundle = load_bundle(args.checkpoint, args.device)
     if args.data:
-        sources, references = test_pairs(args, bundle)
+        sources, references = data_pairs(args, bundle)
         where = "sentence"
     else:
         sources, references = read_text_lines(args.source_file), read_text_lines(args.reference_file)
