@@ -100,16 +100,20 @@ PRESENTER_JS = """(on) => {
 }""".replace("SCALE", str(PRESENTER_PLOT_SCALE))
 
 
-# A number typed into a slider's box outside its range: the box shows the value the slider takes
-# (widgets.Slider clamps it on the server; without this the box kept the typed number until redrawn).
+# A number typed into a slider's box (Enter or leaving the box) outside its range or, on a whole-number
+# step, off it: the box shows the value the slider takes (widgets.Slider clamps it on the server, and
+# the callbacks round a whole-number slider down, d_model to even; without this the box kept the typed
+# number: 9999 or 13 where the plots drew 512 or 12 dimensions).
 CLAMP_JS = """() => {
   document.addEventListener('change', (event) => {
     const box = event.target;
     if (!(box instanceof HTMLInputElement) || box.dataset.testid !== 'number-input') return;
     if (box.value === '' || box.min === '' || box.max === '') return;
-    const value = Number(box.value), low = Number(box.min), high = Number(box.max);
-    if (value >= low && value <= high) return;
-    box.value = String(Math.min(Math.max(value, low), high));
+    const value = Number(box.value), low = Number(box.min), high = Number(box.max), step = Number(box.step);
+    let used = Math.min(Math.max(value, low), high);
+    if (Number.isInteger(step) && step > 0) used = low + Math.floor((used - low) / step) * step;
+    if (used === value) return;
+    box.value = String(used);
     box.dispatchEvent(new Event('input', {bubbles: true}));
   }, true);
 }"""

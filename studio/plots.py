@@ -104,12 +104,18 @@ def attention_head(weights: np.ndarray, rows: Sequence[str], cols: Sequence[str]
 
 
 # ----- Positional encoding ----------------------------------------------------------------
-def pe_heatmap(table: np.ndarray) -> go.Figure:
+def _positions(n: int) -> dict:
+    """An axis of n whole positions. Plotly aims at about ten ticks, so up to ten positions it
+    would tick halves ("0, 0.5, 1"): one tick per position instead."""
+    return dict(title="position", dtick=1) if n <= 10 else dict(title="position")
+
+
+def pe_heatmap(table: np.ndarray, note: str = "") -> go.Figure:
     fig = go.Figure(go.Heatmap(z=table, colorscale="RdBu", zmin=-1, zmax=1,
                                hovertemplate="position %{y}<br>dimension %{x}<br>PE = %{z:.3f}<extra></extra>"))
     fig.update_xaxes(title="dimension i (even: sin, odd: cos)")
-    fig.update_yaxes(title="position", autorange="reversed")
-    return _layout(fig, f"PE for {table.shape[0]} positions × {table.shape[1]} dimensions", 460)
+    fig.update_yaxes(_positions(len(table)), autorange="reversed")
+    return _layout(fig, f"PE for {table.shape[0]} positions × {table.shape[1]} dimensions{note}", 460)
 
 
 def pe_curves(table: np.ndarray, dims: Sequence[int]) -> go.Figure:
@@ -119,7 +125,7 @@ def pe_curves(table: np.ndarray, dims: Sequence[int]) -> go.Figure:
         kind = "sin" if d % 2 == 0 else "cos"
         fig.add_trace(go.Scatter(x=positions, y=table[:, d], mode="lines", name=f"dim {d} ({kind})",
                                  hovertemplate=f"dim {d}<br>pos %{{x}}<br>%{{y:.3f}}<extra></extra>"))
-    fig.update_xaxes(title="position")
+    fig.update_xaxes(_positions(len(table)))
     fig.update_yaxes(title="PE(pos, i)", range=[-1.1, 1.1])
     return _layout(fig, "Each dimension is a sinusoid; wavelengths grow from 2π to 10000·2π", 400)
 
@@ -128,8 +134,8 @@ def pe_similarity(table: np.ndarray) -> go.Figure:
     sim = table @ table.T
     fig = go.Figure(go.Heatmap(z=sim, colorscale="Viridis",
                                hovertemplate="pos %{y} · pos %{x}<br>dot product %{z:.2f}<extra></extra>"))
-    fig.update_xaxes(title="position")
-    fig.update_yaxes(title="position", autorange="reversed")
+    fig.update_xaxes(_positions(len(table)))
+    fig.update_yaxes(_positions(len(table)), autorange="reversed")
     return _layout(fig, "Dot product PE(p)·PE(q): depends only on the distance |p − q|", 460)
 
 

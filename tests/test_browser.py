@@ -136,6 +136,10 @@ def test_studio_in_headless_chromium(studio):
         d_model.press("Enter")
         page.locator("#tab-positional .js-plotly-plot").get_by_text("× 512 dimensions").first.wait_for(timeout=15000)
         assert d_model.input_value() == "512"
+        d_model.fill("13")  # odd: the plots use 12, and so does the box
+        d_model.press("Enter")
+        page.locator("#tab-positional .js-plotly-plot").get_by_text("× 12 dimensions").first.wait_for(timeout=15000)
+        assert d_model.input_value() == "12"
 
         # Presenter mode switches the body class and enlarges every plot's type, a figure drawn
         # afterwards included; switched off, the plots return to their own size.

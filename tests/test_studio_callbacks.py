@@ -251,6 +251,16 @@ def test_positional_plots_follow_d_model_and_length():
     assert positional.dimension_choices(512, [0, 1, 16, 32], picked=False).value == [0, 1, 64, 128]  # same waves
 
 
+def test_positional_plots_say_d_model_was_rounded_and_tick_whole_positions():
+    heatmap, curves, similarity = positional.render(13, 2, [0, 1])
+    assert heatmap.data[0].z.shape == (2, 12) and "d_model 13 rounded down to even" in heatmap.layout.title.text
+    assert "rounded" not in positional.render(12, 2, [0])[0].layout.title.text
+    # Two positions: plotly would tick 0, 0.5, 1; one tick per position instead (plenty: its own choice).
+    for axis in (heatmap.layout.yaxis, curves.layout.xaxis, similarity.layout.xaxis, similarity.layout.yaxis):
+        assert axis.dtick == 1 and axis.title.text == "position"
+    assert positional.render(12, 60, [0])[1].layout.xaxis.dtick is None
+
+
 def test_model_tab_counts_every_parameter_once(registry):
     bundle = studio_bundle()
     assert sum(n for _, n, _ in model_view.parameter_rows(bundle)) == bundle.model.num_parameters()

@@ -46,12 +46,14 @@ def dimension_choices(d_model: float, chosen: list[int] | None, picked: bool) ->
 
 
 def render(d_model: float, length: float, dims: list[int] | None):
-    """(heatmap, curves, similarity) for a d_model (rounded to even) and a number of positions."""
-    d_model = even_width(d_model)
+    """(heatmap, curves, similarity) for a d_model (rounded down to even, which the heatmap's title
+    says) and a number of positions."""
+    width = even_width(d_model)
     length = max(1, int(length))
-    table = sinusoidal_encoding(length, d_model).numpy()
-    dims = [int(d) for d in (dims or []) if 0 <= int(d) < d_model] or [0, 1]
-    return plots.pe_heatmap(table), plots.pe_curves(table, dims), plots.pe_similarity(table)
+    table = sinusoidal_encoding(length, width).numpy()
+    dims = [int(d) for d in (dims or []) if 0 <= int(d) < width] or [0, 1]
+    note = "" if width == d_model else f" (d_model {d_model:g} rounded down to even: sin and cos come in pairs)"
+    return plots.pe_heatmap(table, note), plots.pe_curves(table, dims), plots.pe_similarity(table)
 
 
 def build() -> None:
