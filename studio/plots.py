@@ -155,7 +155,8 @@ def label_smoothing(dist: np.ndarray, tokens: Sequence[str], target: int, eps: f
     fig = go.Figure(go.Bar(x=list(range(len(tokens))), y=dist, marker_color=colors,
                            hovertemplate="%{y:.5f}<extra></extra>"))
     fig.update_xaxes(_token_axis(tokens, tickangle=-45))
-    fig.update_yaxes(title="target probability", type="log", dtick=1)
+    # One tick a decade, as powers of ten: plotly's SI prefixes wrote 0.0001 as "100μ".
+    fig.update_yaxes(title="target probability", type="log", dtick=1, exponentformat="power")
     return _layout(fig, f"Label-smoothed target (ε = {eps:g}): reference token in dark blue", 380)
 
 

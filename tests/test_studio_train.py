@@ -378,6 +378,9 @@ def test_live_view_redraws_only_when_something_changed(job):
     assert "&lt;b&gt;mine&lt;/b&gt;" in state and "<b>" not in state and "Finished" in state
     assert f'value="{view.step}"' in bar and "Step 30 of 30" in bar
     assert isinstance(curves, go.Figure) and len(curves.data) >= 9
+    perplexity = curves.layout.yaxis2  # log axis: 1, 2, 5, 10, 20, 50 written in full, not D2's "5, 2, 10, 5"
+    assert perplexity.type == "log" and perplexity.dtick is None and perplexity.tickformat == ",d"
+    assert {1, 2, 5, 10, 20, 50, 100} <= set(perplexity.tickvals)
     assert "Evaluation at step 30" in metrics and "exact match" in metrics
     assert len(samples.value["data"]) == training.SAMPLES_SHOWN
     assert (layer.maximum, head.maximum, timeline.maximum, timeline.value) == (2, 4, 30, 30)

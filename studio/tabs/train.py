@@ -41,6 +41,7 @@ STATE_WORDS = {"idle": "No training yet", "preparing": "Preparing", "running": "
 CURVES = (("Loss (label-smoothed)", "loss", "val_loss"), ("Perplexity", "perplexity", "val_perplexity"),
           ("Token accuracy", "accuracy", "val_accuracy"), ("Learning rate", "lr", None),
           ("Target tokens per second", "tokens_per_s", None), ("Exact match / BLEU (validation)", None, None))
+PERPLEXITY_TICKS = [m * 10 ** e for e in range(6) for m in (1, 2, 5)]  # 1 to 500,000: any vocabulary
 
 
 @dataclass(frozen=True)
@@ -239,7 +240,8 @@ def curves(view: JobView) -> go.Figure:
             fig.add_trace(go.Scatter(x=[e.step for e in evals], y=[e.metrics.get(key, 0) * scale for e in evals],
                                      mode="lines+markers", name=name, line=dict(color=color)), row=2, col=3)
         fig.update_yaxes(range=[0, 1.02], row=2, col=3)
-    fig.update_yaxes(type="log", dtick="D2", row=1, col=2)  # 1, 2, 5 per decade: every digit crowds the axis
+    # 1, 2, 5 per decade, each written in full: plotly's "D2" wrote 20 and 50 as "2" and "5".
+    fig.update_yaxes(type="log", tickvals=PERPLEXITY_TICKS, tickformat=",d", row=1, col=2)
     fig.update_yaxes(range=[0, 1.02], row=1, col=3)
     fig.update_yaxes(exponentformat="e", row=2, col=1)
     fig.update_xaxes(title="step", row=2)
