@@ -53,6 +53,13 @@ body.presenter { --text-xs: 16px; --text-sm: 18px; --text-md: 21px; --text-lg: 2
 body.presenter .gradio-container { background: #fff; }
 body.presenter .tab-wrapper button { font-size: 21px; font-weight: 700; color: #000; }
 """
+# Attention tab, head ablation: a row of boxes per layer, a column per head (heads-N comes with the
+# choices), so narrow columns or presenter mode's large type never put "L2 H1" beside "L1 H4"; a
+# group wider than its third of the row moves to a line of its own.
+CSS += (".ablation-heads { min-width: fit-content !important; }\n"
+        ".ablation-heads [data-testid='checkbox-group'] { display: grid; "
+        "grid-template-columns: repeat(var(--heads), max-content); }\n"
+        + "".join(f".heads-{n} {{ --heads: {n}; }}\n" for n in range(1, 65)))
 
 # Plotly figures keep their own type sizes, so presenter mode scales each figure's fonts (layout,
 # annotations, trace labels) and height by PRESENTER_PLOT_SCALE, lets its axes widen their margins, does

@@ -189,6 +189,7 @@ def test_bertviz_views_are_offline_and_escaped(registry):
 def test_head_ablation_switches_heads_off_only_on_the_copy(registry, current):
     groups = attention.head_choices(registry, "studio-tiny")
     assert "L1 H3" in [c[0] for c in groups[2].choices]
+    assert "heads-4" in groups[0].elem_classes and ".heads-4 { --heads: 4; }" in app.CSS  # a row per layer
     assert attention.parse_heads([], ["L2 H1"], ["L1 H3", "L1 H4"]) == {"decoder": {1: [0]}, "cross": {0: [2, 3]}}
     assert "Tick one" in attention.ablate(registry, current, "studio-tiny", [], [], [])
     report = attention.ablate(registry, current, "studio-tiny", ["L1 H1", "L1 H2", "L1 H3", "L1 H4"], [], [])

@@ -193,14 +193,16 @@ def translate_here(registry, name: str | None, text: str) -> Current:
 
 # ----- head ablation ------------------------------------------------------------------------
 def head_choices(registry, name: str | None) -> tuple[gr.CheckboxGroup, ...]:
-    """'L1 H3' boxes for every head of the picked model, one group per stack, none ticked."""
+    """'L1 H3' boxes for every head of the picked model, one group per stack, none ticked; the class
+    heads-N lays them out a layer a row (app.CSS)."""
     try:
         c = registry.get(name).model.config
     except (LookupError, ValueError, FileNotFoundError):
         return tuple(gr.CheckboxGroup(choices=[], value=[]) for _ in ABLATION_STACKS)
     layers = {"encoder": c.encoder_layers, "decoder": c.decoder_layers, "cross": c.decoder_layers}
     return tuple(gr.CheckboxGroup(choices=[f"L{l + 1} H{h + 1}" for l in range(layers[s]) for h in range(c.n_heads)],
-                                  value=[]) for s in ABLATION_STACKS)
+                                  value=[], elem_classes=["ablation-heads", f"heads-{c.n_heads}"])
+                 for s in ABLATION_STACKS)
 
 
 def parse_heads(encoder: list[str], decoder: list[str], cross: list[str]) -> dict[str, dict[int, list[int]]]:
@@ -278,7 +280,7 @@ def build(shell: Shell, current: gr.State, tab: gr.Tab, on_screen: gr.State) -> 
                 model_view = gr.HTML()
     with gr.Accordion("Head ablation: switch heads off and translate again", open=True):
         with gr.Row():
-            groups = tuple(gr.CheckboxGroup(label=label, choices=[]) for label in
+            groups = tuple(gr.CheckboxGroup(label=label, choices=[], elem_classes="ablation-heads") for label in
                            ("Encoder self-attention heads off", "Decoder self-attention heads off",
                             "Cross-attention heads off"))
         again = gr.Button("Translate again with these heads off")
