@@ -262,6 +262,17 @@ def test_positional_plots_say_d_model_was_rounded_and_tick_whole_positions():
     assert positional.render(12, 60, [0])[1].layout.xaxis.dtick is None
 
 
+def test_a_new_d_model_is_drawn_after_its_dimensions_are_offered():
+    demo = app.build_app(studio_registry())
+    d_model = next(i for i, b in demo.blocks.items() if isinstance(b, Slider) and b.label == "d_model")
+    fns = {i: (getattr(f.fn, "__name__", ""), f) for i, f in demo.fns.items()}
+    # Drawn beside dimension_choices, render got the old dimensions, which Gradio refused against the new
+    # choices ("Value: 16 is not in the list of choices" for a d_model of 12).
+    assert not any(name == "render" and (d_model, "input") in f.targets for name, f in fns.values())
+    offered = next(i for i, (name, f) in fns.items() if name == "dimension_choices")
+    assert any(name == "render" and f.trigger_after == offered for name, f in fns.values())
+
+
 def test_model_tab_counts_every_parameter_once(registry):
     bundle = studio_bundle()
     assert sum(n for _, n, _ in model_view.parameter_rows(bundle)) == bundle.model.num_parameters()

@@ -73,6 +73,9 @@ def build() -> None:
     # While dragging, always_last drops the values passed over before the last one is drawn.
     picked = gr.State(False)  # the user chose dimensions: keep them when d_model changes
     dims.input(lambda: True, outputs=picked, show_progress="hidden")
-    d_model.input(guard(dimension_choices), inputs=[d_model, dims, picked], outputs=dims, trigger_mode="always_last")
-    gr.on([d_model.input, length.input, dims.change], guard(render), inputs=[d_model, length, dims],
-          outputs=[heatmap, curves, similarity], trigger_mode="always_last")
+    draw = dict(fn=guard(render), inputs=[d_model, length, dims], outputs=[heatmap, curves, similarity])
+    # A new d_model draws after the dimensions are offered for it: drawn at once, the old dimensions
+    # (e.g. 16 for a d_model of 12) were refused by Gradio ("Value: 16 is not in the list of choices").
+    d_model.input(guard(dimension_choices), inputs=[d_model, dims, picked], outputs=dims,
+                  trigger_mode="always_last").then(**draw)
+    gr.on([length.input, dims.input], **draw, trigger_mode="always_last")
