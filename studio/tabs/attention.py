@@ -305,4 +305,5 @@ def build(shell: Shell, current: gr.State, tab: gr.Tab, on_screen: gr.State) -> 
           inputs=shell.model, outputs=list(groups))
     gr.on([shell.demo.load, shell.model.change], guard(partial(picked_model_ranges, shell.registry)),
           inputs=shell.model, outputs=[layer, head], show_progress="hidden")
-    again.click(guard(partial(ablate, shell.registry)), inputs=[current, shell.model, *groups], outputs=ablated, **HEAVY)
+    again.click(guard(partial(ablate, shell.registry)), inputs=[current, shell.model, *groups], outputs=ablated,
+                **HEAVY)
