@@ -103,11 +103,17 @@ def decode_options(args: argparse.Namespace):
     return options
 
 
+MODEL_FLAGS = {"d_model": "--d-model", "d_ff": "--d-ff", "n_heads": "--heads", "dropout": "--dropout",
+               "encoder_layers": "--encoder-layers", "decoder_layers": "--decoder-layers",
+               "max_len": "--max-len", "norm_first": "--norm-first"}
+
+
 def option_names(message: str) -> str:
-    """Core's messages name fields (DecodeOptions.beam_size); the user typed options (--beam)."""
-    renamed = {"beam_size": "--beam", "peak_lr": "--lr"}
-    return re.sub(r"\b(?:DecodeOptions|TrainConfig)\.(\w+)",
-                  lambda m: renamed.get(m[1], "--" + m[1].replace("_", "-")), message)
+    """Core's messages name fields (DecodeOptions.beam_size, n_heads); the user typed options (--beam, --heads)."""
+    renamed = {"beam_size": "--beam", "peak_lr": "--lr", **MODEL_FLAGS}
+    message = re.sub(r"\b(?:DecodeOptions|TrainConfig|ModelConfig)\.(\w+)",
+                     lambda m: renamed.get(m[1], "--" + m[1].replace("_", "-")), message)
+    return re.sub(r"(?<!-)\b(?:" + "|".join(MODEL_FLAGS) + r")\b", lambda m: MODEL_FLAGS[m[0]], message)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -214,11 +220,6 @@ def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
 def run_checkpoints(run: Path) -> list[Path]:
     """The step-NNNNNNN checkpoints of a run, oldest first."""
     return sorted(p for p in run.glob(f"{CHECKPOINT_PREFIX}*") if p.is_dir() and (p / "config.json").exists())
-
-
-MODEL_FLAGS = {"d_model": "--d-model", "d_ff": "--d-ff", "n_heads": "--heads", "dropout": "--dropout",
-               "encoder_layers": "--encoder-layers", "decoder_layers": "--decoder-layers",
-               "max_len": "--max-len", "norm_first": "--norm-first"}
 
 
 def model_overrides(args: argparse.Namespace) -> dict:

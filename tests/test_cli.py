@@ -175,7 +175,11 @@ def test_out_of_range_decoding_numbers_are_refused(capsys, argv):
     usage_error(capsys, argv, argv[-2])
 
 
-def test_core_field_names_are_shown_as_options(capsys):
+def test_core_field_names_are_shown_as_options(capsys, tmp_path):
+    one_line_error(capsys, ["train", "--data", "synthetic:copy", "--preset", "tiny", "--heads", "3",
+                            "--out", str(tmp_path / "x")], "--d-model (64) must be divisible by --heads (3)")
+    one_line_error(capsys, ["train", "--data", "synthetic:copy", "--dropout", "1.5", "--out", str(tmp_path / "x")],
+                   "error: --dropout must be a number in [0, 1)")
     one_line_error(capsys, ["translate", "--method", "sample", "--top-p", "1.5"], "--top-p", "(0, 1]")
 
 
