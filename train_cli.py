@@ -125,14 +125,16 @@ def build_parser() -> argparse.ArgumentParser:
 
     t = sub.add_parser("train", help="train a model (CPU, GPU, or several GPUs under torchrun)",
                        description="Train a model; Ctrl-C saves a checkpoint first.", formatter_class=HelpFormatter)
-    t.add_argument("--data", required=True,
-                   help="synthetic:TASK (copy, reverse, sort, numbers, dates) | files:PATH (folder of "
+    t.add_argument("--data",
+                   help="required (with --resume: the run's): synthetic:TASK (copy, reverse, sort, numbers, dates) | files:PATH (folder of "
                         "{train,val,test}.LANG[.gz], SRC_FILE,TGT_FILE, or a TSV: files:PATH.tsv[.gz]:LANG1-LANG2 "
                         "names its columns' languages) | hf:NAME[:CONFIG]")
     t.add_argument("--src", help="source language code (inferred when the data has exactly two)")
     t.add_argument("--tgt", help="target language code")
     t.add_argument("--out", required=True, type=Path, help="run folder (refused if it exists, unless --resume)")
-    t.add_argument("--resume", action="store_true", help="continue the run in --out from its latest checkpoint")
+    t.add_argument("--resume", action="store_true",
+                   help="continue the run in --out from its latest checkpoint, with the run's options (run.json) "
+                        "except those given again")
     m = t.add_argument_group("model (a preset, then overrides)")
     m.add_argument("--preset", default="small", choices=list(PRESETS), help="model size (core/config.py)")
     m.add_argument("--d-model", type=POSITIVE_INT, help="model width (default: the preset's)")
@@ -213,7 +215,34 @@ def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
     args, unknown = parser.parse_known_args(argv)
     if unknown:  # argparse would answer with the top-level usage, which does not list the command's options
         parser.commands[args.command].error(f"unrecognized arguments: {' '.join(unknown)}")
+    if args.command == "train" and args.resume:
+        args = with_run_options(parser, args, argv)
     return args
+
+
+def run_options(parser: argparse.ArgumentParser, args: argparse.Namespace) -> list[str]:
+    """The train options that args holds, defaults left out: run.json keeps them for --resume."""
+    options = []
+    for action in parser.commands["train"]._actions:
+        value = getattr(args, action.dest, None)
+        if not action.option_strings or action.dest in ("help", "out", "resume") or value == action.default:
+            continue
+        options += [action.option_strings[0]] if value is True else [action.option_strings[0], str(value)]
+    return options
+
+
+def with_run_options(parser: argparse.ArgumentParser, args: argparse.Namespace,
+                     argv: list[str] | None) -> argparse.Namespace:
+    """--resume: options not given again are the run's own, so `train --out RUN --resume` goes on as it was."""
+    try:
+        saved = json.loads((args.out / "run.json").read_text())["options"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return args  # no record (a run folder from before run.json kept options): what was given is all there is
+    if args.max_steps is not None or args.epochs is not None:  # a new length replaces the run's, of either kind
+        length = {"--max-steps", "--epochs"}
+        saved = [v for i, v in enumerate(saved) if v not in length and (i == 0 or saved[i - 1] not in length)]
+    given = list(sys.argv[1:] if argv is None else argv)
+    return parser.parse_args([given[0], *saved, *given[1:]])  # the later of two values wins
 
 
 # ----- train --------------------------------------------------------------------------
@@ -307,6 +336,8 @@ def command_train(args: argparse.Namespace) -> None:
     from core.model import Transformer
     from core.trainer import TrainConfig, Trainer
 
+    if args.data is None:
+        raise CLIError("train needs --data (see --help for its forms)")
     check_out_folder(args.out, args.resume)
     rank, world, device = setup_distributed()
     corpus = load_corpus(args.data, args.src, args.tgt, seed=args.seed, limit=args.limit)
@@ -320,7 +351,7 @@ def command_train(args: argparse.Namespace) -> None:
             diff = ", ".join(f"{MODEL_FLAGS.get(k, k)} {v} (now {given[k]})"
                              for k, v in bundle.model.config.to_dict().items() if given[k] != v)
             raise CLIError(f"--resume: the run in {args.out} has a different model config: it was trained with "
-                           f"{diff}; resume with its options ({args.out / 'run.json'} lists them)")
+                           f"{diff}; leave those options out to keep the run's")
     else:
         torch.manual_seed(args.seed)
         tokenizer = shared_tokenizer(corpus, args, rank, world)
@@ -364,7 +395,8 @@ def command_train(args: argparse.Namespace) -> None:
         f"{world} process(es); steps {trainer.step_count}->{max_steps}")
     if rank == 0:
         args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / "run.json").write_text(json.dumps({k: str(v) for k, v in vars(args).items()}, indent=2))
+        record = {"options": run_options(build_parser(), args), **{k: str(v) for k, v in vars(args).items()}}
+        (args.out / "run.json").write_text(json.dumps(record, indent=2))
     train_loop(trainer, args, rank)
 
 
@@ -409,7 +441,7 @@ def train_loop(trainer, args: argparse.Namespace, rank: int) -> None:
                 path = save(trainer, args)
             finally:
                 signal.signal(signal.SIGINT, previous)
-            print(f"saved {path}; continue with --resume", file=sys.stderr)
+            print(f"saved {path}; continue with: python train_cli.py train --out {args.out} --resume", file=sys.stderr)
         raise SystemExit(130)
     finally:
         bar.close()

@@ -86,9 +86,12 @@ def test_resume_continues_the_run(run, tmp_path):
 
     copy = tmp_path / "resumed"
     shutil.copytree(run, copy)
-    args = [a if a != "30" else "40" for a in TRAIN]
-    assert train_cli.main(args + ["--out", str(copy), "--resume"]) == 0
+    assert train_cli.main(["train", "--out", str(copy), "--resume", "--max-steps", "40"]) == 0  # the rest: run.json
     assert (copy / "step-0000040").exists()
+    options = json.loads((copy / "run.json").read_text())["options"]
+    assert options[options.index("--warmup") + 1] == "10" and options[options.index("--max-steps") + 1] == "40"
+    lr = {r["step"]: r["lr"] for r in map(json.loads, (copy / "metrics.jsonl").read_text().splitlines())}
+    assert lr[31] / lr[30] == pytest.approx((30 / 31) ** 0.5)  # eq. 3 past the run's warm-up of 10, not 4000's
 
 
 def one_line_error(capsys, argv, *needles) -> None:
@@ -107,7 +110,7 @@ def test_existing_out_folder_is_refused(run, capsys):
 
 def test_resume_with_another_model_config_is_refused(run, capsys, tmp_path):
     one_line_error(capsys, TRAIN + ["--out", str(run), "--resume", "--d-model", "32"], "different model config",
-                   "--d-model 64 (now 32)", "run.json")
+                   "--d-model 64 (now 32)", "leave those options out")
 
 
 def test_missing_data_is_one_line_and_creates_nothing(capsys, tmp_path):
@@ -301,3 +304,14 @@ def test_resume_past_the_last_step_and_out_as_a_file_are_refused(run, capsys, tm
                    "larger --max-steps")
     (tmp_path / "notes.txt").write_text("")
     one_line_error(capsys, TRAIN + ["--out", str(tmp_path / "notes.txt")], "is a file; give a folder")
+
+
+def test_resume_takes_the_runs_options_unless_given_again(tmp_path, capsys):
+    (tmp_path / "run.json").write_text(json.dumps({"options": ["--data", "synthetic:copy", "--epochs", "2.0",
+                                                               "--warmup", "7", "--norm-first"]}))
+    resume = ["train", "--out", str(tmp_path), "--resume"]
+    args = train_cli.parse_arguments(resume + ["--warmup", "9"])
+    assert (args.data, args.epochs, args.max_steps, args.warmup, args.norm_first) == ("synthetic:copy", 2.0, None, 9, True)
+    args = train_cli.parse_arguments(resume + ["--max-steps", "50"])  # a new length of the other kind
+    assert (args.epochs, args.max_steps) == (None, 50)
+    one_line_error(capsys, ["train", "--out", str(tmp_path / "new")], "train needs --data")
