@@ -25,6 +25,12 @@ DEFAULT_CONCURRENCY = 2  # every other event (status lines, plots, the Train tab
 # a run is bounded, and only the browser session that started it may pause, resume, stop or save it.
 PUBLIC_MAX_PARAMETERS = 10_000_000  # the `small` preset (7.6M with an 8k vocabulary) fits
 PUBLIC_MAX_MINUTES = 15.0  # from Start, pauses included
+# Any studio refuses more than MAX_PARAMETERS in one line (16 GB of weights, gradients and Adam: a
+# typo such as d_model 65536, not a lecture model; paper-big has 185M). Above CPU_NOTICE_PARAMETERS,
+# about 2.5 times the `small` preset, a run on a CPU goes ahead but is announced as slow: every step
+# takes seconds (a lecturer with a GPU may well want such a model).
+MAX_PARAMETERS = 1_000_000_000
+CPU_NOTICE_PARAMETERS = 20_000_000
 
 # C0 and C1 control characters except tab, newline and carriage return; and lone UTF-16
 # surrogates, which JSON can carry but UTF-8 (and the Rust tokenizer) cannot.

@@ -391,8 +391,7 @@ class TrainingJob:
         """Prepare the run (corpus, model, trainer) here, train in a thread; returns the model's
         name in the picker. JobBusy while a run is going; ValueError for bad settings. session:
         the browser session starting it (the only one that controls it on a public studio)."""
-        if self.public:
-            _check_public_size(settings)
+        _check_size(settings, self.public)
         with self._lock:
             if self._state in ACTIVE:
                 ending = f" {_ends_by_itself(self._run)}" if self.public and self._run else ""
@@ -652,14 +651,29 @@ def _ends_by_itself(run: _Run) -> str:
             f"after it started.")
 
 
-def _check_public_size(settings: Settings) -> None:
+def _check_size(settings: Settings, public: bool) -> None:
+    """Refuse, before anything is read or built, a model above this studio's parameter limit."""
     params = parameter_count(planned_config(settings))
-    if params > limits.PUBLIC_MAX_PARAMETERS:
+    if public and params > limits.PUBLIC_MAX_PARAMETERS:
         raise ValueError(f"Cannot start: this public studio trains models of at most "
                          f"{limits.PUBLIC_MAX_PARAMETERS / 1e6:.0f}M parameters, and this one has "
                          f"{params / 1e6:,.1f}M. "
                          f"Choose the tiny or small preset (or smaller sizes), or run the studio on your own "
                          f"machine (README: Set up).")
+    if params > limits.MAX_PARAMETERS:
+        raise ValueError(f"Cannot start: this model has {params / 1e9:,.1f}B parameters; the studio trains at most "
+                         f"{limits.MAX_PARAMETERS / 1e9:.0f}B (paper-big has 0.18B). Choose fewer layers or a "
+                         f"smaller d_model or d_ff.")
+
+
+def cpu_notice(params: int, device: torch.device) -> str:
+    """A notice that a model is large for live training on a CPU; '' when it is not."""
+    if device.type != "cpu" or params <= limits.CPU_NOTICE_PARAMETERS:
+        return ""
+    small = parameter_count(ModelConfig.from_preset("small"))
+    return (f"Large for a CPU: {params / 1e6:,.1f}M parameters, {params / small:,.0f}× the small preset "
+            f"({small / 1e6:.1f}M). Every training step will take seconds, so the curves will move slowly; for a "
+            f"live demonstration, stop it and choose fewer layers or a smaller d_model or d_ff.")
 
 
 def prepare(settings: Settings) -> _Run:
@@ -688,7 +702,9 @@ def prepare(settings: Settings) -> _Run:
     trainer = Trainer(bundle, train, settings.train_config(), valid_pairs=corpus.valid, valid=valid)
     src, tgt = (bundle.tokenizer.encode(text)[: config.max_len - 1] for text in (corpus.test or corpus.valid)[0])
     example = (src + [config.eos_id], [BOS_ID] + tgt)  # the attention timeline's sentence, teacher-forced
-    facts = {"parameters": f"{bundle.model.num_parameters():,}", "device": str(trainer.device),
+    params = bundle.model.num_parameters()
+    facts = {"parameters": f"{params:,}", "device": str(trainer.device),
+             "notice": cpu_notice(params, trainer.device),  # "" for most models
              "vocabulary": f"{bundle.tokenizer.vocab_size:,} ({bundle.tokenizer.kind})",
              "pairs": f"{len(train):,} training, {len(corpus.valid):,} validation"
                       + (f" ({dropped:,} too long, left out)" if dropped else "")}

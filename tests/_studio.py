@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 
+import pytest
 import torch
 
 from core.bundle import ModelBundle
@@ -34,3 +35,14 @@ def studio_registry():
     return registry
 
 
+
+
+@pytest.fixture
+def toasts(monkeypatch) -> list[str]:
+    """Every gr.Info / gr.Warning message the callbacks raise (Gradio renders them as HTML)."""
+    import gradio as gr
+
+    seen: list[str] = []
+    monkeypatch.setattr(gr, "Info", lambda message, *a, **k: seen.append(message))
+    monkeypatch.setattr(gr, "Warning", lambda message, *a, **k: seen.append(message))
+    return seen

@@ -25,7 +25,7 @@ import gradio as gr
 import pytest
 import torch
 
-from _studio import SENTENCES, studio_bundle, studio_registry
+from _studio import SENTENCES, studio_bundle, studio_registry, toasts  # noqa: F401 (a fixture)
 from bench.serving import free_port
 from core.bundle import ModelBundle
 from core.checkpoint import load_checkpoint, load_trainer_state, save_checkpoint
@@ -80,15 +80,6 @@ def registry():
 @pytest.fixture
 def shipped(tmp_path) -> Path:
     return save_checkpoint(tmp_path / "shipped", studio_bundle())
-
-
-@pytest.fixture
-def toasts(monkeypatch) -> list[str]:
-    """Every gr.Info / gr.Warning message the callbacks raise (Gradio renders them as HTML)."""
-    seen: list[str] = []
-    monkeypatch.setattr(gr, "Info", lambda message, *a, **k: seen.append(message))
-    monkeypatch.setattr(gr, "Warning", lambda message, *a, **k: seen.append(message))
-    return seen
 
 
 # ----- code in checkpoints -------------------------------------------------------------------

@@ -14,7 +14,7 @@ import plotly.graph_objects as go
 import pytest
 import torch
 
-from _studio import studio_bundle
+from _studio import studio_bundle, toasts  # noqa: F401 (a fixture)
 from core.checkpoint import FILES as CHECKPOINT_FILES
 from core.checkpoint import load_checkpoint
 from core.config import ModelConfig
@@ -256,14 +256,37 @@ def test_parameter_estimate_matches_the_model(overrides):
     assert training.parameter_count(config) == Transformer(config).num_parameters()
 
 
-def test_a_model_too_large_for_memory_is_refused_before_building(job):
+def test_a_model_too_large_for_memory_is_refused_before_building(job, monkeypatch):
     huge = ModelConfig.from_preset("paper-big", src_vocab_size=32000, tgt_vocab_size=32000)
     assert training.check_fits(huge, torch.device("cpu"), free=2**40) > 200e6
     with pytest.raises(ValueError, match=r"needs about 3\.1 GiB .* has 1\.0 GiB free"):
         training.check_fits(huge, torch.device("cpu"), free=2**30)
     with pytest.raises(ValueError, match="Cannot start: This model has .* GiB"):
-        job.start(replace(QUICK, d_model=65536, n_heads=4))
+        monkeypatch.setattr(training, "free_memory", lambda device: 2**30)
+        job.start(replace(QUICK, preset="paper-big"))  # 185M parameters need 2.9 GiB
     assert job.view().state == "idle"
+
+
+def test_a_model_above_a_billion_parameters_is_refused_in_one_line(job, toasts):
+    assert tab.start(job, *panel(d_model=65536)) is not None  # gr.skip(): the picker stays as it was
+    assert toasts == ["Cannot start: this model has 103.7B parameters; the studio trains at most 1B (paper-big has "
+                      "0.18B). Choose fewer layers or a smaller d_model or d_ff."]
+    assert job.view().state == "idle" and job.registry.names() == []
+
+
+def test_a_model_large_for_a_cpu_starts_with_a_notice(job, toasts, monkeypatch):
+    notice = training.cpu_notice(58_400_000, torch.device("cpu"))
+    assert notice.startswith("Large for a CPU: 58.4M parameters, 8× the small preset (7.6M). Every training step "
+                             "will take seconds")
+    assert training.cpu_notice(58_400_000, torch.device("cuda")) == ""  # a GPU: no notice
+    assert training.cpu_notice(7_600_000, torch.device("cpu")) == ""  # the small preset: none
+    monkeypatch.setattr(training.limits, "CPU_NOTICE_PARAMETERS", 1_000)  # the tiny model counts as large
+    tab.start(job, *panel(max_steps=2))
+    view = wait_for(job, lambda v: v.settings is not None)
+    params = int(view.facts["parameters"].replace(",", ""))
+    notice = training.cpu_notice(params, torch.device("cpu"))
+    assert toasts[-1] == notice and f"{params / 1e6:.1f}M parameters" in notice  # a warning, and it trains
+    assert f"**{tab.md(notice)}**" in tab.status(view)  # and stays on the status line
 
 
 def test_errors_while_building_leave_the_app_usable(job, monkeypatch):

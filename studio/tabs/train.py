@@ -130,6 +130,8 @@ def start(job: TrainingJob, *values, session: str | None = None):
         warn(exc)
         return gr.skip()
     info(f"Training {name}: it is in the model picker now and improves as it trains.")
+    if notice := job.view().facts.get("notice"):
+        warn(notice)
     return picker_update(job.registry, name)
 
 
@@ -200,7 +202,8 @@ def status(view: JobView) -> str:
         return f"**{STATE_WORDS[view.state]}.** {md(view.message)}"
     f = view.facts
     return (f"**{STATE_WORDS[view.state]}** · {md(view.settings.name)} · {f['parameters']} parameters · "
-            f"vocabulary {f['vocabulary']} · {md(f['pairs'])} pairs · {md(f['device'])}  \n{md(view.message)}")
+            f"vocabulary {f['vocabulary']} · {md(f['pairs'])} pairs · {md(f['device'])}  \n{md(view.message)}"
+            + (f"  \n**{md(f['notice'])}**" if f.get("notice") else ""))
 
 
 def _clock(seconds: float) -> str:
