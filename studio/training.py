@@ -452,8 +452,9 @@ class TrainingJob:
                              else "Nothing is training, so nothing to pause.")
             run.trainer.pause()
             run.paused_since = time.monotonic()
-            # The trainer finishes the step it is in first: the step line below says where it stopped.
-            self._set("paused", "Paused; press Resume to go on.")
+            # The trainer finishes the step it is in first (seconds, for a large model on a CPU);
+            # _on_step names the step it stopped after.
+            self._set("paused", "The step under way ends first; press Resume to go on.")
 
     def resume(self, session: str | None = None) -> None:
         with self._lock:
@@ -601,6 +602,8 @@ class TrainingJob:
                 metrics = {k: v for k, v in event.validation.items() if isinstance(v, (int, float))}
                 samples = list(event.validation.get("samples", []))
                 run.evaluations.append(Evaluation(event.step, record["seconds"], metrics, samples))
+            if self._state == "paused":  # the trainer waits once this returns
+                self._message = f"Paused after step {event.step:,}; press Resume to go on."
             self._version += 1
 
     def _train(self, run: _Run) -> None:

@@ -346,6 +346,31 @@ def test_start_refusals_come_as_messages(job):
             tab.settings_from(dict(zip(tab.FIELDS, panel(**{field: bad}))))
 
 
+def enabled(buttons) -> set[str]:
+    """The names of the Train tab's buttons that are enabled."""
+    return {name for name, button in zip(tab.BUTTONS, buttons, strict=True) if button.interactive}
+
+
+def test_buttons_follow_the_jobs_state_and_pause_says_so_at_once(job):
+    assert enabled(tab.tick(job, None, 2, 0, True)[8:13]) == {"start"}  # idle: nothing to pause or save
+    tab.start(job, *panel(max_steps=10_000))
+    wait_for(job, lambda v: v.step >= 2)
+    assert enabled(tab.shared_outputs(job, job.view())[7:]) == {"pause", "stop", "save"}
+    state, *buttons = tab.control(job, "pause")  # the status line and buttons come back with the click
+    assert "**Paused**" in state and "The step under way ends first" in state
+    assert enabled(buttons) == {"resume", "stop", "save"}
+    view = wait_for(job, lambda v: "Paused after step" in v.message)  # then where it stopped
+    assert f"Paused after step {view.step}; press Resume" in view.message
+    state, *buttons = tab.control(job, "resume")
+    assert "**Training**" in state and enabled(buttons) == {"pause", "stop", "save"}
+    state, *buttons = tab.control(job, "stop")
+    assert enabled(buttons) <= {"save"}  # stopping, then stopped
+    wait_for(job, lambda v: v.state == "stopped")
+    assert enabled(tab.buttons(job.view())) == {"start", "save"}
+    failed = replace(job.view(), state="failed", last_good_step=None)  # NaN from the first step: nothing to save
+    assert enabled(tab.buttons(failed)) == {"start"}
+
+
 def test_callbacks_start_pause_resume_stop_save(job):
     picker = tab.start(job, *panel(max_steps=10_000))
     assert picker.value == "live-numbers" and picker.choices == [("live-numbers", "live-numbers")]
@@ -396,8 +421,9 @@ def test_live_view_redraws_only_when_something_changed(job):
     assert all(out == gr.skip() for out in tab.tick(job, first[0], 2, 0, True))
     job.start(replace(QUICK, name="<b>mine</b>"))
     view = wait_for(job, lambda v: v.state == "finished")
-    seen, state, bar, curves, metrics, samples, layer, head, timeline, attention, picker = tab.tick(
+    seen, state, bar, curves, metrics, samples, layer, head, *buttons, timeline, attention, picker = tab.tick(
         job, first[0], 2, 1, True)
+    assert enabled(buttons) == {"start", "save"}  # finished
     assert "&lt;b&gt;mine&lt;/b&gt;" in state and "<b>" not in state and "Finished" in state
     assert f'value="{view.step}"' in bar and "Step 30 of 30" in bar
     assert isinstance(curves, go.Figure) and len(curves.data) >= 9

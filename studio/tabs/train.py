@@ -41,6 +41,11 @@ STATE_WORDS = {"idle": "No training yet", "preparing": "Preparing", "running": "
 CURVES = (("Loss (label-smoothed)", "loss", "val_loss"), ("Perplexity", "perplexity", "val_perplexity"),
           ("Token accuracy", "accuracy", "val_accuracy"), ("Learning rate", "lr", None),
           ("Target tokens per second", "tokens_per_s", None), ("Exact match / BLEU (validation)", None, None))
+# The buttons (in the row's order) that make sense in each state of the job; the others are greyed out.
+BUTTONS = ("start", "pause", "resume", "stop", "save")
+ALLOWED = {"idle": {"start"}, "preparing": set(), "running": {"pause", "stop", "save"},
+           "paused": {"resume", "stop", "save"}, "stopping": {"save"}, "stopped": {"start", "save"},
+           "finished": {"start", "save"}, "failed": {"start", "save"}}
 PERPLEXITY_TICKS = [m * 10 ** e for e in range(6) for m in (1, 2, 5)]  # 1 to 500,000: any vocabulary
 
 
@@ -141,8 +146,8 @@ def session_of(request: gr.Request | None) -> str | None:
 
 def controller(job: TrainingJob, action: str):
     """control() for one button, taking the browser session from Gradio."""
-    def act(request: gr.Request) -> None:
-        control(job, action, session_of(request))
+    def act(request: gr.Request) -> tuple:
+        return control(job, action, session_of(request))
     return act
 
 
@@ -151,12 +156,14 @@ def fold_setup(job: TrainingJob) -> gr.Accordion:
     return gr.Accordion(open=False) if job.view().state in ("preparing", "running") else gr.skip()
 
 
-def control(job: TrainingJob, action: str, session: str | None = None) -> None:
-    """Pause, resume or stop the run."""
+def control(job: TrainingJob, action: str, session: str | None = None) -> tuple:
+    """Pause, resume or stop the run; (status line, buttons) at once, not at the timer's next tick."""
     try:
         getattr(job, action)(session)
     except ValueError as exc:
         warn(exc)
+    view = job.view()
+    return status(view), *buttons(view)
 
 
 def save(job: TrainingJob, name: str, picked: str | None,
@@ -204,6 +211,12 @@ def status(view: JobView) -> str:
     return (f"**{STATE_WORDS[view.state]}** · {md(view.settings.name)} · {f['parameters']} parameters · "
             f"vocabulary {f['vocabulary']} · {md(f['pairs'])} pairs · {md(f['device'])}  \n{md(view.message)}"
             + (f"  \n**{md(f['notice'])}**" if f.get("notice") else ""))
+
+
+def buttons(view: JobView) -> tuple[gr.Button, ...]:
+    """Start, Pause, Resume, Stop and Save, each enabled only when it can act (Save: with good weights)."""
+    allowed = ALLOWED[view.state] - ({"save"} if view.last_good_step is None else set())
+    return tuple(gr.Button(interactive=name in allowed) for name in BUTTONS)
 
 
 def _clock(seconds: float) -> str:
@@ -311,7 +324,8 @@ _rendered: dict[int, tuple[int, tuple]] = {}  # id(job) -> (version, outputs sha
 
 
 def shared_outputs(job: TrainingJob, view: JobView) -> tuple:
-    """(status, progress, curves, metrics, samples, layer slider, head slider), built once per version."""
+    """(status, progress, curves, metrics, samples, layer slider, head slider, 5 buttons), built once per
+    version."""
     cached = _rendered.get(id(job))
     if cached and cached[0] == view.version:
         return cached[1]
@@ -319,7 +333,7 @@ def shared_outputs(job: TrainingJob, view: JobView) -> tuple:
     outputs = (status(view), progress(view), curves(view), metrics(view), samples(view),
                # The layer slider starts at 1 and Gradio refuses maximum == minimum: at least 2
                # (attention() clamps the layer to the model's).
-               gr.Slider(maximum=max(shape[0], 2)), gr.Slider(maximum=max(shape[1], 1)))
+               gr.Slider(maximum=max(shape[0], 2)), gr.Slider(maximum=max(shape[1], 1)), *buttons(view))
     _rendered[id(job)] = (view.version, outputs)
     return outputs
 
@@ -329,7 +343,7 @@ def tick(job: TrainingJob, seen: Seen | None, layer: float, head: float, follow:
     seen = seen or Seen()
     view = job.view()
     names = tuple(job.registry.names())
-    n_outputs = 11
+    n_outputs = 16
     if view.version == seen.version and names == seen.names:
         return (gr.skip(),) * n_outputs
     picker = gr.Dropdown(choices=list(names)) if names != seen.names else gr.skip()
@@ -351,13 +365,14 @@ def redraw(job: TrainingJob, step: float, layer: float, head: float, follow: boo
 def build(shell: Shell, job: TrainingJob) -> None:
     d = DEFAULTS
     layers, d_model, heads, d_ff, dropout = preset_values(d.preset)
-    with gr.Row():
+    with gr.Row():  # as for an idle job; the page's first tick shows them as the job's state allows
         start_button = gr.Button("Start", variant="primary")
-        pause_button = gr.Button("Pause")
-        resume_button = gr.Button("Resume")
-        stop_button = gr.Button("Stop", variant="stop")
+        pause_button = gr.Button("Pause", interactive=False)
+        resume_button = gr.Button("Resume", interactive=False)
+        stop_button = gr.Button("Stop", variant="stop", interactive=False)
         save_name = gr.Textbox(label="Checkpoint name (blank: the model's)", max_lines=1, scale=2)
-        save_button = gr.Button("Save checkpoint")
+        save_button = gr.Button("Save checkpoint", interactive=False)
+    button_row = [start_button, pause_button, resume_button, stop_button, save_button]
     if job.public:
         gr.Markdown(f"*A public studio: one training run at a time for every visitor. Only the browser that "
                     f"starts a run can pause, resume, stop or save it; a run ends {PUBLIC_MAX_MINUTES:.0f} minutes "
@@ -440,12 +455,15 @@ def build(shell: Shell, job: TrainingJob) -> None:
     start_button.click(guard(start_run), inputs=fields, outputs=shell.model, api_name="train_start").then(
         partial(fold_setup, job), outputs=setup, show_progress="hidden")
     for button, action in ((pause_button, "pause"), (resume_button, "resume"), (stop_button, "stop")):
-        button.click(guard(controller(job, action)), api_name=f"train_{action}")
+        # Their status line comes back with the click (the timer's tick took up to a second more); a
+        # trivial call, so no concurrency limit: it never queues behind other sessions' redraws.
+        button.click(guard(controller(job, action)), outputs=[state_line, *button_row], api_name=f"train_{action}",
+                     concurrency_limit=None, show_progress="hidden")
     save_button.click(guard(save_run), inputs=[save_name, shell.model], outputs=[saved, shell.model, download])
     shell.model.change(guard(partial(picked, job)), inputs=shell.model)
     shell.demo.load(warm_up)
-    live = [seen, state_line, bar, curve_plot, metrics_line, sample_table, layer, head, timeline, attention_plot,
-            shell.model]
+    live = [seen, state_line, bar, curve_plot, metrics_line, sample_table, layer, head, *button_row, timeline,
+            attention_plot, shell.model]
     gr.on([timer.tick, shell.demo.load], guard(partial(tick, job)), inputs=[seen, layer, head, follow],
           outputs=live, show_progress="hidden", api_name="train_view")
     timeline.input(guard(partial(scrub, job)), inputs=[timeline, layer, head], outputs=[attention_plot, follow],
