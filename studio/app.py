@@ -27,8 +27,11 @@ from core.checkpoint import FILES as CHECKPOINT_FILES  # noqa: E402
 from .limits import (DEFAULT_CONCURRENCY, MAX_UPLOAD_BYTES, MAX_UPLOAD_MB, MAX_UPLOADED_MODELS,  # noqa: E402
                      PUBLIC_MAX_MINUTES, PUBLIC_MAX_PARAMETERS, QUEUE_SIZE, check_upload_size)
 from .registry import ModelRegistry, describe  # noqa: E402
-from .text import guard, info, md, warn  # noqa: E402
+from .text import clip, guard, info, md, warn  # noqa: E402
 
+# Ends every refusal of an upload that is not a checkpoint: what to upload instead.
+UPLOAD_EXPECTED = ("The studio opens a .zip of a checkpoint folder, or the checkpoint's files uploaded together: "
+                   "config.json, model.safetensors and tokenizer.json.")
 CSS = """
 /* Gradio's bundled Source Sans Pro SemiBold (600) holds a few dozen glyphs only: bold text mixed two
    fonts (the A of "Attention", the B of "Beam" drawn apart from their words). Its complete Bold serves
@@ -166,7 +169,12 @@ def open_checkpoint(registry: ModelRegistry, files: list[str] | None, current: s
         folder = _assemble(files)
         name = registry.open(folder)
     except (ValueError, FileNotFoundError, zipfile.BadZipFile) as exc:
-        warn(f"That is not a checkpoint the studio can open: {exc}")
+        # Named as the visitor knows them: the upload's own file names, never the server's copies.
+        reason = str(exc)
+        if folder is not None:
+            reason = reason.replace(f"{folder}{os.sep}", "").replace(str(folder), "the checkpoint")
+        uploaded = ", ".join(Path(file).name for file in files)
+        warn(f"Cannot open {clip(uploaded, 120)}: {reason}")
         return picker_update(registry, current), status_line(registry, current)
     finally:
         if folder is not None:  # loaded into memory (or refused): the copy on disk is not needed
@@ -194,6 +202,10 @@ def _assemble(files: list[str]) -> Path:
 
 
 def _copy_checkpoint_files(files: list[str], folder: Path) -> None:
+    """ValueError, saying what the studio takes, unless the upload holds the checkpoint's three files."""
+    if len(files) == 1 and not zipfile.is_zipfile(files[0]) and Path(files[0]).name not in CHECKPOINT_FILES:
+        broken = Path(files[0]).suffix.lower() == ".zip"
+        raise ValueError(f"it is {'not a readable .zip archive' if broken else 'not a .zip'}. {UPLOAD_EXPECTED}")
     if len(files) == 1 and zipfile.is_zipfile(files[0]):
         with zipfile.ZipFile(files[0]) as archive:
             for member in archive.infolist():
@@ -208,6 +220,10 @@ def _copy_checkpoint_files(files: list[str], folder: Path) -> None:
             if file.name in CHECKPOINT_FILES:
                 check_upload_size(file.stat().st_size, file.name)
                 shutil.copyfile(file, folder / file.name)
+    missing = [name for name in sorted(CHECKPOINT_FILES) if not (folder / name).is_file()]
+    if missing:
+        listed = " and ".join(filter(None, [", ".join(missing[:-1]), missing[-1]]))  # "a, b and c"
+        raise ValueError(f"{listed} {'is' if len(missing) == 1 else 'are'} missing. {UPLOAD_EXPECTED}")
 
 
 def build_app(registry: ModelRegistry, selected: str | None = None, checkpoints_dir: Path | None = None,

@@ -112,7 +112,7 @@ def test_model_safetensors_that_is_a_pickle_is_refused(tmp_path, shipped, regist
     with pytest.raises(ValueError, match="not a readable safetensors file"):
         load_checkpoint(shipped)
     picker, status = app.open_checkpoint(registry, [str(p) for p in shipped.iterdir()], MODEL)
-    assert registry.names() == [MODEL] and "not a checkpoint the studio can open" in toasts[-1]
+    assert registry.names() == [MODEL] and "model.safetensors: not a readable safetensors file" in toasts[-1]
     assert not (tmp_path / "PWNED").exists()
 
 

@@ -12,7 +12,7 @@ import plotly.graph_objects as go
 import pytest
 import torch
 
-from _studio import SENTENCES, studio_bundle, studio_registry
+from _studio import SENTENCES, studio_bundle, studio_registry, toasts  # noqa: F401 (a fixture)
 from core.checkpoint import save_checkpoint
 from core.decoding import translate_detailed
 from studio import app, bertviz_offline, plots
@@ -77,12 +77,38 @@ def test_ablation_runs_on_a_private_copy(registry):
     assert torch.equal(model.generator.weight, original.generator.weight)
 
 
-def test_opening_a_file_that_is_not_a_checkpoint_warns_and_keeps_serving(registry, tmp_path):
-    junk = tmp_path / "model.bin"
-    junk.write_bytes(b"\x00not a model")
-    with pytest.warns(UserWarning, match="not a checkpoint"):
-        picker, status = app.open_checkpoint(registry, [str(junk)], "studio-tiny")
-    assert registry.names() == ["studio-tiny"] and "studio\\-tiny" in status
+def test_opening_a_file_that_is_not_a_checkpoint_warns_and_keeps_serving(registry, tmp_path, toasts):
+    """The message names the upload by its own name (never the server's copies) and says what the
+    studio takes."""
+    uploads = tmp_path / "gradio" / "0123abcd"  # where Gradio keeps an upload, under its original name
+    uploads.mkdir(parents=True)
+    folder = save_checkpoint(tmp_path / "shipped", studio_bundle())
+    for name, data in (("model.bin", b"\x00not a model"), ("fake.zip", b"PK not really"),
+                       ("config.json", (folder / "config.json").read_bytes())):
+        (uploads / name).write_bytes(data)
+    with zipfile.ZipFile(uploads / "notes.zip", "w") as z:
+        z.writestr("notes/readme.md", "no checkpoint here")
+    (folder / "model.safetensors").write_bytes(b"\x00not weights")
+    damaged = uploads / "damaged.zip"
+    with zipfile.ZipFile(damaged, "w") as z:
+        for p in folder.iterdir():
+            z.write(p, f"shipped/{p.name}")
+    expected = app.UPLOAD_EXPECTED
+    for files, message in (
+            (["model.bin"], f"Cannot open model.bin: it is not a .zip. {expected}"),
+            (["fake.zip"], f"Cannot open fake.zip: it is not a readable .zip archive. {expected}"),
+            (["notes.zip"], "Cannot open notes.zip: config.json, model.safetensors and tokenizer.json are missing. "
+                            + expected),
+            (["config.json", "model.bin"], "Cannot open config.json, model.bin: model.safetensors and tokenizer.json "
+                                           f"are missing. {expected}")):
+        picker, status = app.open_checkpoint(registry, [str(uploads / f) for f in files], "studio-tiny")
+        assert toasts[-1] == html.escape(message, quote=False)
+        assert registry.names() == ["studio-tiny"] and picker.value == "studio-tiny" and "studio\\-tiny" in status
+    app.open_checkpoint(registry, [str(damaged)], "studio-tiny")  # core's message, without the server's path
+    assert toasts[-1].startswith("Cannot open damaged.zip: model.safetensors: not a readable safetensors file")
+    assert "/tmp" not in toasts[-1] and str(tmp_path) not in " ".join(toasts) and registry.names() == ["studio-tiny"]
+    assert expected == ("The studio opens a .zip of a checkpoint folder, or the checkpoint's files uploaded together: "
+                        "config.json, model.safetensors and tokenizer.json.")
 
 
 def test_opening_uploaded_checkpoint_files_and_a_zip(registry, tmp_path):
