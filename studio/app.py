@@ -131,11 +131,14 @@ CLAMP_JS = """() => {
 
 @dataclass
 class Shell:
-    """What every tab needs: the registry and the picked model's name (an input to callbacks)."""
+    """What every tab needs: the registry, the picked model's name (an input to callbacks) and its
+    registry key, whose .change is the event "another model is picked": a new training run under the
+    picked name changes the key but not the picker's value, which fires no .change of its own."""
 
     registry: ModelRegistry
     model: gr.Dropdown
     demo: gr.Blocks
+    model_key: gr.State
 
 
 def status_line(registry: ModelRegistry, name: str | None) -> str:
@@ -157,7 +160,7 @@ def picker_update(registry: ModelRegistry, name: str | None) -> gr.Dropdown:
 
 def refresh(registry: ModelRegistry, name: str | None):
     """On page load: the picker's choices as they are now (a Train tab may have added some)."""
-    return picker_update(registry, name), status_line(registry, name)
+    return picker_update(registry, name), status_line(registry, name), registry.key(name)
 
 
 def open_checkpoint(registry: ModelRegistry, files: list[str] | None, current: str | None):
@@ -246,7 +249,7 @@ def build_app(registry: ModelRegistry, selected: str | None = None, checkpoints_
         with gr.Row(equal_height=True):
             picker = gr.Dropdown(choices=names, value=selected, label="Model", scale=1, allow_custom_value=False)
             status = gr.Markdown(status_line(registry, selected), elem_classes="status-line")
-        shell = Shell(registry, picker, demo)
+        shell = Shell(registry, picker, demo, gr.State(registry.key(selected)))
         with gr.Accordion("Open another checkpoint", open=False):
             upload = gr.File(label="A checkpoint: config.json, model.safetensors and tokenizer.json "
                                    f"(or a .zip of the folder); at most {MAX_UPLOAD_MB} MB a file",
@@ -269,11 +272,14 @@ def build_app(registry: ModelRegistry, selected: str | None = None, checkpoints_
         for other in (translate_tab, beam_tab, positional_tab, model_tab, train_tab):
             other.select(partial(str, other.id), outputs=on_screen, show_progress="hidden")
         presenter.change(None, inputs=presenter, js=PRESENTER_JS)
-        picker.change(guard(partial(status_line, registry)), inputs=picker, outputs=status)
+        # A trivial call, so no concurrency limit: the tabs redraw for the new model without waiting in line.
+        picker.change(registry.key, inputs=picker, outputs=shell.model_key, concurrency_limit=None,
+                      show_progress="hidden")
+        shell.model_key.change(guard(partial(status_line, registry)), inputs=picker, outputs=status)
         upload.upload(guard(partial(open_checkpoint, registry)), inputs=[upload, picker], outputs=[picker, status],
                       api_name="open_checkpoint").then(
             lambda: None, outputs=upload, show_progress="hidden")  # emptied: the next upload starts afresh
-        demo.load(guard(partial(refresh, registry)), inputs=picker, outputs=[picker, status])
+        demo.load(guard(partial(refresh, registry)), inputs=picker, outputs=[picker, status, shell.model_key])
     return demo
 
 

@@ -26,6 +26,8 @@ class ModelRegistry:
         self._ablation: dict[str, tuple[Transformer, threading.Lock]] = {}
         self._lock = threading.Lock()
         self.uploaded: list[str] = []  # names opened from visitors' uploads, oldest first
+        self._keys: dict[str, int] = {}  # name -> serial of the model offered under it (see key())
+        self._serial = 0
         if checkpoint_dir is not None and checkpoint_dir.is_dir():
             for sub in sorted(checkpoint_dir.iterdir()):
                 if (sub / "config.json").is_file() and not sub.name.startswith("."):
@@ -34,12 +36,16 @@ class ModelRegistry:
     def names(self) -> list[str]:
         return list(dict.fromkeys([*self._paths, *self._bundles]))
 
-    def add(self, name: str, bundle: ModelBundle) -> str:
-        """Offer a model made in this app session (e.g. by the Train tab); replaces a same-named one."""
+    def add(self, name: str, bundle: ModelBundle, same_model: bool = False) -> str:
+        """Offer a model made in this app session (e.g. by the Train tab); replaces a same-named one.
+        same_model: newer weights of the model offered under name (a training run's snapshot),
+        which keeps its key()."""
         with self._lock:
             self._bundles[name] = bundle
             self._paths.pop(name, None)
             self._ablation.pop(name, None)
+            if not same_model or name not in self._keys:
+                self._renew(name)
         return name
 
     def add_folder(self, path: Path) -> str:
@@ -47,6 +53,7 @@ class ModelRegistry:
         name; it loads on first use."""
         with self._lock:
             self._paths[path.name] = path
+            self._renew(path.name)
         return path.name
 
     def remove(self, name: str) -> None:
@@ -55,6 +62,18 @@ class ModelRegistry:
             self._paths.pop(name, None)
             self._bundles.pop(name, None)
             self._ablation.pop(name, None)
+            self._keys.pop(name, None)
+
+    def key(self, name: str | None) -> tuple[str, int] | None:
+        """The identity of the model offered as name (None: no such model). A name can be taken by
+        another model (a new training run under the same name): the tabs compare keys, not names,
+        to tell that the model changed."""
+        return (name, self._keys.get(name, 0)) if name in self.names() else None
+
+    def _renew(self, name: str) -> None:
+        """name offers another model now; call with the lock held."""
+        self._serial += 1
+        self._keys[name] = self._serial
 
     def open(self, path: str | Path) -> str:
         """Load the checkpoint directory path now (ValueError/FileNotFoundError if it is not

@@ -417,7 +417,7 @@ class TrainingJob:
             for name in self._names - {settings.name}:
                 self.registry.remove(name)
             self._names &= {settings.name}
-        self._publish(run, first)
+        self._publish(run, first, new_model=True)
         with self._lock:
             self._run = run
             self._set("running", f"Training {settings.name} on {run.facts['device']}.")
@@ -570,10 +570,11 @@ class TrainingJob:
         rate = (recent[-1]["step"] - recent[0]["step"]) / (recent[-1]["seconds"] - recent[0]["seconds"])
         return (run.settings.max_steps - run.trainer.step_count) / rate
 
-    def _publish(self, run: _Run, snapshot: ModelBundle) -> None:
-        """Offer snapshot in the picker and keep it as the last good weights."""
+    def _publish(self, run: _Run, snapshot: ModelBundle, new_model: bool = False) -> None:
+        """Offer snapshot in the picker and keep it as the last good weights. new_model: the run's
+        first, which replaces any earlier run's model of the same name (a new registry key)."""
         snapshot.info["step"] = run.trainer.step_count
-        self.registry.add(run.settings.name, snapshot)
+        self.registry.add(run.settings.name, snapshot, same_model=not new_model)
         with self._lock:
             self._names.add(run.settings.name)
             run.last_good, run.last_good_step = snapshot, snapshot.info["step"]

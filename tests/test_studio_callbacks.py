@@ -124,6 +124,26 @@ def test_opening_uploaded_checkpoint_files_and_a_zip(registry, tmp_path):
     assert picker.value == "studio-tiny (3)"
 
 
+def test_the_tabs_redraw_on_the_picked_models_registry_key_not_its_name():
+    """A new training run under the picked name changes shell.model_key but not the picker's value
+    (whose .change would not fire): whatever shows the picked model listens to the key."""
+    def name(fn) -> str:  # guard(partial(f, ...)) -> "f"
+        inner = getattr(fn.fn, "__wrapped__", fn.fn)
+        return getattr(inner, "func", inner).__name__
+
+    demo = app.build_app(studio_registry())
+    picker = next(b for b in demo.blocks.values() if isinstance(b, gr.Dropdown) and b.label == "Model")
+    fns = list(demo.fns.values())
+    on_picker = {name(fn): fn for fn in fns if (picker._id, "change") in fn.targets}
+    assert set(on_picker) == {"key", "picked"}  # the key itself; the Train tab fetching newer weights
+    key = on_picker["key"].outputs[0]
+    on_key = {name(fn) for fn in fns if (key._id, "change") in fn.targets}
+    assert on_key == {"status_line", "defaults", "head_choices", "picked_model_ranges", "example_choices",
+                      "examples_update", "settings_changed", "<lambda>"}  # <lambda>: the Attention tab's redraw
+    train_view = next(fn for fn in fns if fn.api_name == "train_view")
+    assert train_view.outputs[-1] is key and train_view.inputs[-1] is key  # a run under the picked name
+
+
 def test_app_builds_with_every_tab_and_no_model():
     for registry in (studio_registry(), ModelRegistry(None)):
         demo = app.build_app(registry)
@@ -230,7 +250,8 @@ def test_attention_is_drawn_only_on_screen_and_once_per_sentence(registry, curre
     skipped = attention.refresh(registry, current, None, "translate", "studio-tiny")
     assert all(isinstance(v, type(gr.skip())) for v in skipped)  # nobody looks: no forward pass
     analysis, title, layer, head, drawn = attention.refresh(registry, current, None, attention.TAB_ID, "studio-tiny")
-    assert drawn == (current, "studio-tiny") and analysis.source == current.source and "Translation" in title
+    assert drawn == (current, registry.key("studio-tiny"))
+    assert analysis.source == current.source and "Translation" in title
     assert all(isinstance(v, type(gr.skip())) for v in attention.refresh(registry, current, drawn, attention.TAB_ID,
                                                                          "studio-tiny"))
     assert all(isinstance(v, type(gr.skip())) for v in attention.redraw(analysis, "Encoder self-attention",
@@ -255,7 +276,7 @@ def test_attention_maps_never_outlive_a_model_switch(registry, current):
     with pytest.warns(UserWarning, match="translated with studio-tiny, not other"):
         assert "Model changed to **other**" in attention.ablate(registry, current, "other", ["L1 H1"], [], [])
     analysis, *_, drawn = attention.refresh(registry, current, drawn, attention.TAB_ID, "studio-tiny")
-    assert analysis.model == "studio-tiny" and drawn == (current, "studio-tiny")
+    assert analysis.model == "studio-tiny" and drawn == (current, registry.key("studio-tiny"))
     mine = attention.translate_here(registry, "other", SENTENCES[0])
     assert attention.refresh(registry, mine, drawn, attention.TAB_ID, "other")[0].model == "other"
 

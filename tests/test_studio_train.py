@@ -142,6 +142,34 @@ def test_selecting_the_model_fetches_newer_weights(job):
     assert not torch.equal(newer.model.generator.weight, first.model.generator.weight)
 
 
+def test_a_new_run_under_the_picked_name_is_another_model_for_every_tab(job):
+    """The picker keeps its value (no .change of its own): the registry key tells the tabs."""
+    from studio.tabs import attention, beam, translate
+
+    job.start(replace(QUICK, max_steps=10_000, eval_every=5))
+    first = job.registry.key("live-numbers")
+    current = translate.translate(job.registry, "live-numbers", "4 2", "greedy", 1, 0.6, 10, 1, 1.0, 0, 1.0, None)[4]
+    search = beam.start(job.registry, "live-numbers", "4 2", 2, 0.6, "gnmt", 10)
+    wait_for(job, lambda v: v.last_good_step >= 5)  # a newer snapshot of the same run: the same model
+    tab.picked(job, "live-numbers")
+    assert job.registry.key("live-numbers") == first and current.key == first
+    assert tab.tick(job, None, 2, 0, True, "live-numbers", first)[-1] == gr.skip()
+    assert beam._current(search, job.registry, "live-numbers", "4 2", 2, 0.6, "gnmt", 10) is search
+    job.stop()
+    wait_for(job, lambda v: v.state == "stopped")
+    job.start(replace(QUICK, max_steps=3, layers=1))  # the same name, another model
+    renewed = job.registry.key("live-numbers")
+    assert renewed != first and renewed[0] == "live-numbers"
+    assert tab.tick(job, None, 2, 0, True, "live-numbers", first)[-1] == renewed  # -> shell.model_key.change
+    analysis, title, *_ = attention.refresh(job.registry, current, (current, first), attention.TAB_ID, "live-numbers")
+    assert analysis is None and "translated with an earlier run of live\\-numbers" in title
+    with pytest.warns(UserWarning, match="translated with an earlier run of live-numbers, not live-numbers"):
+        attention.ablate(job.registry, current, "live-numbers", ["L1 H1"], [], [])
+    again = beam._current(search, job.registry, "live-numbers", "4 2", 2, 0.6, "gnmt", 10)
+    assert again is not search and again.stepper.model.config.encoder_layers == 1  # a new search
+    wait_for(job, lambda v: v.state == "finished")
+
+
 def test_the_model_tab_shows_the_live_runs_schedule(job):
     job.start(replace(QUICK, warmup=30, lr_factor=3.0, max_steps=600, eval_every=600))
     assert model_view.defaults(job.registry, "live-numbers") == (30, 600, QUICK.label_smoothing)
@@ -352,7 +380,7 @@ def enabled(buttons) -> set[str]:
 
 
 def test_buttons_follow_the_jobs_state_and_pause_says_so_at_once(job):
-    assert enabled(tab.tick(job, None, 2, 0, True)[8:13]) == {"start"}  # idle: nothing to pause or save
+    assert enabled(tab.tick(job, None, 2, 0, True, None, None)[8:13]) == {"start"}  # idle: nothing to pause or save
     tab.start(job, *panel(max_steps=10_000))
     wait_for(job, lambda v: v.step >= 2)
     assert enabled(tab.shared_outputs(job, job.view())[7:]) == {"pause", "stop", "save"}
@@ -416,13 +444,13 @@ def test_a_saved_checkpoint_downloads_as_a_zip_the_studio_opens_again(job, monke
 
 
 def test_live_view_redraws_only_when_something_changed(job):
-    first = tab.tick(job, None, 2, 0, True)
+    first = tab.tick(job, None, 2, 0, True, None, None)
     assert isinstance(first[0], tab.Seen) and "No training yet" in first[1]
-    assert all(out == gr.skip() for out in tab.tick(job, first[0], 2, 0, True))
+    assert all(out == gr.skip() for out in tab.tick(job, first[0], 2, 0, True, None, None))
     job.start(replace(QUICK, name="<b>mine</b>"))
     view = wait_for(job, lambda v: v.state == "finished")
-    seen, state, bar, curves, metrics, samples, layer, head, *buttons, timeline, attention, picker = tab.tick(
-        job, first[0], 2, 1, True)
+    seen, state, bar, curves, metrics, samples, layer, head, *buttons, timeline, attention, picker, key = tab.tick(
+        job, first[0], 2, 1, True, None, None)
     assert enabled(buttons) == {"start", "save"}  # finished
     assert "&lt;b&gt;mine&lt;/b&gt;" in state and "<b>" not in state and "Finished" in state
     assert f'value="{view.step}"' in bar and "Step 30 of 30" in bar
@@ -434,7 +462,8 @@ def test_live_view_redraws_only_when_something_changed(job):
     assert len(samples.value["data"]) == training.SAMPLES_SHOWN
     assert (layer.maximum, head.maximum, timeline.maximum, timeline.value) == (2, 4, 30, 30)
     assert "Step 30" in attention.layout.title.text and picker.choices == [("<b>mine</b>", "<b>mine</b>")]
-    again = tab.tick(job, seen, 2, 1, False)
+    assert key == gr.skip()  # nothing picked: no key to renew
+    again = tab.tick(job, seen, 2, 1, False, None, None)
     assert all(out == gr.skip() for out in again)
 
 

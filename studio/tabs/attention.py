@@ -103,10 +103,21 @@ def header(analysis: Analysis | None) -> str:
             f"**Translation:** {md(analysis.translation)}")
 
 
+def switched(registry, current: Current, picked: str | None) -> bool:
+    """Whether the picked model is not the one current was translated with (same name: a new run)."""
+    return current.model is not None and current.key != registry.key(picked)
+
+
+def translated_with(current: Current, picked: str | None) -> str:
+    """The model current was translated with, in words."""
+    return f"an earlier run of {current.model}" if current.model == picked else str(current.model)
+
+
 def stale(picked: str | None, current: Current) -> str:
     """The header once the picked model is not the one the sentence was translated with."""
-    return (f"*Model changed to **{md(picked)}** (the last sentence was translated with {md(current.model)}): "
-            f"translate again, on the Translate tab or in this tab's sentence box.*")
+    return (f"*Model changed to **{md(picked)}** (the last sentence was translated with "
+            f"{md(translated_with(current, picked))}): translate again, on the Translate tab or in this tab's "
+            f"sentence box.*")
 
 
 def show(registry, current: Current):
@@ -150,10 +161,10 @@ def refresh(registry, current: Current, drawn: tuple | None, on_screen: str, pic
     """show() for a Current (and picked model) not drawn yet, when this tab is on screen; otherwise
     nothing changes. A sentence translated with another model than the picked one is not drawn:
     its maps beside the picked model's sliders and ablation boxes would mix two models."""
-    key = (current, picked)
+    key = (current, registry.key(picked))
     if on_screen != TAB_ID or key == drawn:
         return gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.skip()
-    if current is not None and current.model is not None and current.model != picked:
+    if current is not None and switched(registry, current, picked):
         return None, stale(picked, current), gr.skip(), gr.skip(), key
     return *show(registry, current), key
 
@@ -181,14 +192,14 @@ def translate_here(registry, name: str | None, text: str) -> Current:
         warn("Type a sentence to look at.")
         return Current()
     try:
-        bundle = registry.get(name)
+        key, bundle = registry.key(name), registry.get(name)
     except (LookupError, ValueError, FileNotFoundError) as exc:
         warn(str(exc))
         return Current()
     t = translate_detailed(bundle, [text], DecodeOptions())[0]
     for notice in cleaned + t.notices:
         info(clip(notice, 300))
-    return Current(name, text, list(t.ids), DecodeOptions())
+    return Current(name, text, list(t.ids), DecodeOptions(), key)
 
 
 # ----- head ablation ------------------------------------------------------------------------
@@ -231,8 +242,9 @@ def ablate(registry, current: Current, picked: str | None, encoder: list[str], d
     if current is None or not current.source:
         warn("Translate a sentence first.")
         return "*Translate a sentence first.*"
-    if current.model != picked:  # the boxes name the picked model's heads, not the translating one's
-        warn(f"The sentence was translated with {current.model}, not {picked}: translate it again first.")
+    if switched(registry, current, picked):  # the boxes name the picked model's heads, not the translating one's
+        warn(f"The sentence was translated with {translated_with(current, picked)}, not {picked}: translate it "
+             f"again first.")
         return stale(picked, current)
     spec = parse_heads(encoder, decoder, cross)
     if not spec:
@@ -257,7 +269,7 @@ def ablate(registry, current: Current, picked: str | None, encoder: list[str], d
 def build(shell: Shell, current: gr.State, tab: gr.Tab, on_screen: gr.State) -> None:
     """current: the Translate tab's last translation; on_screen: the id of the tab on screen."""
     analysis = gr.State(None)
-    drawn = gr.State(None)  # (the Current, the picked model) that `analysis` was drawn for
+    drawn = gr.State(None)  # (the Current, the picked model's registry key) that `analysis` was drawn for
     rendered = gr.State(None)  # the sentence pair bertviz's views show
     title = gr.Markdown(header(None))
     with gr.Row():
@@ -295,15 +307,15 @@ def build(shell: Shell, current: gr.State, tab: gr.Tab, on_screen: gr.State) -> 
             guard(refresh_bertviz), inputs=[analysis, rendered, on_screen], outputs=[head_view, model_view, rendered])
 
     draw(tab.select(lambda: TAB_ID, outputs=on_screen, show_progress="hidden"))
-    for change in (current.change, shell.model.change):  # an old ablation is stale now
+    for change in (current.change, shell.model_key.change):  # an old ablation is stale now
         draw(change(lambda: "", outputs=ablated, show_progress="hidden"))
     gr.on([look.click, source.submit], guard(partial(translate_here, shell.registry)),
           inputs=[shell.model, source], outputs=current, **HEAVY)
     gr.on([stack.change, average.change, layer.input, head.input], guard(redraw), inputs=view_inputs,
           outputs=[grid, big], trigger_mode="always_last")
-    gr.on([shell.demo.load, shell.model.change], guard(partial(head_choices, shell.registry)),
+    gr.on([shell.demo.load, shell.model_key.change], guard(partial(head_choices, shell.registry)),
           inputs=shell.model, outputs=list(groups))
-    gr.on([shell.demo.load, shell.model.change], guard(partial(picked_model_ranges, shell.registry)),
+    gr.on([shell.demo.load, shell.model_key.change], guard(partial(picked_model_ranges, shell.registry)),
           inputs=shell.model, outputs=[layer, head], show_progress="hidden")
     again.click(guard(partial(ablate, shell.registry)), inputs=[current, shell.model, *groups], outputs=ablated,
                 **HEAVY)

@@ -46,6 +46,7 @@ class Search:
     stepper: BeamStepper
     views: list[StepView] = field(default_factory=list)
     notices: list[str] = field(default_factory=list)  # what was changed in the input, and why
+    model_key: tuple | None = None  # the model's registry key: a new training run under its name is another model
 
     @property
     def view(self) -> StepView:
@@ -86,7 +87,7 @@ def start(registry, name: str | None, text: str, beam_size, alpha: float, penalt
         return None
     size, notice = clamp_beam(beam_size)
     try:
-        bundle = registry.get(name)
+        model_key, bundle = registry.key(name), registry.get(name)
         stepper = BeamStepper(bundle, text, decode_options(size, alpha, penalty, max_extra))
     except (LookupError, ValueError, FileNotFoundError) as exc:
         warn(str(exc))
@@ -96,13 +97,14 @@ def start(registry, name: str | None, text: str, beam_size, alpha: float, penalt
     for n in cleaned + stepper.notices:
         info(clip(n, 300))
     notices = [clip(n, 300) for n in cleaned + ([notice] if notice else []) + stepper.notices]
-    return Search((name, text, size, float(alpha), penalty, int(max_extra)), stepper, [stepper.view], notices)
+    return Search((name, text, size, float(alpha), penalty, int(max_extra)), stepper, [stepper.view], notices,
+                  model_key)
 
 
 def _current(search: Search | None, registry, name, text, beam_size, alpha, penalty, max_extra) -> Search | None:
     """search if it was started with these inputs, else a fresh one."""
     key = (name, clean_input(text)[0], clamp_beam(beam_size)[0], float(alpha), penalty, int(max_extra))
-    if search is not None and search.key == key:
+    if search is not None and search.key == key and search.model_key == registry.key(name):
         return search
     return start(registry, name, text, beam_size, alpha, penalty, max_extra)
 
@@ -289,9 +291,9 @@ def build(shell: Shell) -> None:
     # New settings start a new search on the next Step (see _current): offer Step and Run again
     # even when the last search had finished. The beam size box: typed in only (.input), since
     # render() sets it to the size used.
-    gr.on([source.change, beam_size.input, alpha.change, penalty.change, max_extra.change, shell.model.change],
+    gr.on([source.change, beam_size.input, alpha.change, penalty.change, max_extra.change, shell.model_key.change],
           settings_changed, inputs=search, outputs=[step, run, explanation, verdict, mine, theirs],
           show_progress="hidden")
     example.input(lambda text: text or gr.skip(), inputs=example, outputs=source)
-    gr.on([shell.demo.load, shell.model.change], guard(partial(example_choices, shell.registry)),
+    gr.on([shell.demo.load, shell.model_key.change], guard(partial(example_choices, shell.registry)),
           inputs=shell.model, outputs=example)

@@ -189,7 +189,7 @@ def build(shell: Shell) -> None:
     outputs = [summary_md, table_md, lr_plot, schedule_md, smoothing_plot, mask_plot]
     draw = guard(partial(render, shell.registry))
     # On load too: the picked model's own warm-up, length and smoothing, not the paper's (e.g. 800, not 4000).
-    gr.on([shell.demo.load, shell.model.change], guard(partial(defaults, shell.registry)), inputs=shell.model,
+    gr.on([shell.demo.load, shell.model_key.change], guard(partial(defaults, shell.registry)), inputs=shell.model,
           outputs=[warmup, steps, eps]).then(draw, inputs=[shell.model, warmup, steps, eps], outputs=outputs)
     gr.on([warmup.input, steps.input, eps.input], draw, inputs=[shell.model, warmup, steps, eps],
           outputs=outputs, trigger_mode="always_last")

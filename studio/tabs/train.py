@@ -338,17 +338,21 @@ def shared_outputs(job: TrainingJob, view: JobView) -> tuple:
     return outputs
 
 
-def tick(job: TrainingJob, seen: Seen | None, layer: float, head: float, follow: bool):
-    """Everything the live view shows, or gr.skip() for each output when nothing changed."""
+def tick(job: TrainingJob, seen: Seen | None, layer: float, head: float, follow: bool, picked: str | None,
+         model_key: tuple | None):
+    """Everything the live view shows, or gr.skip() for each output when nothing changed; last, the
+    picked model's registry key when it is not model_key: a run started (in any browser) under the
+    picked name is another model, and the tabs that show the picked model redraw for it."""
     seen = seen or Seen()
     view = job.view()
     names = tuple(job.registry.names())
-    n_outputs = 16
+    key = job.registry.key(picked)
+    renewed = key if key != model_key else gr.skip()
     if view.version == seen.version and names == seen.names:
-        return (gr.skip(),) * n_outputs
+        return (*(gr.skip(),) * 16, renewed)
     picker = gr.Dropdown(choices=list(names)) if names != seen.names else gr.skip()
     return (Seen(view.version, names), *shared_outputs(job, view), timeline_slider(view, follow),
-            attention(view, None, layer, head) if follow else gr.skip(), picker)
+            attention(view, None, layer, head) if follow else gr.skip(), picker, renewed)
 
 
 def scrub(job: TrainingJob, step: float, layer: float, head: float):
@@ -463,9 +467,10 @@ def build(shell: Shell, job: TrainingJob) -> None:
     shell.model.change(guard(partial(picked, job)), inputs=shell.model)
     shell.demo.load(warm_up)
     live = [seen, state_line, bar, curve_plot, metrics_line, sample_table, layer, head, *button_row, timeline,
-            attention_plot, shell.model]
-    gr.on([timer.tick, shell.demo.load], guard(partial(tick, job)), inputs=[seen, layer, head, follow],
-          outputs=live, show_progress="hidden", api_name="train_view")
+            attention_plot, shell.model, shell.model_key]
+    gr.on([timer.tick, shell.demo.load], guard(partial(tick, job)),
+          inputs=[seen, layer, head, follow, shell.model, shell.model_key], outputs=live, show_progress="hidden",
+          api_name="train_view")
     timeline.input(guard(partial(scrub, job)), inputs=[timeline, layer, head], outputs=[attention_plot, follow],
                    trigger_mode="always_last")
     gr.on([layer.input, head.input, follow.input], guard(partial(redraw, job)), trigger_mode="always_last",

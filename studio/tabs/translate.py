@@ -35,6 +35,7 @@ class Current:
     source: str = ""
     ids: list[int] = field(default_factory=list)
     options: DecodeOptions | None = None
+    key: tuple | None = None  # the model's registry key: a new training run under its name is another model
 
 
 def examples_for(bundle: ModelBundle) -> list[str]:
@@ -83,7 +84,7 @@ def translate(registry, name: str | None, text: str, method: str, beam_size: flo
         warn("Type a sentence (or click an example) to translate.")
         return "", plots.empty("no translation yet"), [], "*Nothing to translate: the source is empty.*", Current()
     try:
-        bundle = registry.get(name)
+        key, bundle = registry.key(name), registry.get(name)
         opts = options(method, beam_size, alpha, max_extra, n_best, temperature, top_k, top_p, seed)
     except (LookupError, ValueError, FileNotFoundError) as exc:
         warn(str(exc))
@@ -96,7 +97,7 @@ def translate(registry, name: str | None, text: str, method: str, beam_size: flo
     notes = "\n".join(f"- {md(n)}" for n in notices)
     tokens = t.tokens + ["<eos>"] if t.token_logprobs else []
     return (t.text, plots.token_probabilities(tokens, t.token_logprobs), nbest_rows(t), notes,
-            Current(name, text, list(t.ids), opts))
+            Current(name, text, list(t.ids), opts, key))
 
 
 def picked_examples(registry, name: str | None) -> list[str]:
@@ -157,6 +158,6 @@ def build(shell: Shell):
     examples.click(lambda sample: sample[0], inputs=examples, outputs=source).then(run, inputs=inputs, outputs=outputs,
                                                                                    **HEAVY)
     method.change(method_visibility, inputs=method, outputs=[beam_group, sample_group])
-    gr.on([shell.demo.load, shell.model.change], guard(partial(examples_update, shell.registry)),
+    gr.on([shell.demo.load, shell.model_key.change], guard(partial(examples_update, shell.registry)),
           inputs=shell.model, outputs=examples)
     return current
