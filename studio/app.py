@@ -65,36 +65,73 @@ CSS += (".ablation-heads { min-width: fit-content !important; }\n"
         + "".join(f".heads-{n} {{ --heads: {n}; }}\n" for n in range(1, 65)))
 
 # Plotly figures keep their own type sizes, so presenter mode scales each figure's fonts (layout,
-# annotations, trace labels) and height by PRESENTER_PLOT_SCALE, lets its axes widen their margins, does
-# so again whenever a figure is drawn anew (plotly_afterplot), and scales back when it ends. A figure
-# remembers on its layout object whether it is enlarged; a new figure comes with a new layout.
+# annotations, trace labels) and height by PRESENTER_PLOT_SCALE and lets its axes widen their margins:
+# a figure on screen is redrawn so (fit), and one drawn later is scaled before its first drawing (Gradio
+# draws every new figure, a live plot's each update, into a fresh plot: redrawing it afterwards drew it
+# twice). A figure remembers on its layout object whether it is enlarged; a new figure comes with a new
+# layout. Switched off, every figure scales back.
 PRESENTER_PLOT_SCALE = 1.4
 PRESENTER_JS = """(on) => {
   document.body.classList.toggle('presenter', on);
+  const isAxis = (key) => /^[xy]axis[0-9]*$/.test(key);
+  // Plotly attribute paths ('margin.t', 'annotations[2].font.size') and values that scale a figure by r,
+  // from its current sizes; and the traces whose label size changes.
+  const changes = (sizes, layout, data, r) => {
+    const scaled = (size) => Math.round(size * r * 10) / 10;
+    // Taller by the same factor, so rows of labels keep their room; the title's top margin grows too.
+    const paths = {'font.size': scaled(sizes.font), 'hoverlabel.font.size': scaled(sizes.hover),
+                   'margin.t': scaled(sizes.top), 'height': Math.round(sizes.height * r)};
+    // null: back to plotly's default, which the studio's figures keep
+    sizes.axes.forEach((key) => { paths[key + '.automargin'] = r > 1 ? true : null; });
+    (layout.annotations || []).forEach((a, i) => {
+      if (a.font && a.font.size) paths['annotations[' + i + '].font.size'] = scaled(a.font.size);
+    });
+    const traces = [], labels = [];
+    data.forEach((t, i) => {
+      if (t.textfont && typeof t.textfont.size === 'number') { traces.push(i); labels.push(scaled(t.textfont.size)); }
+    });
+    return {paths, traces, labels};
+  };
   const fit = (gd) => {  // Gradio loads plotly with the first plot: look it up each time
     const big = document.body.classList.contains('presenter'), P = window.Plotly;
     if (!P || !gd.layout || !gd._fullLayout || Boolean(gd.layout.studioEnlarged) === big) return;
-    const r = big ? SCALE : 1 / SCALE;
-    const scaled = (size) => Math.round(size * r * 10) / 10;
     const full = gd._fullLayout;
-    // Taller by the same factor, so rows of labels keep their room; the title's top margin grows too.
-    const layout = {'font.size': scaled(full.font.size), 'hoverlabel.font.size': scaled(full.hoverlabel.font.size),
-                    'margin.t': scaled(full.margin.t), 'height': Math.round(full.height * r)};
-    for (const key of Object.keys(full)) {
-      // null: back to plotly's default, which the studio's figures keep
-      if (/^[xy]axis[0-9]*$/.test(key)) layout[key + '.automargin'] = big ? true : null;
-    }
-    (gd.layout.annotations || []).forEach((a, i) => {
-      if (a.font && a.font.size) layout['annotations[' + i + '].font.size'] = scaled(a.font.size);
-    });
-    const traces = [], sizes = [];
-    gd.data.forEach((t, i) => {
-      if (t.textfont && typeof t.textfont.size === 'number') { traces.push(i); sizes.push(scaled(t.textfont.size)); }
-    });
+    const c = changes({font: full.font.size, hover: full.hoverlabel.font.size, top: full.margin.t,
+                       height: full.height, axes: Object.keys(full).filter(isAxis)},
+                      gd.layout, gd.data, big ? SCALE : 1 / SCALE);
     gd.layout.studioEnlarged = big;  // before the redraw, whose plotly_afterplot calls fit again
-    P.update(gd, traces.length ? {'textfont.size': sizes} : {}, layout, traces.length ? traces : undefined);
+    P.update(gd, c.traces.length ? {'textfont.size': c.labels} : {}, c.paths, c.traces.length ? c.traces : undefined);
+  };
+  // A figure about to be drawn in presenter mode, enlarged in place; sizes it leaves unset are plotly's
+  // defaults (one without a height of its own is left to fit).
+  const enlarge = (data, layout) => {
+    if (layout.height === undefined) return;
+    const put = (target, path, value) => {
+      const keys = path.replace(/\\[(\\d+)\\]/g, '.$1').split('.'), last = keys.pop();
+      keys.forEach((key) => { target = target[key] = target[key] || {}; });
+      target[last] = value;
+    };
+    const axes = new Set(['xaxis', 'yaxis', ...Object.keys(layout).filter(isAxis)]);
+    const c = changes({font: layout.font?.size ?? layout.template?.layout?.font?.size ?? 12,
+                       hover: layout.hoverlabel?.font?.size ?? 13, top: layout.margin?.t ?? 100,
+                       height: layout.height, axes: [...axes]}, layout, data, SCALE);
+    Object.entries(c.paths).forEach(([path, value]) => put(layout, path, value));
+    c.traces.forEach((i, n) => put(data[i], 'textfont.size', c.labels[n]));
+    layout.studioEnlarged = true;
+  };
+  const patch = () => {  // Gradio draws with Plotly.react
+    const P = window.Plotly;
+    if (!P || P.studioReact) return;
+    const react = P.react;
+    P.react = function (gd, data, layout, config) {
+      const big = document.body.classList.contains('presenter');
+      if (big && layout && !layout.studioEnlarged) enlarge(data || [], layout);
+      return react.call(this, gd, data, layout, config);
+    };
+    P.studioReact = true;
   };
   const watch = (gd) => {
+    patch();
     if (gd.studioWatched) return;
     gd.studioWatched = true;
     gd.on('plotly_afterplot', () => fit(gd));

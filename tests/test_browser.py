@@ -142,7 +142,7 @@ def test_studio_in_headless_chromium(studio):
         assert d_model.input_value() == "12"
 
         # Presenter mode switches the body class and enlarges every plot's type, a figure drawn
-        # afterwards included; switched off, the plots return to their own size.
+        # afterwards included (before its first drawing); switched off, the plots return to their own size.
         switch = page.get_by_label("Presenter mode (large type, high contrast)")
         switch.check()
         page.wait_for_function("document.body.classList.contains('presenter')", timeout=5000)
@@ -151,9 +151,14 @@ def test_studio_in_headless_chromium(studio):
         large = round(FONT["size"] * PRESENTER_PLOT_SCALE, 1)
         page.wait_for_function(f"{plot}._fullLayout.font.size === {large}", timeout=5000)
         page.evaluate(f"window.shownLayout = {plot}.layout")
+        # Drawn enlarged at once: no second drawing (Plotly.update) to enlarge it afterwards.
+        page.evaluate("() => { const update = Plotly.update; window.updates = 0; "
+                      "Plotly.update = (...args) => { window.updates++; return update(...args); }; }")
         page.locator("#tab-translate").get_by_text(SENTENCES[1], exact=True).click()
         page.wait_for_function(f"{plot}.layout !== window.shownLayout && {plot}._fullLayout.font.size === {large}",
                                timeout=20000)
+        page.wait_for_timeout(500)  # a redraw would follow its drawing at once
+        assert page.evaluate("window.updates") == 0
         page.screenshot(path=shots / "6-presenter.png", full_page=False)
         switch.uncheck()
         page.wait_for_function(f"{plot}._fullLayout.font.size === {FONT['size']}", timeout=5000)
