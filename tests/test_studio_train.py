@@ -455,6 +455,8 @@ def test_live_view_redraws_only_when_something_changed(job):
     assert "&lt;b&gt;mine&lt;/b&gt;" in state and "<b>" not in state and "Finished" in state
     assert f'value="{view.step}"' in bar and "Step 30 of 30" in bar
     assert isinstance(curves, go.Figure) and len(curves.data) >= 9
+    titles = [a.text for a in curves.layout.annotations]  # the subplots' titles: none wider than its panel
+    assert titles[-1] == "Exact match / BLEU" and max(map(len, titles)) <= len("Target tokens per second")
     perplexity = curves.layout.yaxis2  # log axis: 1, 2, 5, 10, 20, 50 written in full, not D2's "5, 2, 10, 5"
     assert perplexity.type == "log" and perplexity.dtick is None and perplexity.tickformat == ",d"
     assert {1, 2, 5, 10, 20, 50, 100} <= set(perplexity.tickvals)

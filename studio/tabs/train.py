@@ -40,7 +40,7 @@ STATE_WORDS = {"idle": "No training yet", "preparing": "Preparing", "running": "
                "stopping": "Stopping", "stopped": "Stopped", "finished": "Finished", "failed": "Failed"}
 CURVES = (("Loss (label-smoothed)", "loss", "val_loss"), ("Perplexity", "perplexity", "val_perplexity"),
           ("Token accuracy", "accuracy", "val_accuracy"), ("Learning rate", "lr", None),
-          ("Target tokens per second", "tokens_per_s", None), ("Exact match / BLEU (validation)", None, None))
+          ("Target tokens per second", "tokens_per_s", None), ("Exact match / BLEU", None, None))  # validation
 # The buttons (in the row's order) that make sense in each state of the job; the others are greyed out.
 BUTTONS = ("start", "pause", "resume", "stop", "save")
 ALLOWED = {"idle": {"start"}, "preparing": set(), "running": {"pause", "stop", "save"},
@@ -261,7 +261,7 @@ def curves(view: JobView) -> go.Figure:
     fig.update_yaxes(range=[0, 1.02], row=1, col=3)
     fig.update_yaxes(exponentformat="e", row=2, col=1)
     fig.update_xaxes(title="step", row=2)
-    fig.update_layout(legend=dict(orientation="h", y=-0.14), margin=dict(l=60, r=20, t=60, b=40), height=560,
+    fig.update_layout(legend=dict(orientation="h", y=-0.14), margin=dict(l=60, r=30, t=60, b=40), height=560,
                       template=plots.TEMPLATE)
     return fig
 
