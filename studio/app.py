@@ -52,7 +52,7 @@ body.presenter { --text-xs: 16px; --text-sm: 18px; --text-md: 21px; --text-lg: 2
   --checkbox-border-color-selected: #0a3d91; --checkbox-border-color-focus: #0a3d91;
   --border-color-primary: #333; --block-border-width: 2px; --checkbox-label-text-size: 20px;
   --button-large-text-size: 22px; --button-medium-text-size: 20px; --button-small-text-size: 18px;
-  --table-text-size: 20px; }
+  --table-text-size: 20px; --block-info-text-size: 18px; --block-info-text-color: #111; }
 body.presenter .gradio-container { background: #fff; }
 body.presenter .tab-wrapper button { font-size: 21px; font-weight: 700; color: #000; }
 """

@@ -478,6 +478,15 @@ def test_timeline_scrubs_to_the_nearest_snapshot(job):
     assert tab.redraw(job, 0, 1, 1, False).layout.title.text.startswith("Step 0:")
 
 
+def test_synthetic_tasks_have_labels_that_fit_their_box():
+    from core.tasks import TASKS
+
+    assert set(tab.TASK_LABELS) == set(TASKS)  # "numbers: English number 0-999, as lower-case words (…" was cut
+    assert all(len(f"{name}: {label}") <= 40 for name, label in tab.TASK_LABELS.items())
+    name, picker = tab.task_picked("dates")
+    assert name == "live-dates" and picker.info == TASKS["dates"]  # the full description, under the box
+
+
 def test_defaults_and_lr_line():
     settings = tab.settings_from(dict(zip(tab.FIELDS, panel(max_steps=tab.DEFAULTS.max_steps))))
     assert settings == replace(tab.DEFAULTS, limit=None, layers=2, d_model=64, n_heads=4, d_ff=256, dropout=0.0,

@@ -41,6 +41,10 @@ STATE_WORDS = {"idle": "No training yet", "preparing": "Preparing", "running": "
 CURVES = (("Loss (label-smoothed)", "loss", "val_loss"), ("Perplexity", "perplexity", "val_perplexity"),
           ("Token accuracy", "accuracy", "val_accuracy"), ("Learning rate", "lr", None),
           ("Target tokens per second", "tokens_per_s", None), ("Exact match / BLEU", None, None))  # validation
+# The synthetic tasks' labels in the picker, short enough for its box (presenter mode included); core's
+# full description of the picked task shows below it.
+TASK_LABELS = {"copy": "copy 3-10 letters", "reverse": "reverse 3-10 letters", "sort": "sort 3-10 letters",
+               "numbers": "English numbers → German words", "dates": "dates in six formats → ISO 8601"}
 # The buttons (in the row's order) that make sense in each state of the job; the others are greyed out.
 BUTTONS = ("start", "pause", "resume", "stop", "save")
 ALLOWED = {"idle": {"start"}, "preparing": set(), "running": {"pause", "stop", "save"},
@@ -120,6 +124,11 @@ def peak_lr(d_model, warmup, factor) -> str:
     except (TypeError, ValueError, ZeroDivisionError):
         return ""
     return f"Peak learning rate (eq. 3, at step {int(float(warmup))}): factor · d_model^−0.5 · warmup^−0.5 = **{lr:.2e}**"
+
+
+def task_picked(task: str) -> tuple[str, gr.Dropdown]:
+    """(the model's default name for a synthetic task, the task picker with its full description)."""
+    return f"live-{task}", gr.Dropdown(info=TASKS.get(task, ""))
 
 
 def source_visibility(kind: str) -> tuple:
@@ -389,8 +398,9 @@ def build(shell: Shell, job: TrainingJob) -> None:
         with gr.Row():
             with gr.Column(scale=3):
                 kind = gr.Radio(list(SOURCES), value=SOURCES[0], label="Data")
-                task = gr.Dropdown([(f"{n}: {t}", n) for n, t in TASKS.items()], value=d.data.split(":")[1],
-                                   label="Synthetic task (generated here, no download)")
+                task_name = d.data.split(":")[1]
+                task = gr.Dropdown([(f"{n}: {TASK_LABELS.get(n, t)}", n) for n, t in TASKS.items()], value=task_name,
+                                   label="Synthetic task (generated here, no download)", info=TASKS[task_name])
                 path = gr.Textbox(label="Corpus folder or .tsv[.gz] file under data/ or ../shared/data "
                                         "(a TSV's column languages may follow, e.g. deu-eng.tsv.gz:en-de)",
                                   placeholder="../shared/data/multi30k", visible=False)
@@ -444,7 +454,7 @@ def build(shell: Shell, job: TrainingJob) -> None:
               heads_in, d_ff_in, dropout_in, vocab, steps, warmup, lr_factor, smoothing, max_tokens, clip,
               eval_every, attention_every]
     kind.change(source_visibility, inputs=kind, outputs=[task, path, upload, hf_name])
-    task.change(lambda t: f"live-{t}", inputs=task, outputs=name)
+    task.change(task_picked, inputs=task, outputs=[name, task])
     preset.change(guard(preset_values), inputs=preset, outputs=[layers_in, d_model_in, heads_in, d_ff_in, dropout_in])
     gr.on([d_model_in.change, warmup.change, lr_factor.change], peak_lr, inputs=[d_model_in, warmup, lr_factor],
           outputs=lr_line)
