@@ -108,12 +108,21 @@ MODEL_FLAGS = {"d_model": "--d-model", "d_ff": "--d-ff", "n_heads": "--heads", "
                "max_len": "--max-len", "norm_first": "--norm-first"}
 
 
-def option_names(message: str) -> str:
-    """Core's messages name fields (DecodeOptions.beam_size, n_heads); the user typed options (--beam, --heads)."""
-    renamed = {"beam_size": "--beam", "peak_lr": "--lr", **MODEL_FLAGS}
-    message = re.sub(r"\b(?:DecodeOptions|TrainConfig|ModelConfig)\.(\w+)",
-                     lambda m: renamed.get(m[1], "--" + m[1].replace("_", "-")), message)
-    return re.sub(r"(?<!-)\b(?:" + "|".join(MODEL_FLAGS) + r")\b", lambda m: MODEL_FLAGS[m[0]], message)
+def option_names(message: str, command: str) -> str:
+    """Core's messages name fields (DecodeOptions.beam_size, n_heads); the user typed options (--beam, --heads).
+    Only fields the command has an option for are renamed: a checkpoint's config.json holds fields
+    (ModelConfig.attention_dropout) that translate has no option for, and a path is never touched."""
+    flags = {action.dest: action.option_strings[0]
+             for action in build_parser().commands[command]._actions if action.option_strings}
+    flags.update({"beam_size": "--beam", "peak_lr": "--lr"})
+    if command == "train":
+        flags.update(MODEL_FLAGS)
+    renamed = re.sub(r"\b(?:DecodeOptions|TrainConfig|ModelConfig)\.(\w+)",
+                     lambda m: flags.get(m[1], m[0]), message)
+    if command == "train" and message.startswith("ModelConfig."):  # core's check of the options' model
+        bare = r"(?<![-\w./])(?:" + "|".join(MODEL_FLAGS) + r")\b"
+        renamed = re.sub(bare, lambda m: MODEL_FLAGS[m[0]], renamed)
+    return renamed
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -126,9 +135,9 @@ def build_parser() -> argparse.ArgumentParser:
     t = sub.add_parser("train", help="train a model (CPU, GPU, or several GPUs under torchrun)",
                        description="Train a model; Ctrl-C saves a checkpoint first.", formatter_class=HelpFormatter)
     t.add_argument("--data",
-                   help="required (with --resume: the run's): synthetic:TASK (copy, reverse, sort, numbers, dates) | files:PATH (folder of "
-                        "{train,val,test}.LANG[.gz], SRC_FILE,TGT_FILE, or a TSV: files:PATH.tsv[.gz]:LANG1-LANG2 "
-                        "names its columns' languages) | hf:NAME[:CONFIG]")
+                   help="required (with --resume: the run's): synthetic:TASK (copy, reverse, sort, numbers, "
+                        "dates) | files:PATH (folder of {train,val,test}.LANG[.gz], SRC_FILE,TGT_FILE, or a TSV: "
+                        "files:PATH.tsv[.gz]:LANG1-LANG2 names its columns' languages) | hf:NAME[:CONFIG]")
     t.add_argument("--src", help="source language code (inferred when the data has exactly two)")
     t.add_argument("--tgt", help="target language code")
     t.add_argument("--out", required=True, type=Path, help="run folder (refused if it exists, unless --resume)")
@@ -166,7 +175,8 @@ def build_parser() -> argparse.ArgumentParser:
     o.add_argument("--weight-decay", type=NON_NEGATIVE_NUMBER, default=0.0, help="Adam's L2 weight decay")
     o.add_argument("--amp", choices=("auto", "off", "bf16", "fp16"), default="auto",
                    help="auto: bf16 on CUDA and on CPUs with native bf16, else fp32")
-    o.add_argument("--compile", action="store_true", help="torch.compile the training step")
+    o.add_argument("--compile", action=argparse.BooleanOptionalAction, default=False,
+                   help="torch.compile the training step (--no-compile: off, e.g. resuming such a run)")
     o.add_argument("--device", default="auto", help="auto (CUDA if present), cpu, cuda, cuda:1, ...")
     o.add_argument("--seed", type=SEED, default=0, help="initialisation, batch order and data split")
     o.add_argument("--limit", type=POSITIVE_INT, default=None, help="use at most this many training pairs")
@@ -176,7 +186,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="validation sentences decoded for BLEU (0: no BLEU)")
     r.add_argument("--save-every", type=POSITIVE_INT, default=1000, help="steps between checkpoints")
     r.add_argument("--keep-last", type=POSITIVE_INT, default=5, help="checkpoints kept (the paper averages the last 5)")
-    r.add_argument("--tensorboard", action="store_true", help="also log to TensorBoard (if installed)")
+    r.add_argument("--tensorboard", action=argparse.BooleanOptionalAction, default=False,
+                   help="also log to TensorBoard (if installed)")
 
     e = sub.add_parser("evaluate", help="BLEU and chrF (sacreBLEU) of a checkpoint",
                        description="BLEU and chrF (sacreBLEU, detokenized) of a checkpoint's translations.",
@@ -336,9 +347,9 @@ def command_train(args: argparse.Namespace) -> None:
     from core.model import Transformer
     from core.trainer import TrainConfig, Trainer
 
+    check_out_folder(args.out, args.resume)  # first: a mistyped --resume folder is the problem to name
     if args.data is None:
         raise CLIError("train needs --data (see --help for its forms)")
-    check_out_folder(args.out, args.resume)
     rank, world, device = setup_distributed()
     corpus = load_corpus(args.data, args.src, args.tgt, seed=args.seed, limit=args.limit)
     if args.resume:
@@ -494,25 +505,58 @@ def check_output(path: Path | None, inputs: dict[str, Path | None]) -> None:
         return
     if path.is_dir():
         raise CLIError(f"--output {path} is a folder; give a file name")
-    folder = path.resolve().parent
-    if not folder.is_dir():
-        raise CLIError(f"--output {path}: the folder {path.parent} does not exist")
     for option, source in inputs.items():
         if source is not None and path.exists() and source.exists() and path.samefile(source):
             raise CLIError(f"--output {path} is the {option} file: writing it would destroy the input; "
                            f"choose another file")
-    if not os.access(path if path.exists() else folder, os.W_OK):
-        raise CLIError(f"--output {path} is not writable")
+    if _is_stream(path):
+        needs_writing = [path]
+    else:
+        folder = path.resolve().parent
+        if not folder.is_dir():
+            raise CLIError(f"--output {path}: the folder {path.parent} does not exist")
+        # write_output creates a temporary file in the folder and renames it over the file.
+        needs_writing = [folder, path] if path.exists() else [folder]
+    for target in needs_writing:
+        if not os.access(target, os.W_OK):
+            raise CLIError(f"--output {path} is not writable" + (f" (its folder {target} is not)"
+                                                                 if target != path else ""))
+
+
+def _is_stream(path: Path) -> bool:
+    """A FIFO, a terminal, /dev/stdout: something that exists but is not a regular file (symlinks followed)."""
+    return path.exists() and not path.is_file()
 
 
 def write_output(path: Path, text: str) -> None:
-    """Write through a temporary file in the same folder, so a failure leaves any old file whole."""
-    partial = path.with_name(f".{path.name}.partial-{os.getpid()}")
+    """Write a regular file through a temporary file in its folder, so a failure leaves any old file whole; a
+    symlink's file is replaced, not the link. A stream (FIFO, /dev/stdout) is written as it is."""
+    if _is_stream(path):
+        with open(path, "w", encoding="utf-8") as stream:
+            stream.write(text)
+        return
+    target = path.resolve()
+    partial = target.with_name(f".{target.name}.partial-{os.getpid()}")
     try:
         partial.write_text(text, encoding="utf-8")
-        os.replace(partial, path)
+        os.replace(partial, target)
     finally:
         partial.unlink(missing_ok=True)
+
+
+def data_files(spec: str | None) -> list[Path]:
+    """The local files a --data files:... spec reads (a folder's files, a TSV, or A,B), for check_output."""
+    if not spec or not spec.startswith("files:"):
+        return []
+    path_spec = spec[len("files:"):]
+    path = Path(path_spec).expanduser()
+    if path.is_dir():
+        return [p for p in path.iterdir() if p.is_file()]
+    if path.exists():
+        return [path]
+    named = re.fullmatch(r"(.+):[A-Za-z_]+-[A-Za-z_]+", path_spec)  # a TSV with its columns' languages
+    candidates = [named[1]] if named else path_spec.split(",", 1)
+    return [Path(p.strip()).expanduser() for p in candidates]
 
 
 def report_notices(results, where: str) -> None:
@@ -541,8 +585,10 @@ def data_pairs(args: argparse.Namespace, bundle) -> tuple[list[str], list[str]]:
         src, tgt = trained  # a folder with several languages needs a direction: the checkpoint's
     corpus = load_corpus(args.data, src, tgt)
     if None not in trained and (corpus.src_lang, corpus.tgt_lang) != trained:
+        fix = (f"{args.data} runs one way only" if args.data.startswith("synthetic:")
+               else f"pass --src {trained[0]} --tgt {trained[1]}")
         raise CLIError(f"{bundle.name} translates {trained[0]}->{trained[1]} but --data gives "
-                       f"{corpus.src_lang}->{corpus.tgt_lang}; pass --src {trained[0]} --tgt {trained[1]}")
+                       f"{corpus.src_lang}->{corpus.tgt_lang}; {fix}")
     pairs = corpus.test if args.split == "test" else corpus.valid
     return [s for s, _ in pairs], [t for _, t in pairs]
 
@@ -554,7 +600,8 @@ def command_evaluate(args: argparse.Namespace) -> None:
         raise CLIError("give either --data or --source-file with --reference-file, not both")
     if not (args.data or (args.source_file and args.reference_file)):
         raise CLIError("give --data (with --split) or both --source-file and --reference-file")
-    check_output(args.output, {"--source-file": args.source_file, "--reference-file": args.reference_file})
+    check_output(args.output, {"--source-file": args.source_file, "--reference-file": args.reference_file,
+                               **{f"--data {p.name}": p for p in data_files(args.data)}})
     options = decode_options(args)
     bundle = load_bundle(args.checkpoint, args.device)
     if args.data:
@@ -647,7 +694,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             commands[args.command](args)
         except (CLIError, ValueError, OSError, TrainingStopped) as exc:
-            print(f"error: {option_names(str(exc))}", file=sys.stderr)
+            print(f"error: {option_names(str(exc), args.command)}", file=sys.stderr)
             return 2
     except KeyboardInterrupt:  # while loading or tokenizing; an interrupted training run saves first
         print("interrupted", file=sys.stderr)

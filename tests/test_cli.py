@@ -5,6 +5,7 @@ import io
 import json
 import os
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -152,14 +153,15 @@ def test_help_lists_every_command(capsys):
     assert all(cmd in out for cmd in ("train", "evaluate", "translate", "average"))
 
 
-def usage_error(capsys, argv, *needles) -> None:
-    """argparse's refusal: exit code 2, the option named, nothing run."""
+def usage_error(capsys, argv, *needles) -> str:
+    """argparse's refusal: exit code 2, the option named, nothing run. Returns what it printed."""
     with pytest.raises(SystemExit) as exit_info:
         train_cli.main(argv)
     assert exit_info.value.code == 2
     err = capsys.readouterr().err
     for needle in needles:
         assert needle in err, err
+    return err
 
 
 @pytest.mark.parametrize("option, value", [("--max-steps", "0"), ("--save-every", "0"), ("--keep-last", "0"),
@@ -253,6 +255,36 @@ def test_output_never_overwrites_an_input_and_is_written_whole(run, capsys, tmp_
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in.txt", "out.txt"]
 
 
+def test_output_through_a_symlink_or_into_a_fifo_keeps_them(run, tmp_path):
+    src = tmp_path / "in.txt"
+    src.write_text("a b c\n")
+    translate = ["translate", "--checkpoint", str(run / "final"), "--method", "greedy", "--input", str(src)]
+    target, link = tmp_path / "target.txt", tmp_path / "link.txt"
+    target.write_text("old\n")
+    link.symlink_to(target.name)
+    assert train_cli.main(translate + ["--output", str(link)]) == 0
+    assert link.is_symlink() and target.read_text() != "old\n" and len(target.read_text().splitlines()) == 1
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    received = []
+    reader = threading.Thread(target=lambda: received.append(fifo.read_text()), daemon=True)
+    reader.start()
+    assert train_cli.main(translate + ["--output", str(fifo)]) == 0
+    reader.join(timeout=30)
+    assert fifo.is_fifo() and received == [target.read_text()]
+
+
+def test_evaluate_output_is_never_a_data_file(run, capsys, tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    for split in ("train", "val", "test"):
+        (data / f"{split}.en").write_text("a b\n")
+        (data / f"{split}.de").write_text("b a\n")
+    one_line_error(capsys, ["evaluate", "--checkpoint", str(run / "final"), "--data", f"files:{data}",
+                            "--output", str(data / "test.de")], "is the --data test.de file")
+    assert (data / "test.de").read_text() == "b a\n"
+
+
 @pytest.mark.skipif(os.geteuid() == 0, reason="root can write anywhere")
 def test_unwritable_output_is_refused_before_decoding(run, capsys, tmp_path):
     out = tmp_path / "out.txt"
@@ -288,8 +320,8 @@ def test_evaluate_reports_notices_and_checks_the_direction(run, capsys, tmp_path
 
 def test_a_command_refuses_its_own_unknown_options_briefly(capsys):
     usage_error(capsys, ["translate", "--bem", "4"], "train_cli.py translate: error: unrecognized arguments: --bem 4")
-    usage_error(capsys, ["train", "--data", "synthetic:copy", "--out", "x", "--lr", "-1"], "--lr")
-    assert len(capsys.readouterr().err.splitlines()) == 0  # read by usage_error; what it read was two lines
+    err = usage_error(capsys, ["train", "--data", "synthetic:copy", "--out", "x", "--lr", "-1"], "--lr")
+    assert len(err.splitlines()) == 2  # the command's one-line usage, then the error
     usage_error(capsys, ["translate", "--seed", str(2**64)], "--seed", "2**63 - 1")
 
 
@@ -315,3 +347,25 @@ def test_resume_takes_the_runs_options_unless_given_again(tmp_path, capsys):
     args = train_cli.parse_arguments(resume + ["--max-steps", "50"])  # a new length of the other kind
     assert (args.epochs, args.max_steps) == (None, 50)
     one_line_error(capsys, ["train", "--out", str(tmp_path / "new")], "train needs --data")
+    one_line_error(capsys, ["train", "--out", str(tmp_path / "typo"), "--resume"], "typo does not exist")
+
+
+def test_resume_can_switch_compile_and_tensorboard_off(tmp_path):
+    (tmp_path / "run.json").write_text(json.dumps({"options": ["--data", "synthetic:copy", "--compile",
+                                                               "--tensorboard"]}))
+    resume = ["train", "--out", str(tmp_path), "--resume"]
+    assert (lambda a: (a.compile, a.tensorboard))(train_cli.parse_arguments(resume)) == (True, True)
+    args = train_cli.parse_arguments(resume + ["--no-compile", "--no-tensorboard"])
+    assert (args.compile, args.tensorboard) == (False, False)
+
+
+def test_core_field_names_become_the_commands_options_and_nothing_else():
+    assert (train_cli.option_names("ModelConfig.d_model (64) must be divisible by n_heads (3)", "train")
+            == "--d-model (64) must be divisible by --heads (3)")
+    assert train_cli.option_names("DecodeOptions.beam_size must be >= 1", "translate") == "--beam must be >= 1"
+    assert train_cli.option_names("DecodeOptions.top_p must be", "evaluate") == "--top-p must be"
+    for message, command in [("--out runs/dropout is a file", "train"),
+                             ("No such file: 'data/max_len/x.txt'", "train"),
+                             ("run/config.json: ModelConfig.attention_dropout must be a number", "translate"),
+                             ("run/config.json: ModelConfig.d_model must be even", "translate")]:
+        assert train_cli.option_names(message, command) == message
