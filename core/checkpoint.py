@@ -16,8 +16,11 @@ import json
 import math
 import os
 import pickle
+import pickletools
+import re
 import shutil
 import warnings
+import zipfile
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -32,6 +35,10 @@ from .tokenizer import Tokenizer
 
 FORMAT_VERSION = 1
 FILES = ("model.safetensors", "config.json", "tokenizer.json")
+# torch's weights-only unpickler says these of bytes that are no pickle at all (a damaged file), as
+# opposed to a pickle naming a class or function, which could run code when loaded.
+NOT_A_PICKLE = re.compile(r"Unsupported operand|String is too long|persistent id")
+CODE_OPCODES = {"GLOBAL", "STACK_GLOBAL", "INST", "OBJ", "REDUCE", "NEWOBJ", "NEWOBJ_EX", "BUILD"}
 MAX_POSITIONS = 16_384  # max_len allowed on load: the positional table is allocated, not stored
 
 
@@ -269,8 +276,24 @@ def load_trainer_state(path: str | Path) -> dict[str, Any] | None:
         return None
     try:
         return torch.load(file, map_location="cpu", weights_only=True)
-    except pickle.UnpicklingError:  # weights_only met a class or function: code could run, so never load it
-        raise ValueError(f"{file}: refused to load: it holds objects other than tensors and plain values") from None
+    except pickle.UnpicklingError as exc:
+        # torch.save's zip format is read by torch's weights-only unpickler, whose message says whether it
+        # met a class or function; for a bare pickle (or garbage) it says the same of both, so look inside.
+        names_code = (not NOT_A_PICKLE.search(str(exc)) if zipfile.is_zipfile(file)
+                      else _pickle_names_code(file.read_bytes()))
+        if names_code:  # loading would call a class or function: code could run, so never load it
+            raise ValueError(f"{file}: refused to load: it holds objects other than tensors and plain "
+                             f"values") from None
+        damage = exc
     except Exception as exc:  # RuntimeError, EOFError...: a truncated or damaged file
-        raise ValueError(f"{file} is damaged or truncated ({type(exc).__name__}); resume from an earlier "
-                         f"checkpoint") from None
+        damage = exc
+    raise ValueError(f"{file} is damaged or truncated ({type(damage).__name__}); resume from an earlier "
+                     f"checkpoint") from None
+
+
+def _pickle_names_code(data: bytes) -> bool:
+    """Whether a bare pickle names a class or function (which unpickling would call), read without running it."""
+    try:
+        return any(opcode.name in CODE_OPCODES for opcode, _, _ in pickletools.genops(data))
+    except Exception:  # the bytes stop being a pickle: whatever came before named no code
+        return False

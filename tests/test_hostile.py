@@ -12,6 +12,7 @@ import gzip
 import json
 import os
 import pickle
+import random
 import re
 import shutil
 import time
@@ -95,11 +96,13 @@ def test_trainer_pt_carrying_code_is_refused_and_never_runs(tmp_path, shipped):
     assert not (tmp_path / "PWNED").exists()
 
 
-def test_a_truncated_trainer_state_is_called_damaged(shipped):
+def test_a_truncated_or_garbled_trainer_state_is_called_damaged(shipped):
     torch.save({"step": 1, "weights": torch.zeros(1000)}, shipped / "trainer.pt")
     whole = (shipped / "trainer.pt").read_bytes()
-    for cut in (len(whole) // 2, 10):
-        (shipped / "trainer.pt").write_bytes(whole[:cut])
+    plain = pickle.dumps({"step": 1, "lr": [0.5] * 100})
+    garbage = bytes(random.Random(0).randrange(256) for _ in range(300))
+    for body in (whole[:len(whole) // 2], whole[:10], plain[:len(plain) // 2], garbage):
+        (shipped / "trainer.pt").write_bytes(body)
         with pytest.raises(ValueError, match="trainer.pt is damaged or truncated"):
             load_trainer_state(shipped)
 
