@@ -322,7 +322,8 @@ def _carved(pairs: list[Pair], empty: list[int], src_lang: str, tgt_lang: str, d
 
 
 # ----- hf: -------------------------------------------------------------------------------
-def _hub_offline() -> bool:
+def hub_offline() -> bool:
+    """Whether HF_HUB_OFFLINE tells us not to ask the Hugging Face Hub (the studio and train_cli read it)."""
     return os.environ.get("HF_HUB_OFFLINE", "").strip().upper() in ("1", "ON", "YES", "TRUE")
 
 
@@ -354,7 +355,7 @@ def load_hf(name: str, config: str | None = None, src_lang: str | None = None, t
             f"train/val/test.{{lang}}[.gz] files or a .tsv file); known datasets: {HF_EXAMPLES}")
     if not name:
         raise ValueError(f"{spec}: empty dataset name; e.g. {HF_EXAMPLES}")
-    if not _hub_offline() and not hub_reachable(HUB_PROBE_S):
+    if not hub_offline() and not hub_reachable(HUB_PROBE_S):
         raise ValueError(f"{spec}: huggingface.co is unreachable; set HF_HUB_OFFLINE=1 to use a cached copy, "
                          f"or {hint}")
     import datasets  # slow to import; only this path needs it

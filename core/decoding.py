@@ -525,8 +525,8 @@ def translate_detailed(bundle: Any, sentences: list[str], options: DecodeOptions
     for number, text in enumerate(sentences):
         try:
             sources.append(prepare_source(tokenizer, text, max_len))
-        except (TypeError, ValueError) as exc:
-            raise type(exc)(f"sentence {number}: {exc}") from None
+        except (TypeError, ValueError) as exc:  # named as the caller's list indexes it
+            raise (TypeError if isinstance(exc, TypeError) else ValueError)(f"sentences[{number}]: {exc}") from None
     results = [_empty_translation(s) if s.empty else None for s in sources]
     order = sorted((i for i, s in enumerate(sources) if not s.empty), key=lambda i: len(sources[i].ids))
     device = next(model.parameters()).device

@@ -149,6 +149,7 @@ class Trainer:
         self._lock = threading.Lock()  # held while weights change; snapshot() waits for it
         self._running = threading.Event()
         self._running.set()
+        self.waiting = False  # paused and waiting between steps (the pause has taken effect)
         self._stop = threading.Event()
 
     # ----- control from other threads ----------------------------------------------
@@ -264,7 +265,9 @@ class Trainer:
     def run(self, callback: Callable[[StepEvent], None] | None = None) -> None:
         """Train until max_steps or stop(); waits while paused. Evaluates every eval_every steps."""
         while self.step_count < self.config.max_steps and not self.stopped:
+            self.waiting = not self._running.is_set()
             self._running.wait()
+            self.waiting = False
             if self.stopped:
                 break
             event = self.step()

@@ -27,14 +27,13 @@ import numpy as np
 import torch
 
 from core.batching import encode_pairs
-from core.bundle import ModelBundle, new_bundle
+from core.bundle import ModelBundle, new_bundle, resolve_device
 from core.checkpoint import FILES as CHECKPOINT_FILES
 from core.checkpoint import save_checkpoint
 from core.config import ModelConfig
-from core.data import _hub_offline as hub_offline  # core's reading of HF_HUB_OFFLINE, shared
-from core.data import load_corpus
+from core.data import hub_offline, load_corpus
 from core.tasks import TOKENIZER_KIND
-from core.trainer import StepEvent, TrainConfig, Trainer, TrainingStopped, resolve_device
+from core.trainer import StepEvent, TrainConfig, Trainer, TrainingStopped
 from core.tokenizer import BOS_ID
 
 from . import limits
@@ -45,6 +44,7 @@ ROOT = Path(__file__).resolve().parents[1]
 DATA_ROOTS = (ROOT / "data", ROOT.parent / "shared" / "data")  # where typed corpus paths may point
 SOURCES = ("Synthetic task", "Corpus on this machine", "Uploaded TSV", "Hugging Face dataset")
 ACTIVE = ("preparing", "running", "paused", "stopping")
+PAUSING = "The step under way ends first; press Resume to go on."  # until the trainer waits
 HF_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,95}(/[A-Za-z0-9][A-Za-z0-9_.-]{0,95})?(:[A-Za-z0-9_.-]{1,64})?")
 TRAIN_NICE = 10  # the training thread's CPU priority (Linux nice): visitors' requests come first
 BYTES_PER_PARAMETER = 16  # fp32 weights, gradients and Adam's two moments
@@ -453,8 +453,8 @@ class TrainingJob:
             run.trainer.pause()
             run.paused_since = time.monotonic()
             # The trainer finishes the step it is in first (seconds, for a large model on a CPU);
-            # _on_step names the step it stopped after.
-            self._set("paused", "The step under way ends first; press Resume to go on.")
+            # view() names the step it stopped after once it waits.
+            self._set("paused", PAUSING)
 
     def resume(self, session: str | None = None) -> None:
         with self._lock:
@@ -542,6 +542,8 @@ class TrainingJob:
     def view(self) -> JobView:
         with self._lock:
             run = self._run
+            if run is not None and self._message == PAUSING and self._state == "paused" and run.trainer.waiting:
+                self._set("paused", f"Paused after step {run.trainer.step_count:,}; press Resume to go on.")
             if run is None or self._state == "preparing":  # the last run's figures are not the new one's
                 return JobView(self._version, self._state, self._message, None, {}, 0, 0, 0.0, None, [], [], [],
                                None, None)
@@ -603,8 +605,6 @@ class TrainingJob:
                 metrics = {k: v for k, v in event.validation.items() if isinstance(v, (int, float))}
                 samples = list(event.validation.get("samples", []))
                 run.evaluations.append(Evaluation(event.step, record["seconds"], metrics, samples))
-            if self._state == "paused":  # the trainer waits once this returns
-                self._message = f"Paused after step {event.step:,}; press Resume to go on."
             self._version += 1
 
     def _train(self, run: _Run) -> None:
@@ -656,8 +656,11 @@ def _ends_by_itself(run: _Run) -> str:
 
 
 def _check_size(settings: Settings, public: bool) -> None:
-    """Refuse, before anything is read or built, a model above this studio's parameter limit."""
-    params = parameter_count(planned_config(settings))
+    """Refuse, before anything is read or built, a model above this studio's parameter limit (or not valid)."""
+    try:
+        params = parameter_count(planned_config(settings))
+    except ValueError as exc:  # ModelConfig's own check, e.g. d_model not divisible by the heads
+        raise ValueError(f"Cannot start: {exc}") from None
     if public and params > limits.PUBLIC_MAX_PARAMETERS:
         raise ValueError(f"Cannot start: this public studio trains models of at most "
                          f"{limits.PUBLIC_MAX_PARAMETERS / 1e6:.0f}M parameters, and this one has "

@@ -35,8 +35,6 @@ def studio_registry():
     return registry
 
 
-
-
 @pytest.fixture
 def toasts(monkeypatch) -> list[str]:
     """Every gr.Info / gr.Warning message the callbacks raise (Gradio renders them as HTML)."""

@@ -258,11 +258,11 @@ def test_unknown_option_and_single_string(bundle):
 
 
 def test_bad_sentences_and_bundles_are_named(bundle):
-    with pytest.raises(TypeError, match="sentence 1: a source sentence must be a str, got int"):
+    with pytest.raises(TypeError, match=r"sentences\[1\]: a source sentence must be a str, got int"):
         translate(bundle, ["a b", 3])
     # what bytes that are not UTF-8 become when read with errors="surrogateescape"
     undecodable = b"a \xfc b".decode("utf-8", "surrogateescape")
-    with pytest.raises(ValueError, match="sentence 0: character 3 is U\\+DCFC, not text"):
+    with pytest.raises(ValueError, match="sentences\\[0\\]: character 3 is U\\+DCFC, not text"):
         translate(bundle, [undecodable])
     with pytest.raises(TypeError, match=r"bundle must be a ModelBundle \(core.load_checkpoint"):
         translate("checkpoints/multi30k-de-en-small", ["a b"])

@@ -161,6 +161,8 @@ def test_a_new_run_under_the_picked_name_is_another_model_for_every_tab(job):
     renewed = job.registry.key("live-numbers")
     assert renewed != first and renewed[0] == "live-numbers"
     assert tab.tick(job, None, 2, 0, True, "live-numbers", first)[-1] == renewed  # -> shell.model_key.change
+    # The user has picked another model (its key set by the picker); a tick queued before still names this one.
+    assert tab.tick(job, None, 2, 0, True, "live-numbers", ("another model", 0))[-1] == gr.skip()
     analysis, title, *_ = attention.refresh(job.registry, current, (current, first), attention.TAB_ID, "live-numbers")
     assert analysis is None and "translated with an earlier run of live\\-numbers" in title
     with pytest.warns(UserWarning, match="translated with an earlier run of live-numbers, not live-numbers"):
@@ -296,9 +298,12 @@ def test_a_model_too_large_for_memory_is_refused_before_building(job, monkeypatc
 
 
 def test_a_model_above_a_billion_parameters_is_refused_in_one_line(job, toasts):
-    assert tab.start(job, *panel(d_model=65536)) is not None  # gr.skip(): the picker stays as it was
+    assert tab.start(job, *panel(d_model=65536)) == gr.skip()  # the picker stays as it was
+    assert tab.start(job, *panel(d_model=64, n_heads=3)) == gr.skip()  # ModelConfig's own check, in the same words
     assert toasts == ["Cannot start: this model has 103.7B parameters; the studio trains at most 1B (paper-big has "
-                      "0.18B). Choose fewer layers or a smaller d_model or d_ff."]
+                      "0.18B). Choose fewer layers or a smaller d_model or d_ff.",
+                      "Cannot start: ModelConfig.d_model (64) must be divisible by n_heads (3); allowed n_heads "
+                      "for this d_model: [1, 2, 4, 8, 16, 32, 64]"]
     assert job.view().state == "idle" and job.registry.names() == []
 
 
@@ -358,7 +363,7 @@ def test_a_name_taken_by_another_model_is_refused(tmp_path):
 
 
 def test_start_refusals_come_as_messages(job):
-    assert tab.start(job, *panel(kind=training.SOURCES[1], path="../../etc/passwd")) is not None
+    assert tab.start(job, *panel(kind=training.SOURCES[1], path="../../etc/passwd")) == gr.skip()
     assert job.view().state == "idle"
     with pytest.raises(ValueError, match="steps must be a whole number"):
         tab.settings_from(dict(zip(tab.FIELDS, panel(max_steps=0))))

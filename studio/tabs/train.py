@@ -351,12 +351,14 @@ def tick(job: TrainingJob, seen: Seen | None, layer: float, head: float, follow:
          model_key: tuple | None):
     """Everything the live view shows, or gr.skip() for each output when nothing changed; last, the
     picked model's registry key when it is not model_key: a run started (in any browser) under the
-    picked name is another model, and the tabs that show the picked model redraw for it."""
+    picked name is another model, and the tabs that show the picked model redraw for it. Only a key of
+    model_key's own name is renewed: a tick queued before the user picked another model carries the old
+    name, and the picker's own change sets the new one's key."""
     seen = seen or Seen()
     view = job.view()
     names = tuple(job.registry.names())
     key = job.registry.key(picked)
-    renewed = key if key != model_key else gr.skip()
+    renewed = key if model_key and model_key[0] == picked and key != model_key else gr.skip()
     if view.version == seen.version and names == seen.names:
         return (*(gr.skip(),) * 16, renewed)
     picker = gr.Dropdown(choices=list(names)) if names != seen.names else gr.skip()
