@@ -313,7 +313,8 @@ def test_evaluate_reports_notices_and_checks_the_direction(run, capsys, tmp_path
                            "--reference-file", str(ref), "--method", "greedy"]) == 0
     assert f"note: {src} line 2: 1 unknown piece mapped to <unk>" in capsys.readouterr().err
     one_line_error(capsys, ["evaluate", "--checkpoint", "checkpoints/multi30k-de-en-small", "--data",
-                            "synthetic:numbers"], "translates de->en but --data gives en->de")
+                            "synthetic:numbers"], "translates de->en but --data gives en->de",
+                   "synthetic:numbers runs one way only")
     one_line_error(capsys, ["evaluate", "--data", "synthetic:copy", "--source-file", str(src),
                             "--reference-file", str(ref)], "either --data", "not both")
 
