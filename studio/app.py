@@ -79,8 +79,11 @@ PRESENTER_JS = """(on) => {
   const changes = (sizes, layout, data, r) => {
     const scaled = (size) => Math.round(size * r * 10) / 10;
     // Taller by the same factor, so rows of labels keep their room; the title's top margin grows too.
+    // Plotly answers a new height by fixing the width at its current value (autosize off), and the
+    // figure no longer follows the window: keep the width automatic, as Gradio draws it.
     const paths = {'font.size': scaled(sizes.font), 'hoverlabel.font.size': scaled(sizes.hover),
-                   'margin.t': scaled(sizes.top), 'height': Math.round(sizes.height * r)};
+                   'margin.t': scaled(sizes.top), 'height': Math.round(sizes.height * r),
+                   'width': null, 'autosize': true};
     // null: back to plotly's default, which the studio's figures keep
     sizes.axes.forEach((key) => { paths[key + '.automargin'] = r > 1 ? true : null; });
     (layout.annotations || []).forEach((a, i) => {

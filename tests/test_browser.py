@@ -150,6 +150,12 @@ def test_studio_in_headless_chromium(studio):
         plot = "document.querySelector('#tab-translate .js-plotly-plot')"
         large = round(FONT["size"] * PRESENTER_PLOT_SCALE, 1)
         page.wait_for_function(f"{plot}._fullLayout.font.size === {large}", timeout=5000)
+        # Enlarged on screen, it still follows the window's width (a projector's 1280x720, say).
+        wide = page.evaluate(f"{plot}._fullLayout.width")
+        page.set_viewport_size({"width": 1000, "height": 1000})
+        page.wait_for_function(f"{plot}._fullLayout.width < {wide} - 300", timeout=5000)
+        page.set_viewport_size({"width": 1400, "height": 1000})
+        page.wait_for_function(f"{plot}._fullLayout.width > {wide} - 30", timeout=5000)  # a scrollbar may come or go
         page.evaluate(f"window.shownLayout = {plot}.layout")
         # Drawn enlarged at once: no second drawing (Plotly.update) to enlarge it afterwards.
         page.evaluate("() => { const update = Plotly.update; window.updates = 0; "
