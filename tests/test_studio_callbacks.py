@@ -139,7 +139,8 @@ def test_the_tabs_redraw_on_the_picked_models_registry_key_not_its_name():
     key = on_picker["key"].outputs[0]
     on_key = {name(fn) for fn in fns if (key._id, "change") in fn.targets}
     assert on_key == {"status_line", "defaults", "head_choices", "picked_model_ranges", "example_choices",
-                      "examples_update", "settings_changed", "<lambda>"}  # <lambda>: the Attention tab's redraw
+                      "examples_update", "model_changed", "settings_changed",
+                      "<lambda>"}  # <lambda>: the Attention tab's redraw
     train_view = next(fn for fn in fns if fn.api_name == "train_view")
     assert train_view.outputs[-1] is key and train_view.inputs[-1] is key  # a run under the picked name
 
@@ -160,6 +161,17 @@ def test_translate_returns_text_probabilities_nbest_and_current(registry):
     assert 1 <= len(rows) <= 3 and rows[0][2] == expected.text
     for method in ("greedy", "sample"):
         assert run_translate(registry, SENTENCES[1], method=method, seed=1)[4].ids
+
+
+def test_a_translation_goes_when_another_model_is_picked(registry):
+    assert all(v == gr.skip() for v in translate.model_changed(registry, "studio-tiny", translate.Current()))
+    current = run_translate(registry, SENTENCES[0])[4]
+    registry.add("other", studio_bundle(max_len=16))
+    text, fig, rows, note = translate.model_changed(registry, "other", current)
+    assert (text, rows) == ("", []) and note == "*Model changed to **other**: press Translate for its translation.*"
+    assert "(a new training run)" not in translate.model_changed(registry, "studio-tiny", current)[3]  # back again
+    registry.add("studio-tiny", studio_bundle(max_len=16))  # a new run under the same name
+    assert "**studio\\-tiny** (a new training run)" in translate.model_changed(registry, "studio-tiny", current)[3]
 
 
 def test_seed_box_empty_is_random_and_bad_seeds_are_named():
@@ -398,3 +410,6 @@ def test_sliders_clamp_typed_values_and_attention_ranges_follow_the_picked_model
     layers, heads = attention.picked_model_ranges(registry, "studio-tiny")  # before any sentence is analysed
     assert layers.maximum == max(c.encoder_layers, c.decoder_layers, 2) and heads.maximum == max(c.n_heads, 2)
     assert attention.picked_model_ranges(registry, "no such model") == (gr.skip(), gr.skip())
+    # Layer 6, head 8 shown, then a smaller model picked: the boxes come down to what is drawn.
+    layers, heads = attention.picked_model_ranges(registry, "studio-tiny", 6, 8)
+    assert (layers.value, heads.value) == (layers.maximum, heads.maximum)

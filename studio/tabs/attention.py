@@ -135,16 +135,22 @@ def show(registry, current: Current):
     return (analysis, header(analysis), *slider_ranges(bundle.model.config))
 
 
-def slider_ranges(c: ModelConfig) -> tuple[gr.Slider, gr.Slider]:
+def slider_ranges(c: ModelConfig, layer: float | None = None, head: float | None = None
+                  ) -> tuple[gr.Slider, gr.Slider]:
     """The layer and head sliders' maxima for a model. Both start at 1 and Gradio refuses
-    maximum == minimum (a 1-layer or 1-head model): at least 2; figures() clamps to the model's."""
-    return gr.Slider(maximum=max(c.encoder_layers, c.decoder_layers, 2)), gr.Slider(maximum=max(c.n_heads, 2))
+    maximum == minimum (a 1-layer or 1-head model): at least 2; figures() clamps to the model's.
+    A layer or head beyond the new maximum comes down to it: the box shows what is drawn."""
+    def fit(maximum: int, value: float | None) -> gr.Slider:
+        if value is not None and value > maximum:
+            return gr.Slider(maximum=maximum, value=maximum)
+        return gr.Slider(maximum=maximum)
+    return fit(max(c.encoder_layers, c.decoder_layers, 2), layer), fit(max(c.n_heads, 2), head)
 
 
-def picked_model_ranges(registry, name: str | None) -> tuple:
+def picked_model_ranges(registry, name: str | None, layer: float | None = None, head: float | None = None) -> tuple:
     """Slider maxima of the picked model before any sentence is analysed (not 6 layers, 8 heads)."""
     try:
-        return slider_ranges(registry.get(name).model.config)
+        return slider_ranges(registry.get(name).model.config, layer, head)
     except (LookupError, ValueError, FileNotFoundError):
         return gr.skip(), gr.skip()
 
@@ -316,6 +322,6 @@ def build(shell: Shell, current: gr.State, tab: gr.Tab, on_screen: gr.State) -> 
     gr.on([shell.demo.load, shell.model_key.change], guard(partial(head_choices, shell.registry)),
           inputs=shell.model, outputs=list(groups))
     gr.on([shell.demo.load, shell.model_key.change], guard(partial(picked_model_ranges, shell.registry)),
-          inputs=shell.model, outputs=[layer, head], show_progress="hidden")
+          inputs=[shell.model, layer, head], outputs=[layer, head], show_progress="hidden")
     again.click(guard(partial(ablate, shell.registry)), inputs=[current, shell.model, *groups], outputs=ablated,
                 **HEAVY)

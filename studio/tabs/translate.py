@@ -100,6 +100,16 @@ def translate(registry, name: str | None, text: str, method: str, beam_size: flo
             Current(name, text, list(t.ids), opts, key))
 
 
+def model_changed(registry, name: str | None, current: Current):
+    """Another model picked (or a new run under the picked name): the translation on screen is not its
+    own, so it goes, with a note; the source stays in its box for Translate."""
+    if current is None or current.model is None:
+        return gr.skip(), gr.skip(), gr.skip(), gr.skip()
+    new_run = " (a new training run)" if name == current.model and current.key != registry.key(name) else ""
+    return "", plots.empty("no translation yet"), [], (f"*Model changed to **{md(name)}**{new_run}: press "
+                                                       f"Translate for its translation.*")
+
+
 def picked_examples(registry, name: str | None) -> list[str]:
     """examples_for() the picked model; none when it cannot be loaded."""
     try:
@@ -160,4 +170,7 @@ def build(shell: Shell):
     method.change(method_visibility, inputs=method, outputs=[beam_group, sample_group])
     gr.on([shell.demo.load, shell.model_key.change], guard(partial(examples_update, shell.registry)),
           inputs=shell.model, outputs=examples)
+    shell.model_key.change(guard(partial(model_changed, shell.registry)), inputs=[shell.model, current],
+                           outputs=outputs[:4],
+                           show_progress="hidden")
     return current
