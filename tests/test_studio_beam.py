@@ -122,9 +122,17 @@ def test_example_picker_offers_the_models_sentences(registry):
     assert beam.example_choices(registry, "no-such-model").visible is False
 
 
+def settings_changed(registry, search, **changes):
+    return beam.settings_changed(registry, search, *{**SETTINGS, **changes}.values())
+
+
 def test_changed_settings_mark_the_shown_search_as_the_previous_one(registry):
-    step, run, *shown = beam.settings_changed(None)  # nothing searched yet: nothing to mark
+    step, run, *shown = settings_changed(registry, None)  # nothing searched yet: nothing to mark
     assert step.interactive and run.interactive and shown == [gr.skip()] * 4
     done = act(registry, "run", None)
-    step, run, note, verdict, mine, theirs = beam.settings_changed(done)
+    step, run, note, verdict, mine, theirs = settings_changed(registry, done, alpha=1.0)
     assert step.interactive and run.interactive and "Settings changed" in note and verdict == mine == theirs == ""
+    # Back to the search's own settings (another model picked, then this one again): it stands as it was.
+    step, run, note, verdict, mine, theirs = settings_changed(registry, done)
+    assert not step.interactive and not run.interactive and "Settings changed" not in note
+    assert (mine, theirs, verdict) == beam.comparison(registry, done) and verdict

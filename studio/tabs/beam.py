@@ -101,10 +101,15 @@ def start(registry, name: str | None, text: str, beam_size, alpha: float, penalt
                   model_key)
 
 
+def _started_with(search: Search | None, registry, name, text, beam_size, alpha, penalty, max_extra) -> bool:
+    """Whether search was started with these inputs (and the model now under that name)."""
+    key = (name, clean_input(text)[0], clamp_beam(beam_size)[0], float(alpha), penalty, int(max_extra))
+    return search is not None and search.key == key and search.model_key == registry.key(name)
+
+
 def _current(search: Search | None, registry, name, text, beam_size, alpha, penalty, max_extra) -> Search | None:
     """search if it was started with these inputs, else a fresh one."""
-    key = (name, clean_input(text)[0], clamp_beam(beam_size)[0], float(alpha), penalty, int(max_extra))
-    if search is not None and search.key == key and search.model_key == registry.key(name):
+    if _started_with(search, registry, name, text, beam_size, alpha, penalty, max_extra):
         return search
     return start(registry, name, text, beam_size, alpha, penalty, max_extra)
 
@@ -234,9 +239,15 @@ def example_choices(registry, name: str | None) -> gr.Dropdown:
     return gr.Dropdown(choices=samples, value=None, visible=bool(samples))
 
 
-def settings_changed(search: Search | None) -> tuple:
+def settings_changed(registry, search: Search | None, *settings) -> tuple:
     """Step and Run come back (a finished search had disabled them); what is on screen is said to
-    be the previous search's, and its comparison with the Translate tab is dropped."""
+    be the previous search's, and its comparison with the Translate tab is dropped. Settings back
+    to the search's own (another model picked, then this one again) bring its state back.
+    Returns updates for Step, Run, the explanation, the verdict and the two compared results."""
+    if _started_with(search, registry, *settings):
+        going = gr.Button(interactive=not search.view.done)
+        mine, theirs, verdict = comparison(registry, search)
+        return going, going, md(search.view.explanation), verdict, mine, theirs
     buttons = (gr.Button(interactive=True), gr.Button(interactive=True))
     if search is None:
         return *buttons, gr.skip(), gr.skip(), gr.skip(), gr.skip()
@@ -292,7 +303,8 @@ def build(shell: Shell) -> None:
     # even when the last search had finished. The beam size box: typed in only (.input), since
     # render() sets it to the size used.
     gr.on([source.change, beam_size.input, alpha.change, penalty.change, max_extra.change, shell.model_key.change],
-          settings_changed, inputs=search, outputs=[step, run, explanation, verdict, mine, theirs],
+          guard(partial(settings_changed, shell.registry)), inputs=[search, *settings],
+          outputs=[step, run, explanation, verdict, mine, theirs],
           show_progress="hidden")
     example.input(lambda text: text or gr.skip(), inputs=example, outputs=source)
     gr.on([shell.demo.load, shell.model_key.change], guard(partial(example_choices, shell.registry)),
