@@ -424,6 +424,15 @@ def test_callbacks_start_pause_resume_stop_save(job):
     assert "Not saved" in message and not download.visible
 
 
+def test_a_new_run_under_the_last_runs_name_says_it_replaces_it(job, toasts):
+    tab.start(job, *panel(max_steps=3))
+    wait_for(job, lambda v: v.state == "finished")
+    assert not any("replaced" in t for t in toasts)
+    tab.start(job, *panel(max_steps=3))
+    assert toasts[-2].startswith("The earlier run called live-numbers is replaced by this one")
+    wait_for(job, lambda v: v.state == "finished")
+
+
 def test_a_saved_checkpoint_downloads_as_a_zip_the_studio_opens_again(job, monkeypatch):
     job.start(replace(QUICK, max_steps=5))
     wait_for(job, lambda v: v.state == "finished")

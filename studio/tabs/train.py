@@ -139,10 +139,15 @@ def source_visibility(kind: str) -> tuple:
 def start(job: TrainingJob, *values, session: str | None = None):
     """Start a run; the new model is selected in the picker. Refusals come as warnings."""
     try:
-        name = job.start(settings_from(dict(zip(FIELDS, values))), session)
+        settings = settings_from(dict(zip(FIELDS, values)))
+        replaced = settings.name in job.registry.names()  # start() refuses a name it did not make
+        name = job.start(settings, session)
     except (JobBusy, ValueError) as exc:
         warn(exc)
         return gr.skip()
+    if replaced:
+        warn(f"The earlier run called {name} is replaced by this one (a checkpoint saved from it keeps its own "
+             f"name); give the next run another name to keep both.")
     info(f"Training {name}: it is in the model picker now and improves as it trains.")
     if notice := job.view().facts.get("notice"):
         warn(notice)
