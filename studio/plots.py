@@ -7,6 +7,7 @@ a token that occurs twice keeps two rows.
 from __future__ import annotations
 
 import html
+import math
 from typing import Sequence
 
 import numpy as np
@@ -140,11 +141,13 @@ def pe_similarity(table: np.ndarray) -> go.Figure:
 
 
 # ----- Model ---------------------------------------------------------------------------
-def lr_schedule(steps: np.ndarray, lrs: np.ndarray, warmup: int, title: str) -> go.Figure:
+def lr_schedule(steps: np.ndarray, lrs: np.ndarray, warmup: int, title: str, extended: bool = False) -> go.Figure:
+    """extended: drawn past the steps asked for, to reach the peak at warmup."""
     fig = go.Figure(go.Scatter(x=steps, y=lrs, mode="lines", name="lr",
                                hovertemplate="step %{x}<br>lr %{y:.2e}<extra></extra>"))
-    fig.add_vline(x=warmup, line_dash="dash", line_color="#d95f02",
-                  annotation_text=f"warmup_steps = {warmup}", annotation_position="top right")
+    note = " (drawn past the steps shown, to its peak)" if extended else ""
+    fig.add_vline(x=warmup, line_dash="dash", line_color="#d95f02", annotation_text=f"warmup_steps = {warmup}{note}",
+                  annotation_position="top left" if extended else "top right")
     fig.update_xaxes(title="training step")
     fig.update_yaxes(title="learning rate", exponentformat="e")
     return _layout(fig, title, 400)
@@ -155,8 +158,11 @@ def label_smoothing(dist: np.ndarray, tokens: Sequence[str], target: int, eps: f
     fig = go.Figure(go.Bar(x=list(range(len(tokens))), y=dist, marker_color=colors,
                            hovertemplate="%{y:.5f}<extra></extra>"))
     fig.update_xaxes(_token_axis(tokens, tickangle=-45))
-    # One tick a decade, as powers of ten: plotly's SI prefixes wrote 0.0001 as "100μ".
-    fig.update_yaxes(title="target probability", type="log", dtick=1, exponentformat="power")
+    # One tick a decade, as powers of ten: plotly's SI prefixes wrote 0.0001 as "100μ". The axis ends just
+    # above 1 (left to itself, ε = 0's lone bar at 1 got an axis from 0.1 to 10).
+    lowest = float(dist[dist > 0].min()) if (dist > 0).any() else 1.0
+    fig.update_yaxes(title="target probability", type="log", dtick=1, exponentformat="power",
+                     range=[min(math.floor(math.log10(lowest)), -1) - 0.2, 0.1])
     return _layout(fig, f"Label-smoothed target (ε = {eps:g}): reference token in dark blue", 380)
 
 

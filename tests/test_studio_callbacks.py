@@ -348,6 +348,12 @@ def test_model_tab_counts_every_parameter_once(registry):
     assert ((text == "&lt;pad&gt;") == (z == 0)).all()
     assert model_view.defaults(registry, "studio-tiny") == (4000, 100000, 0.1)  # no record: the paper's
     assert "records no training settings" in schedule
+    # A warm-up past the steps shown: the curve goes on to its peak, and says so. ε = 0: one bar at 1, whose
+    # log axis ends just above 1.
+    _, _, lr, _, smoothing, _ = model_view.render(registry, "studio-tiny", 4000, 1600, 0.0)
+    assert max(lr.data[0].x) == 6000 and max(lr.data[0].y) == pytest.approx(peak)
+    assert "drawn past the steps shown" in lr.layout.annotations[0].text
+    assert list(smoothing.layout.yaxis.range) == [-1.2, 0.1] and max(smoothing.data[0].y) == 1
     assert model_view.render(registry, "missing", 4000, 20000, 0.1)[0].startswith("No model")
 
 

@@ -112,12 +112,15 @@ def lr_figure(bundle: ModelBundle, warmup: float, steps: float):
     """The model's learning-rate schedule (kind, lr factor or peak: its own) with warmup_steps from the slider."""
     c, d_model = training_config(bundle) or PAPER_SCHEDULE, bundle.model.config.d_model
     warmup, steps = max(1, int(warmup)), max(2, int(steps))
-    x = np.unique(np.append(np.linspace(1, steps, 400).astype(int), min(warmup, steps)))  # the peak drawn too
+    # A warm-up past the steps shown would leave the peak off the curve: draw on to 1.5 × warm-up, and say so.
+    beyond = warmup >= steps
+    steps = max(steps, warmup * 3 // 2)
+    x = np.unique(np.append(np.linspace(1, steps, 400).astype(int), warmup))  # the peak drawn too
     lrs = [learning_rate(int(s), schedule=c.schedule, d_model=d_model, warmup=warmup, factor=c.lr_factor,
                          peak_lr=c.peak_lr) for s in x]
     title = (f"lr = {c.lr_factor:g} · d_model^-0.5 · min(step^-0.5, step · warmup^-1.5), d_model = {d_model}"
              if c.schedule == "noam" else f"lr = {c.peak_lr:g} · min(step / warmup, √(warmup / step))")
-    return plots.lr_schedule(x, np.array(lrs), warmup, title)
+    return plots.lr_schedule(x, np.array(lrs), warmup, title, beyond)
 
 
 def smoothing_figure(bundle: ModelBundle, eps: float):
