@@ -114,7 +114,7 @@ def _positions(n: int) -> dict:
 def pe_heatmap(table: np.ndarray, note: str = "") -> go.Figure:
     fig = go.Figure(go.Heatmap(z=table, colorscale="RdBu", zmin=-1, zmax=1,
                                hovertemplate="position %{y}<br>dimension %{x}<br>PE = %{z:.3f}<extra></extra>"))
-    fig.update_xaxes(title="dimension i (even: sin, odd: cos)")
+    fig.update_xaxes(title="dimension: 2i (even, sin) or 2i+1 (odd, cos)")
     fig.update_yaxes(_positions(len(table)), autorange="reversed")
     return _layout(fig, f"PE for {table.shape[0]} positions × {table.shape[1]} dimensions{note}", 460)
 

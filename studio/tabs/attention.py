@@ -317,6 +317,9 @@ def build(shell: Shell, current: gr.State, tab: gr.Tab, on_screen: gr.State) -> 
         draw(change(lambda: "", outputs=ablated, show_progress="hidden"))
     gr.on([look.click, source.submit], guard(partial(translate_here, shell.registry)),
           inputs=[shell.model, source], outputs=current, **HEAVY)
+    # Averaged over heads, the large view shows no one head: its slider rests.
+    average.change(lambda averaged: gr.Slider(interactive=not averaged), inputs=average, outputs=head,
+                   show_progress="hidden")
     gr.on([stack.change, average.change, layer.input, head.input], guard(redraw), inputs=view_inputs,
           outputs=[grid, big], trigger_mode="always_last")
     gr.on([shell.demo.load, shell.model_key.change], guard(partial(head_choices, shell.registry)),
