@@ -163,6 +163,13 @@ def test_translate_returns_text_probabilities_nbest_and_current(registry):
         assert run_translate(registry, SENTENCES[1], method=method, seed=1)[4].ids
 
 
+def test_more_n_best_than_the_beam_holds_is_said(registry, toasts):
+    *_, notes, _ = run_translate(registry, SENTENCES[0], beam_size=2, n_best=16)
+    said = [t for t in toasts if t.startswith("n-best shown: 2, the beam size")]
+    assert len(said) == 1 and said[0].endswith("16 asked") and "n\\-best shown: 2" in notes  # and on the page
+    assert "n\\-best" not in run_translate(registry, SENTENCES[0], beam_size=4, n_best=4)[3]
+
+
 def test_a_translation_goes_when_another_model_is_picked(registry):
     assert all(v == gr.skip() for v in translate.model_changed(registry, "studio-tiny", translate.Current()))
     current = run_translate(registry, SENTENCES[0])[4]

@@ -91,6 +91,9 @@ def translate(registry, name: str | None, text: str, method: str, beam_size: flo
         # The blank plot is built only when needed: ~7 ms, a sixth of a translate request's CPU.
         return "", plots.empty("no translation yet"), [], f"**Cannot translate:** {md(exc)}", Current()
     t = translate_detailed(bundle, [text], opts)[0]
+    if method == "beam" and int(n_best) > opts.n_best:
+        cleaned = cleaned + [f"n-best shown: {opts.n_best}, the beam size (a beam search keeps no more than "
+                             f"{opts.beam_size} hypotheses); {int(n_best)} asked"]
     notices = [clip(n, 300) for n in cleaned + t.notices]  # e.g. a 2,000-character unknown piece
     for notice in notices:
         info(notice)
