@@ -274,9 +274,10 @@ def curves(view: JobView) -> go.Figure:
     fig.update_yaxes(type="log", tickvals=PERPLEXITY_TICKS, tickformat=",d", row=1, col=2)
     fig.update_yaxes(range=[0, 1.02], row=1, col=3)
     fig.update_yaxes(exponentformat="e", row=2, col=1)
-    fig.update_xaxes(title="step", row=2)
-    fig.update_layout(legend=dict(orientation="h", y=-0.14), margin=dict(l=60, r=30, t=60, b=40), height=560,
-                      template=plots.TEMPLATE)
+    fig.update_xaxes(title=dict(text="step", standoff=6), row=2)
+    # The legend above the panels, right-aligned: below them it crowded the step titles.
+    fig.update_layout(legend=dict(orientation="h", x=1, xanchor="right", y=1.06, yanchor="bottom"),
+                      margin=dict(l=60, r=30, t=80, b=50), height=560, template=plots.TEMPLATE)
     return fig
 
 
