@@ -11,6 +11,7 @@ Run `python train_cli.py COMMAND --help` for every option.
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import math
 import os
@@ -110,16 +111,16 @@ MODEL_FLAGS = {"d_model": "--d-model", "d_ff": "--d-ff", "n_heads": "--heads", "
 
 def option_names(message: str, command: str) -> str:
     """Core's messages name fields (DecodeOptions.beam_size, n_heads); the user typed options (--beam, --heads).
-    Only fields the command has an option for are renamed: a checkpoint's config.json holds fields
-    (ModelConfig.attention_dropout) that translate has no option for, and a path is never touched."""
+    Only fields the command has an option for are renamed, and a model's fields only in core's check of the
+    model `train` builds from its options: a message about a checkpoint starts with its path and names
+    that file's fields (ModelConfig.attention_dropout, which no command has an option for)."""
     flags = {action.dest: action.option_strings[0]
              for action in build_parser().commands[command]._actions if action.option_strings}
-    flags.update({"beam_size": "--beam", "peak_lr": "--lr"})
-    if command == "train":
-        flags.update(MODEL_FLAGS)
-    renamed = re.sub(r"\b(?:DecodeOptions|TrainConfig|ModelConfig)\.(\w+)",
-                     lambda m: flags.get(m[1], m[0]), message)
-    if command == "train" and message.startswith("ModelConfig."):  # core's check of the options' model
+    aliases = {"beam_size": "--beam", "peak_lr": "--lr"}
+    flags.update({field: flag for field, flag in aliases.items() if flag in flags.values()})
+    renamed = re.sub(r"\b(?:DecodeOptions|TrainConfig)\.(\w+)", lambda m: flags.get(m[1], m[0]), message)
+    if command == "train" and message.startswith("ModelConfig."):
+        renamed = re.sub(r"\bModelConfig\.(\w+)", lambda m: MODEL_FLAGS.get(m[1], m[0]), renamed)
         bare = r"(?<![-\w./])(?:" + "|".join(MODEL_FLAGS) + r")\b"
         renamed = re.sub(bare, lambda m: MODEL_FLAGS[m[0]], renamed)
     return renamed
@@ -509,12 +510,15 @@ def check_output(path: Path | None, inputs: dict[str, Path | None]) -> None:
         if source is not None and path.exists() and source.exists() and path.samefile(source):
             raise CLIError(f"--output {path} is the {option} file: writing it would destroy the input; "
                            f"choose another file")
-    if _is_stream(path):
+    if _written_in_place(path):
         needs_writing = [path]
     else:
-        folder = path.resolve().parent
+        try:
+            folder = path.resolve().parent
+        except (RuntimeError, OSError) as exc:  # a symlink loop
+            raise CLIError(f"--output {path}: its symlinks cannot be followed ({exc})") from None
         if not folder.is_dir():
-            raise CLIError(f"--output {path}: the folder {path.parent} does not exist")
+            raise CLIError(f"--output {path}: the folder {folder} does not exist")
         # write_output creates a temporary file in the folder and renames it over the file.
         needs_writing = [folder, path] if path.exists() else [folder]
     for target in needs_writing:
@@ -523,17 +527,36 @@ def check_output(path: Path | None, inputs: dict[str, Path | None]) -> None:
                                                                  if target != path else ""))
 
 
-def _is_stream(path: Path) -> bool:
-    """A FIFO, a terminal, /dev/stdout: something that exists but is not a regular file (symlinks followed)."""
-    return path.exists() and not path.is_file()
+def _standard_stream(path: Path):
+    """sys.stdout or sys.stderr when path is the file it writes to (/dev/stdout, or the very file standard
+    output goes to), else None."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            if os.path.samestat(os.stat(path), os.fstat(stream.fileno())):
+                return stream
+        except (OSError, ValueError, AttributeError, io.UnsupportedOperation):  # no such file, or no descriptor
+            continue
+    return None
+
+
+def _written_in_place(path: Path) -> bool:
+    """Not a regular file to replace: a FIFO, a terminal, /dev/null, /dev/stdout and the like."""
+    return ((path.exists() and not path.is_file()) or str(path.absolute()).startswith(("/dev/", "/proc/"))
+            or _standard_stream(path) is not None)
 
 
 def write_output(path: Path, text: str) -> None:
     """Write a regular file through a temporary file in its folder, so a failure leaves any old file whole; a
-    symlink's file is replaced, not the link. A stream (FIFO, /dev/stdout) is written as it is."""
-    if _is_stream(path):
-        with open(path, "w", encoding="utf-8") as stream:
-            stream.write(text)
+    symlink's file is replaced, not the link. Standard output or error (even redirected to a file) gets the
+    text through its own stream, after what it printed before; a FIFO or device is written as it is."""
+    stream = _standard_stream(path)
+    if stream is not None:
+        stream.write(text)
+        stream.flush()
+        return
+    if _written_in_place(path):
+        with open(path, "w", encoding="utf-8") as device:
+            device.write(text)
         return
     target = path.resolve()
     partial = target.with_name(f".{target.name}.partial-{os.getpid()}")
@@ -545,13 +568,15 @@ def write_output(path: Path, text: str) -> None:
 
 
 def data_files(spec: str | None) -> list[Path]:
-    """The local files a --data files:... spec reads (a folder's files, a TSV, or A,B), for check_output."""
+    """The local files a --data files:... spec reads (a folder's split files, a TSV, or A,B), for check_output."""
+    from core.data import SPLIT_FILE
+
     if not spec or not spec.startswith("files:"):
         return []
     path_spec = spec[len("files:"):]
     path = Path(path_spec).expanduser()
     if path.is_dir():
-        return [p for p in path.iterdir() if p.is_file()]
+        return [p for p in path.iterdir() if p.is_file() and SPLIT_FILE.fullmatch(p.name)]
     if path.exists():
         return [path]
     named = re.fullmatch(r"(.+):[A-Za-z_]+-[A-Za-z_]+", path_spec)  # a TSV with its columns' languages
@@ -601,7 +626,7 @@ def command_evaluate(args: argparse.Namespace) -> None:
     if not (args.data or (args.source_file and args.reference_file)):
         raise CLIError("give --data (with --split) or both --source-file and --reference-file")
     check_output(args.output, {"--source-file": args.source_file, "--reference-file": args.reference_file,
-                               **{f"--data {p.name}": p for p in data_files(args.data)}})
+                               **{f"--data {p}": p for p in data_files(args.data)}})
     options = decode_options(args)
     bundle = load_bundle(args.checkpoint, args.device)
     if args.data:

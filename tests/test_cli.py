@@ -4,6 +4,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import subprocess
 import sys
 import threading
 from pathlib import Path
@@ -274,6 +275,25 @@ def test_output_through_a_symlink_or_into_a_fifo_keeps_them(run, tmp_path):
     assert fifo.is_fifo() and received == [target.read_text()]
 
 
+def test_output_to_dev_stdout_redirected_to_a_file_keeps_what_the_file_held(run, tmp_path):
+    src, log = tmp_path / "in.txt", tmp_path / "log"
+    src.write_text("a b c\n")
+    log.write_text("earlier\n")
+    with open(log, "a") as appended:  # a shell's >> log
+        subprocess.run([sys.executable, str(ROOT / "train_cli.py"), "translate", "--checkpoint", str(run / "final"),
+                        "--method", "greedy", "--input", str(src), "--output", "/dev/stdout"],
+                       stdout=appended, check=True, timeout=120)
+    lines = log.read_text().splitlines()
+    assert lines[0] == "earlier" and len(lines) == 2
+
+
+def test_output_through_a_symlink_loop_is_one_line(run, capsys, tmp_path):
+    (tmp_path / "one").symlink_to(tmp_path / "two")
+    (tmp_path / "two").symlink_to(tmp_path / "one")
+    one_line_error(capsys, ["translate", "--checkpoint", str(run / "final"), "--output", str(tmp_path / "one")],
+                   "symlinks cannot be followed")
+
+
 def test_evaluate_output_is_never_a_data_file(run, capsys, tmp_path):
     data = tmp_path / "data"
     data.mkdir()
@@ -281,8 +301,15 @@ def test_evaluate_output_is_never_a_data_file(run, capsys, tmp_path):
         (data / f"{split}.en").write_text("a b\n")
         (data / f"{split}.de").write_text("b a\n")
     one_line_error(capsys, ["evaluate", "--checkpoint", str(run / "final"), "--data", f"files:{data}",
-                            "--output", str(data / "test.de")], "is the --data test.de file")
+                            "--output", str(data / "test.de")], f"is the --data {data / 'test.de'} file")
     assert (data / "test.de").read_text() == "b a\n"
+    for side in ("src", "ref"):  # two aligned files of one name
+        (tmp_path / side).mkdir()
+        (tmp_path / side / "test.txt").write_text("a b\n")
+    pair = f"files:{tmp_path / 'src' / 'test.txt'},{tmp_path / 'ref' / 'test.txt'}"
+    for written in ("src", "ref"):
+        one_line_error(capsys, ["evaluate", "--checkpoint", str(run / "final"), "--data", pair, "--output",
+                                str(tmp_path / written / "test.txt")], "would destroy the input")
 
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="root can write anywhere")
@@ -368,5 +395,7 @@ def test_core_field_names_become_the_commands_options_and_nothing_else():
     for message, command in [("--out runs/dropout is a file", "train"),
                              ("No such file: 'data/max_len/x.txt'", "train"),
                              ("run/config.json: ModelConfig.attention_dropout must be a number", "translate"),
-                             ("run/config.json: ModelConfig.d_model must be even", "translate")]:
+                             ("run/config.json: ModelConfig.d_model must be even", "translate"),
+                             ("run/config.json: ModelConfig.d_model must be even", "train"),  # --resume
+                             ("TrainConfig.peak_lr must be", "translate")]:  # no --lr there
         assert train_cli.option_names(message, command) == message
