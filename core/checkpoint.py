@@ -12,6 +12,7 @@ into place; a crash at any moment leaves the previous checkpoint loadable.
 from __future__ import annotations
 
 import glob
+import io
 import json
 import math
 import os
@@ -35,9 +36,9 @@ from .tokenizer import Tokenizer
 
 FORMAT_VERSION = 1
 FILES = ("model.safetensors", "config.json", "tokenizer.json")
-# torch's weights-only unpickler says these of bytes that are no pickle at all (a damaged file), as
-# opposed to a pickle naming a class or function, which could run code when loaded.
-NOT_A_PICKLE = re.compile(r"Unsupported operand|String is too long|persistent id")
+# What torch's weights-only unpickler says of a pickle that names a class or function (loading it would
+# call them, so it could run code); of damaged bytes it says other things ("Unsupported operand 149").
+NAMES_CODE = re.compile(r"GLOBAL|unrecognized function|Can only (create new object|build)")
 CODE_OPCODES = {"GLOBAL", "STACK_GLOBAL", "INST", "OBJ", "REDUCE", "NEWOBJ", "NEWOBJ_EX", "BUILD"}
 MAX_POSITIONS = 16_384  # max_len allowed on load: the positional table is allocated, not stored
 
@@ -277,10 +278,10 @@ def load_trainer_state(path: str | Path) -> dict[str, Any] | None:
     try:
         return torch.load(file, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as exc:
-        # torch.save's zip format is read by torch's weights-only unpickler, whose message says whether it
-        # met a class or function; for a bare pickle (or garbage) it says the same of both, so look inside.
-        names_code = (not NOT_A_PICKLE.search(str(exc)) if zipfile.is_zipfile(file)
-                      else _pickle_names_code(file.read_bytes()))
+        # Its message says so when it met a class or function; but a pickle of protocol 4 or more that is
+        # not in torch.save's zip gets "Unsupported operand" for its framing, whatever it holds: look inside.
+        names_code = bool(NAMES_CODE.search(str(exc))) or (not zipfile.is_zipfile(file)
+                                                          and _pickle_names_code(file.read_bytes()))
         if names_code:  # loading would call a class or function: code could run, so never load it
             raise ValueError(f"{file}: refused to load: it holds objects other than tensors and plain "
                              f"values") from None
@@ -292,8 +293,13 @@ def load_trainer_state(path: str | Path) -> dict[str, Any] | None:
 
 
 def _pickle_names_code(data: bytes) -> bool:
-    """Whether a bare pickle names a class or function (which unpickling would call), read without running it."""
+    """Whether pickles laid end to end (torch.save's old format writes several) name a class or function
+    (which unpickling would call), read without running them."""
+    stream = io.BytesIO(data)
     try:
-        return any(opcode.name in CODE_OPCODES for opcode, _, _ in pickletools.genops(data))
+        while stream.tell() < len(data):
+            if any(opcode.name in CODE_OPCODES for opcode, _, _ in pickletools.genops(stream)):
+                return True
     except Exception:  # the bytes stop being a pickle: whatever came before named no code
-        return False
+        pass
+    return False

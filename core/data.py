@@ -323,7 +323,7 @@ def _carved(pairs: list[Pair], empty: list[int], src_lang: str, tgt_lang: str, d
 
 # ----- hf: -------------------------------------------------------------------------------
 def hub_offline() -> bool:
-    """Whether HF_HUB_OFFLINE tells us not to ask the Hugging Face Hub (the studio and train_cli read it)."""
+    """Whether HF_HUB_OFFLINE tells us not to ask the Hugging Face Hub (load_hf and the studio read it)."""
     return os.environ.get("HF_HUB_OFFLINE", "").strip().upper() in ("1", "ON", "YES", "TRUE")
 
 

@@ -150,18 +150,22 @@ class Trainer:
         self._running = threading.Event()
         self._running.set()
         self.waiting = False  # paused and waiting between steps (the pause has taken effect)
+        self._pausing = threading.Lock()  # pause/resume and the loop's look at them, one at a time
         self._stop = threading.Event()
 
     # ----- control from other threads ----------------------------------------------
     def pause(self) -> None:
-        self._running.clear()
+        with self._pausing:
+            self._running.clear()
 
     def resume(self) -> None:
-        self._running.set()
+        with self._pausing:
+            self.waiting = False  # now, not when the loop wakes: a pause right after must not read it
+            self._running.set()
 
     def stop(self) -> None:
         self._stop.set()
-        self._running.set()  # wake a paused loop so it can see the stop
+        self.resume()  # wake a paused loop so it can see the stop
 
     @property
     def paused(self) -> bool:
@@ -262,12 +266,19 @@ class Trainer:
         dist.all_reduce(t)
         return float(t.item())
 
+    def _wait_while_paused(self) -> None:
+        """Block while paused, with `waiting` true exactly then (what the studio reports as paused)."""
+        while True:
+            with self._pausing:
+                self.waiting = not self._running.is_set()
+                if not self.waiting:
+                    return
+            self._running.wait()
+
     def run(self, callback: Callable[[StepEvent], None] | None = None) -> None:
         """Train until max_steps or stop(); waits while paused. Evaluates every eval_every steps."""
         while self.step_count < self.config.max_steps and not self.stopped:
-            self.waiting = not self._running.is_set()
-            self._running.wait()
-            self.waiting = False
+            self._wait_while_paused()
             if self.stopped:
                 break
             event = self.step()

@@ -86,11 +86,13 @@ def shipped(tmp_path) -> Path:
 # ----- code in checkpoints -------------------------------------------------------------------
 def test_trainer_pt_carrying_code_is_refused_and_never_runs(tmp_path, shipped):
     payload = live_payload(tmp_path)
-    for body in (payload, None):  # a bare pickle, and torch.save's zip format around the same object
-        if body is None:
-            torch.save({"step": 1, "optimizer": Payload(tmp_path / "PWNED")}, shipped / "trainer.pt")
-        else:
+    # A bare pickle, and torch.save's zip and old formats around the same object.
+    for body in (payload, "zip", "old"):
+        if isinstance(body, bytes):
             (shipped / "trainer.pt").write_bytes(body)
+        else:
+            torch.save({"step": 1, "optimizer": Payload(tmp_path / "PWNED")}, shipped / "trainer.pt",
+                       _use_new_zipfile_serialization=body == "zip")
         with pytest.raises(ValueError, match="refused to load: it holds objects other than tensors"):
             load_trainer_state(shipped)
     assert not (tmp_path / "PWNED").exists()

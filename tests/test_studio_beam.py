@@ -136,3 +136,4 @@ def test_changed_settings_mark_the_shown_search_as_the_previous_one(registry):
     step, run, note, verdict, mine, theirs = settings_changed(registry, done)
     assert not step.interactive and not run.interactive and "Settings changed" not in note
     assert (mine, theirs, verdict) == beam.comparison(registry, done) and verdict
+    assert beam.comparison(registry, done) is beam.comparison(registry, done)  # the Translate side decoded once

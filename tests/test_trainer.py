@@ -76,7 +76,9 @@ def test_pause_resume_and_stop_from_another_thread():
     assert paused_at.wait(30)
     thread.join(0.5)
     assert thread.is_alive() and trainer.paused and seen[-1] == 3  # waits while paused
+    assert trainer.waiting and trainer.step_count == 3  # ...and says so (the studio's "Paused after step 3")
     trainer.resume()
+    assert not trainer.waiting  # at once: a pause right after resuming must not read the old wait
     while len(seen) < 6:
         thread.join(0.05)
     trainer.stop()

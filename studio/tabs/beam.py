@@ -47,6 +47,7 @@ class Search:
     views: list[StepView] = field(default_factory=list)
     notices: list[str] = field(default_factory=list)  # what was changed in the input, and why
     model_key: tuple | None = None  # the model's registry key: a new training run under its name is another model
+    compared: tuple[str, str, str] | None = None  # comparison() once done: the Translate tab's run is decoded once
 
     @property
     def view(self) -> StepView:
@@ -201,6 +202,12 @@ def comparison(registry, search: Search | None) -> tuple[str, str, str]:
     """(stepper's result, Translate's result for the same settings, verdict) once the search is done."""
     if search is None or not search.view.done:
         return "", "", "*Run the search to the end to compare it with the Translate tab.*"
+    if search.compared is None:
+        search.compared = _compare(registry, search)
+    return search.compared
+
+
+def _compare(registry, search: Search) -> tuple[str, str, str]:
     name, text, size, alpha, penalty, max_extra = search.key
     best = search.view.finished[0] if search.view.finished else None
     mine = search.stepper.tokenizer.decode([i for i in best.ids if i != EOS_ID]) if best else ""

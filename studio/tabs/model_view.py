@@ -113,8 +113,9 @@ def lr_figure(bundle: ModelBundle, warmup: float, steps: float):
     c, d_model = training_config(bundle) or PAPER_SCHEDULE, bundle.model.config.d_model
     warmup, steps = max(1, int(warmup)), max(2, int(steps))
     # A warm-up past the steps shown would leave the peak off the curve: draw on to 1.5 × warm-up, and say so.
-    beyond = warmup >= steps
-    steps = max(steps, warmup * 3 // 2)
+    beyond = warmup > steps
+    if beyond:
+        steps = warmup * 3 // 2
     x = np.unique(np.append(np.linspace(1, steps, 400).astype(int), warmup))  # the peak drawn too
     lrs = [learning_rate(int(s), schedule=c.schedule, d_model=d_model, warmup=warmup, factor=c.lr_factor,
                          peak_lr=c.peak_lr) for s in x]

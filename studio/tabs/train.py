@@ -364,7 +364,7 @@ def tick(job: TrainingJob, seen: Seen | None, layer: float, head: float, follow:
     view = job.view()
     names = tuple(job.registry.names())
     key = job.registry.key(picked)
-    renewed = key if model_key and model_key[0] == picked and key != model_key else gr.skip()
+    renewed = key if (model_key is None or model_key[0] == picked) and key != model_key else gr.skip()
     if view.version == seen.version and names == seen.names:
         return (*(gr.skip(),) * 16, renewed)
     picker = gr.Dropdown(choices=list(names)) if names != seen.names else gr.skip()

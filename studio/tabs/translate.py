@@ -105,12 +105,14 @@ def translate(registry, name: str | None, text: str, method: str, beam_size: flo
 
 def model_changed(registry, name: str | None, current: Current):
     """Another model picked (or a new run under the picked name): the translation on screen is not its
-    own, so it goes, with a note; the source stays in its box for Translate."""
-    if current is None or current.model is None:
+    own, so it goes, with a note; the source stays in its box for Translate. A translation made with the
+    picked model already (Translate pressed before its key reached the page) stays."""
+    key = registry.key(name)
+    if current is None or current.model is None or current.key == key:
         return gr.skip(), gr.skip(), gr.skip(), gr.skip()
-    new_run = " (a new training run)" if name == current.model and current.key != registry.key(name) else ""
-    return "", plots.empty("no translation yet"), [], (f"*Model changed to **{md(name)}**{new_run}: press "
-                                                       f"Translate for its translation.*")
+    new_run = key is not None and key[0] == current.model
+    what = "A new training run took this model's name" if new_run else "Another model is picked"
+    return "", plots.empty("no translation yet"), [], f"*{what}: press Translate for its translation.*"
 
 
 def picked_examples(registry, name: str | None) -> list[str]:
