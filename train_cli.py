@@ -568,20 +568,10 @@ def write_output(path: Path, text: str) -> None:
 
 
 def data_files(spec: str | None) -> list[Path]:
-    """The local files a --data files:... spec reads (a folder's split files, a TSV, or A,B), for check_output."""
-    from core.data import SPLIT_FILE
+    """The local files a --data files:... spec reads, for check_output."""
+    from core.data import local_files
 
-    if not spec or not spec.startswith("files:"):
-        return []
-    path_spec = spec[len("files:"):]
-    path = Path(path_spec).expanduser()
-    if path.is_dir():
-        return [p for p in path.iterdir() if p.is_file() and SPLIT_FILE.fullmatch(p.name)]
-    if path.exists():
-        return [path]
-    named = re.fullmatch(r"(.+):[A-Za-z_]+-[A-Za-z_]+", path_spec)  # a TSV with its columns' languages
-    candidates = [named[1]] if named else path_spec.split(",", 1)
-    return [Path(p.strip()).expanduser() for p in candidates]
+    return local_files(spec[len("files:"):]) if spec and spec.startswith("files:") else []
 
 
 def report_notices(results, where: str) -> None:

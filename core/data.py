@@ -160,6 +160,9 @@ def _empty_report(description: dict, empty: dict[str, list[int]]) -> None:
 
 
 # ----- files: ----------------------------------------------------------------------------
+TSV_COLUMNS = re.compile(r"(.+):([A-Za-z_]+)-([A-Za-z_]+)")  # PATH.tsv[.gz]:LANG1-LANG2
+
+
 def load_files(path_spec: str, src_lang: str | None = None, tgt_lang: str | None = None, *,
                seed: int = 0) -> ParallelCorpus:
     """``files:`` corpora: a folder of split files, a TSV file, or ``A,B`` aligned files."""
@@ -167,7 +170,7 @@ def load_files(path_spec: str, src_lang: str | None = None, tgt_lang: str | None
     if path.is_dir():
         return _load_folder(path, src_lang, tgt_lang)
     columns = None
-    match = re.fullmatch(r"(.+):([A-Za-z_]+)-([A-Za-z_]+)", path_spec)
+    match = TSV_COLUMNS.fullmatch(path_spec)
     if not path.exists() and match:
         path, columns = Path(match[1]).expanduser(), (match[2], match[3])
     if path.name.endswith((".tsv", ".tsv.gz")):
@@ -181,6 +184,17 @@ def load_files(path_spec: str, src_lang: str | None = None, tgt_lang: str | None
         raise FileNotFoundError(f"files:{path_spec}: no such file or folder")
     raise ValueError(f"files:{path_spec}: expected a folder of {{train,val,test}}.{{lang}}[.gz] files, "
                      f"a .tsv or .tsv.gz file, or two aligned files A,B")
+
+
+def local_files(path_spec: str) -> list[Path]:
+    """The files load_files(path_spec) would read: a folder's split files, the TSV, or A and B."""
+    path = Path(path_spec).expanduser()
+    if path.is_dir():
+        return [p for p in sorted(path.iterdir()) if p.is_file() and SPLIT_FILE.fullmatch(p.name)]
+    if path.exists():
+        return [path]
+    match = TSV_COLUMNS.fullmatch(path_spec)
+    return [Path(p.strip()).expanduser() for p in ([match[1]] if match else path_spec.split(",", 1))]
 
 
 SPLIT_FILE = re.compile(r"(?P<split>[^.]+)\.(?P<lang>[A-Za-z_-]+)(?P<gz>\.gz)?")

@@ -20,7 +20,7 @@ from ..app import Shell
 from ..limits import HEAVY, clean_input
 from ..text import clip, guard, info, md, warn
 from ..widgets import Slider
-from .translate import Current
+from .translate import Current, switched
 
 STACKS = {"Encoder self-attention": "encoder", "Decoder self-attention": "decoder",
           "Cross-attention (decoder → encoder)": "cross"}
@@ -101,11 +101,6 @@ def header(analysis: Analysis | None) -> str:
         return "*No sentence yet: translate one on the Translate tab, or type one here.*"
     return (f"**Model:** {md(analysis.model)}  \n**Source:** {md(analysis.source)}  \n"
             f"**Translation:** {md(analysis.translation)}")
-
-
-def switched(registry, current: Current, picked: str | None) -> bool:
-    """Whether the picked model is not the one current was translated with (same name: a new run)."""
-    return current.model is not None and current.key != registry.key(picked)
 
 
 def translated_with(current: Current, picked: str | None) -> str:

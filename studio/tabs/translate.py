@@ -103,13 +103,18 @@ def translate(registry, name: str | None, text: str, method: str, beam_size: flo
             Current(name, text, list(t.ids), opts, key))
 
 
+def switched(registry, current: Current, picked: str | None) -> bool:
+    """Whether the picked model is not the one current was translated with (same name: a new run)."""
+    return current.model is not None and current.key != registry.key(picked)
+
+
 def model_changed(registry, name: str | None, current: Current):
     """Another model picked (or a new run under the picked name): the translation on screen is not its
     own, so it goes, with a note; the source stays in its box for Translate. A translation made with the
     picked model already (Translate pressed before its key reached the page) stays."""
-    key = registry.key(name)
-    if current is None or current.model is None or current.key == key:
+    if current is None or not switched(registry, current, name):
         return gr.skip(), gr.skip(), gr.skip(), gr.skip()
+    key = registry.key(name)
     new_run = key is not None and key[0] == current.model
     what = "A new training run took this model's name" if new_run else "Another model is picked"
     return "", plots.empty("no translation yet"), [], f"*{what}: press Translate for its translation.*"
@@ -176,6 +181,5 @@ def build(shell: Shell):
     gr.on([shell.demo.load, shell.model_key.change], guard(partial(examples_update, shell.registry)),
           inputs=shell.model, outputs=examples)
     shell.model_key.change(guard(partial(model_changed, shell.registry)), inputs=[shell.model, current],
-                           outputs=outputs[:4],
-                           show_progress="hidden")
+                           outputs=outputs[:4], show_progress="hidden")
     return current
