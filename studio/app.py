@@ -57,6 +57,8 @@ body.presenter { --text-xs: 16px; --text-sm: 18px; --text-md: 21px; --text-lg: 2
   --button-large-text-size: 22px; --button-medium-text-size: 20px; --button-small-text-size: 18px;
   --table-text-size: 20px; --block-info-text-size: 18px; --block-info-text-color: #111; }
 body.presenter .gradio-container { background: #fff; }
+/* On a projector's 720 lines the tab's content needs the room; the window's title names the app. */
+body.presenter #studio-title { display: none; }
 body.presenter .tab-wrapper button { font-size: 21px; font-weight: 700; color: #000; }
 """
 # Attention tab, head ablation: a row of boxes per layer, a column per head (heads-N comes with the
@@ -285,13 +287,13 @@ def build_app(registry: ModelRegistry, selected: str | None = None, checkpoints_
     # Uploaded files are copied by the callbacks that use them; Gradio's copies older than two
     # hours are deleted (checked hourly), so visitors' uploads cannot fill the disk over time.
     with gr.Blocks(title="Transformer Studio", analytics_enabled=False, delete_cache=(3600, 7200)) as demo:
-        with gr.Row(equal_height=True):
-            gr.Markdown("## Transformer Studio — “Attention Is All You Need”, opened up")
-            presenter = gr.Checkbox(label="Presenter mode (large type, high contrast)", value=False,
-                                    elem_id="presenter-switch", container=False, scale=0, min_width=300)
+        gr.Markdown("## Transformer Studio — “Attention Is All You Need”, opened up", elem_id="studio-title")
         with gr.Row(equal_height=True):
             picker = gr.Dropdown(choices=names, value=selected, label="Model", scale=1, allow_custom_value=False)
             status = gr.Markdown(status_line(registry, selected), elem_classes="status-line")
+            with gr.Column(scale=0, min_width=320):  # a bare checkbox's box would take a third of the row
+                presenter = gr.Checkbox(label="Presenter mode (large type, high contrast)", value=False,
+                                        elem_id="presenter-switch", container=False)
         shell = Shell(registry, picker, demo, gr.State(registry.key(selected)))
         with gr.Accordion("Open another checkpoint", open=False):
             upload = gr.File(label="A checkpoint: config.json, model.safetensors and tokenizer.json "

@@ -16,6 +16,7 @@ from plotly.subplots import make_subplots  # masks only
 
 FONT = dict(family="DejaVu Sans, Arial, sans-serif", size=14, color="#111")
 ATTENTION_SCALE = "Blues"
+WORD_START, SHOWN_WORD_START = "\u2581", "\u2423"  # the tokenizer's metaspace; the visible-space sign
 _AXIS = dict(gridcolor="#e5e5e5", linecolor="#999", zerolinecolor="#ccc")
 # A small template of our own: applying "plotly_white" costs ~0.1 s per figure.
 TEMPLATE = go.layout.Template(layout=dict(font=FONT, paper_bgcolor="white", plot_bgcolor="white",
@@ -23,7 +24,10 @@ TEMPLATE = go.layout.Template(layout=dict(font=FONT, paper_bgcolor="white", plot
 
 
 def label(token: str) -> str:
-    return html.escape(str(token), quote=False)
+    """A token (or any text) as plot text: escaped, and a sub-word's word-start marker "▁" drawn
+    as a grey "␣" (in most fonts "▁" is a bar on the baseline that reads as "_")."""
+    grey_marker = f'<span style="color:#999">{SHOWN_WORD_START}</span>'
+    return html.escape(str(token), quote=False).replace(WORD_START, grey_marker)
 
 
 def _layout(fig: go.Figure, title: str, height: int, **kwargs) -> go.Figure:
@@ -58,7 +62,7 @@ def token_probabilities(tokens: Sequence[str], logprobs: Sequence[float]) -> go.
         hovertemplate="%{customdata[0]}<br>p = %{y:.3f}<br>log p = %{customdata[1]}<extra></extra>"))
     fig.update_xaxes(_token_axis(tokens, tickangle=-45))
     fig.update_yaxes(range=[0, 1.02], title="p(token | prefix, source)")
-    return _layout(fig, "Probability of each output token (orange: below 0.5)", 380)
+    return _layout(fig, f"Probability of each output token (orange: below 0.5; {SHOWN_WORD_START} starts a word)", 380)
 
 
 # ----- Attention ------------------------------------------------------------------------
@@ -200,8 +204,9 @@ NODE_STYLE = {  # status -> (name in legend, marker)
 
 
 def beam_tree(nodes: Sequence[dict], current_step: int) -> go.Figure:
-    """nodes: dicts with step, y, parent_y (None for the root), token, status, token_logprob,
-    logprob, score. Edges run from parent to child; the current step's column is shaded."""
+    """nodes: dicts with step, y (in rows), parent_y (None for the root), token, status,
+    token_logprob, logprob, score. Edges run from parent to child; the current step's column is
+    shaded. A node's token is written above it."""
     fig = go.Figure()
     for kept, color, dash in ((False, "#d0d0d0", "dot"), (True, "#5a8fc0", "solid")):
         xs, ys = [], []
@@ -211,15 +216,17 @@ def beam_tree(nodes: Sequence[dict], current_step: int) -> go.Figure:
                 ys += [n["parent_y"], n["y"], None]
         fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines", hoverinfo="skip", showlegend=False,
                                  line=dict(color=color, width=2 if kept else 1, dash=dash)))
-    for status, (name, marker) in NODE_STYLE.items():
+    # Pruned marks first, under the others' words; the legend keeps NODE_STYLE's order.
+    for status in sorted(NODE_STYLE, key=lambda s: s != "pruned"):
+        name, marker = NODE_STYLE[status]
         group = [n for n in nodes if n["status"] == status]
         if not group:
             continue
         current = [n["step"] == current_step and status in ("live", "finished") for n in group]
         fig.add_trace(go.Scatter(
-            x=[n["step"] for n in group], y=[n["y"] for n in group], name=name,
+            x=[n["step"] for n in group], y=[n["y"] for n in group], name=name, legendrank=list(NODE_STYLE).index(status),
             mode="markers" if status == "pruned" else "markers+text",  # pruned: token on hover only
-            text=[label(n["token"]) for n in group], textposition="middle right", textfont=dict(size=14),
+            text=[label(n["token"]) for n in group], textposition="top center", textfont=dict(size=13),
             marker=dict(**marker, line=dict(width=[3 if c else 0 for c in current], color="#d95f02")),
             customdata=[[label(n["token"]), n["token_logprob"], n["logprob"], n["score"]] for n in group],
             hovertemplate=("%{customdata[0]}<br>log p(token) %{customdata[1]:.3f}<br>cumulative log p "
@@ -230,9 +237,11 @@ def beam_tree(nodes: Sequence[dict], current_step: int) -> go.Figure:
     last = max([n["step"] for n in nodes] + [1])
     fig.update_xaxes(title="step (output tokens so far)", dtick=1, range=[-0.5, last + 0.9])
     fig.update_yaxes(visible=False, autorange="reversed")
-    rows = len({n["y"] for n in nodes})
-    return _layout(fig, "Search tree (orange ring: chosen at this step)", int(min(1100, max(380, 60 + 24 * rows))),
-                   legend=dict(orientation="h", y=-0.12))
+    # A row holds a word above a marker; a wide beam's tree grows tall rather than overprinting.
+    rows = max(n["y"] for n in nodes) - min(n["y"] for n in nodes) + 1
+    return _layout(fig, f"Search tree (orange ring: chosen at this step; {SHOWN_WORD_START} starts a word)",
+                   int(min(2600, max(380, 190 + 32 * rows))), margin=dict(l=30, r=30, t=100, b=60),
+                   legend=dict(orientation="h", x=0, y=1, yanchor="bottom"))
 
 
 def cross_attention_rows(layers: Sequence[np.ndarray], source: Sequence[str], title: str) -> go.Figure:

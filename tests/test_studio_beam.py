@@ -116,6 +116,25 @@ def test_render_draws_tree_table_attention_and_button_states(registry):
     assert "<eos>" in finished.layout.title.text or "&lt;eos&gt;" in finished.layout.title.text
 
 
+def test_tree_layout_keeps_words_apart_and_chains_straight(registry):
+    """Every written word (kept, finished, the start) has a row of its own in its step's column; a
+    hypothesis sits on its best kept child's line; pruned children lie just below their parent."""
+    nodes = beam.tree_nodes(act(registry, "run", None, beam_size=5).views)
+    by_key = {n["key"]: n for n in nodes}
+    for step in {n["step"] for n in nodes}:
+        rows = sorted(n["y"] for n in nodes if n["step"] == step and n["status"] != "pruned")
+        assert all(b - a >= 1 for a, b in zip(rows, rows[1:])), (step, rows)
+    for n in nodes:
+        kids = [k for k in nodes if k["key"][:-1] == n["key"] and len(k["key"]) == len(n["key"]) + 1]
+        kept = [k for k in kids if k["status"] != "pruned"]
+        if kept:
+            assert n["y"] == max(kept, key=lambda k: k["logprob"])["y"]
+        for k in kids:
+            if k["status"] == "pruned":
+                assert n["y"] < k["y"] <= n["y"] + beam.PRUNED_FAN
+            assert k["parent_y"] == by_key[n["key"]]["y"]
+
+
 def test_example_picker_offers_the_models_sentences(registry):
     picker = beam.example_choices(registry, "studio-tiny")
     assert [choice[0] for choice in picker.choices] == SENTENCES and picker.visible

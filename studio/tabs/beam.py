@@ -25,6 +25,7 @@ from .translate import picked_examples
 
 BEAM_RANGE = (1, 16)
 DEFAULT_BEAM = 4  # the paper's (section 6.1)
+PRUNED_FAN = 0.6  # the search tree's pruned children lie within this much of a row below their parent
 TABLE_HEADERS = ["hypothesis", "cumulative log p", "normalised score", "tokens"]
 
 
@@ -144,7 +145,7 @@ def act(action: str, registry, search: Search | None, name, text, beam_size, alp
 
 # ----- what is shown ---------------------------------------------------------------------------
 def tree_nodes(views: list[StepView]) -> list[dict]:
-    """Every hypothesis considered so far as a node with a y position (children near their parent)."""
+    """Every hypothesis considered so far as a node with a y position in rows."""
     root = {"key": (), "step": 0, "token": "<bos>", "status": "root", "token_logprob": 0.0, "logprob": 0.0,
             "score": 0.0}
     nodes, children = {(): root}, {(): []}
@@ -157,15 +158,25 @@ def tree_nodes(views: list[StepView]) -> list[dict]:
                           "token_logprob": c.token_logprob, "logprob": c.logprob, "score": c.score}
             children.setdefault(parent, []).append(key)
             children.setdefault(key, [])
-    y = 0
+    y = -1.0
 
     def place(key: tuple) -> float:
+        """Lay out key's subtree in the rows below those used so far: key sits on its best kept
+        child's line (a chain of kept hypotheses is one straight line), its other kept children
+        below it, each on a row of its own; pruned children, unlabelled, fan out just below key."""
         nonlocal y
-        kids = sorted(children.get(key, []), key=lambda k: -nodes[k]["logprob"])
-        if not kids:
-            nodes[key]["y"], y = y, y + 1
+        kids = sorted(children[key], key=lambda k: -nodes[k]["logprob"])
+        kept = [k for k in kids if nodes[k]["status"] != "pruned"]
+        if kept:
+            nodes[key]["y"] = place(kept[0])
+            for kid in kept[1:]:
+                place(kid)
         else:
-            nodes[key]["y"] = sum(place(k) for k in kids) / len(kids)
+            y += 1
+            nodes[key]["y"] = y
+        pruned = [k for k in kids if nodes[k]["status"] == "pruned"]
+        for i, kid in enumerate(pruned, 1):
+            nodes[kid]["y"] = nodes[key]["y"] + PRUNED_FAN * i / len(pruned)
         return nodes[key]["y"]
 
     place(())
@@ -180,7 +191,8 @@ def _hypotheses(view: StepView) -> list[tuple[str, HypothesisView]]:
 
 
 def table(view: StepView) -> list[list]:
-    return [[name, round(h.logprob, 4), round(h.score, 4), " ".join(h.tokens)] for name, h in _hypotheses(view)]
+    return [[name, round(h.logprob, 4), round(h.score, 4),
+             " ".join(h.tokens).replace(plots.WORD_START, plots.SHOWN_WORD_START)] for name, h in _hypotheses(view)]
 
 
 def attention_figure(search: Search | None, choice: str | None):
