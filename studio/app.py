@@ -291,7 +291,7 @@ def build_app(registry: ModelRegistry, selected: str | None = None, checkpoints_
         with gr.Row(equal_height=True):
             picker = gr.Dropdown(choices=names, value=selected, label="Model", scale=1, allow_custom_value=False)
             status = gr.Markdown(status_line(registry, selected), elem_classes="status-line")
-            with gr.Column(scale=0, min_width=320):  # a bare checkbox's box would take a third of the row
+            with gr.Column(scale=0, min_width=240):  # a bare checkbox's box would take a third of the row
                 presenter = gr.Checkbox(label="Presenter mode (large type, high contrast)", value=False,
                                         elem_id="presenter-switch", container=False)
         shell = Shell(registry, picker, demo, gr.State(registry.key(selected)))
