@@ -23,11 +23,26 @@ TEMPLATE = go.layout.Template(layout=dict(font=FONT, paper_bgcolor="white", plot
                                           xaxis=_AXIS, yaxis=_AXIS))
 
 
+def shown(token: str) -> str:
+    """A token as plain text, its word-start marker "▁" written "␣" (in most fonts "▁" is a bar on
+    the baseline that reads as "_")."""
+    return str(token).replace(WORD_START, SHOWN_WORD_START)
+
+
 def label(token: str) -> str:
-    """A token (or any text) as plot text: escaped, and a sub-word's word-start marker "▁" drawn
-    as a grey "␣" (in most fonts "▁" is a bar on the baseline that reads as "_")."""
+    """A token (or any text) as plot text on white: escaped, the word-start marker a grey "␣"."""
     grey_marker = f'<span style="color:#999">{SHOWN_WORD_START}</span>'
     return html.escape(str(token), quote=False).replace(WORD_START, grey_marker)
+
+
+def hover_text(token: str) -> str:
+    """A token for a hover box, which takes its trace's colour: there a grey marker would vanish."""
+    return html.escape(shown(token), quote=False)
+
+
+def word_start_note(tokens: Sequence[str]) -> str:
+    """"; ␣ starts a word" for a title, if any of tokens has the marker (word-level tokenizers have none)."""
+    return f"; {SHOWN_WORD_START} starts a word" if any(WORD_START in t for t in tokens) else ""
 
 
 def _layout(fig: go.Figure, title: str, height: int, **kwargs) -> go.Figure:
@@ -55,20 +70,20 @@ def empty(message: str, height: int = 300) -> go.Figure:
 def token_probabilities(tokens: Sequence[str], logprobs: Sequence[float]) -> go.Figure:
     """One bar per output token: the probability the model gave it when it was chosen."""
     probs = np.exp(np.asarray(logprobs, dtype=float))
-    labels = [label(t) for t in tokens]
+    labels = [hover_text(t) for t in tokens]
     fig = go.Figure(go.Bar(
         x=list(range(len(tokens))), y=probs, marker_color=np.where(probs < 0.5, "#d95f02", "#1b6ca8"),
         customdata=np.stack([labels, [f"{lp:.3f}" for lp in logprobs]], axis=-1) if len(tokens) else None,
         hovertemplate="%{customdata[0]}<br>p = %{y:.3f}<br>log p = %{customdata[1]}<extra></extra>"))
     fig.update_xaxes(_token_axis(tokens, tickangle=-45))
     fig.update_yaxes(range=[0, 1.02], title="p(token | prefix, source)")
-    return _layout(fig, f"Probability of each output token (orange: below 0.5; {SHOWN_WORD_START} starts a word)", 380)
+    return _layout(fig, f"Probability of each output token (orange: below 0.5{word_start_note(tokens)})", 380)
 
 
 # ----- Attention ------------------------------------------------------------------------
 def _heatmap(weights: np.ndarray, rows: Sequence[str], cols: Sequence[str], showscale: bool) -> go.Heatmap:
-    r = [label(t) for t in rows]
-    c = [label(t) for t in cols]
+    r = [hover_text(t) for t in rows]
+    c = [hover_text(t) for t in cols]
     hover = np.array([[f"{r[i]} → {c[j]}" for j in range(len(c))] for i in range(len(r))])
     return go.Heatmap(z=weights, x=list(range(len(c))), y=list(range(len(r))), colorscale=ATTENTION_SCALE,
                       zmin=0.0, zmax=1.0, showscale=showscale, customdata=hover,
@@ -82,7 +97,7 @@ def attention_grid(maps: np.ndarray, rows: Sequence[str], cols: Sequence[str], t
     n_layers, n_cols, q, k = maps.shape
     z = np.full((n_layers * (q + 1) - 1, n_cols * (k + 1) - 1), np.nan)
     hover = np.full(z.shape, "", dtype=object)
-    pairs = np.array([[f"{label(r)} → {label(c)}" for c in cols] for r in rows], dtype=object)
+    pairs = np.array([[f"{hover_text(r)} → {hover_text(c)}" for c in cols] for r in rows], dtype=object)
     for l in range(n_layers):
         for h in range(n_cols):
             block = np.s_[l * (q + 1):l * (q + 1) + q, h * (k + 1):h * (k + 1) + k]
@@ -222,25 +237,33 @@ def beam_tree(nodes: Sequence[dict], current_step: int) -> go.Figure:
         group = [n for n in nodes if n["status"] == status]
         if not group:
             continue
-        current = [n["step"] == current_step and status in ("live", "finished") for n in group]
         fig.add_trace(go.Scatter(
-            x=[n["step"] for n in group], y=[n["y"] for n in group], name=name, legendrank=list(NODE_STYLE).index(status),
+            x=[n["step"] for n in group], y=[n["y"] for n in group], name=name,
+            legendrank=list(NODE_STYLE).index(status),
             mode="markers" if status == "pruned" else "markers+text",  # pruned: token on hover only
             text=[label(n["token"]) for n in group], textposition="top center", textfont=dict(size=13),
-            marker=dict(**marker, line=dict(width=[3 if c else 0 for c in current], color="#d95f02")),
-            customdata=[[label(n["token"]), n["token_logprob"], n["logprob"], n["score"]] for n in group],
+            marker=marker,
+            customdata=[[hover_text(n["token"]), n["token_logprob"], n["logprob"], n["score"]] for n in group],
             hovertemplate=("%{customdata[0]}<br>log p(token) %{customdata[1]:.3f}<br>cumulative log p "
                            "%{customdata[2]:.3f}<br>normalised score %{customdata[3]:.3f}<extra>" + name + "</extra>")))
-    if current_step > 0:
+    # A ring around what this step chose, as its own trace: rings on the node traces' points
+    # would draw the first point's ring in the legend too.
+    chosen = [n for n in nodes if n["step"] == current_step and n["status"] in ("live", "finished")]
+    fig.add_trace(go.Scatter(x=[n["step"] for n in chosen], y=[n["y"] for n in chosen], mode="markers",
+                             marker=dict(symbol="circle-open", size=21, color="#d95f02", line=dict(width=3)),
+                             hoverinfo="skip", showlegend=False))
+    if current_step > 0:  # unlabelled: any label in the column would sit on a word
         fig.add_vrect(x0=current_step - 0.4, x1=current_step + 0.4, fillcolor="#fdd0a2", opacity=0.35,
-                      line_width=0, annotation_text="this step", annotation_position="top left")
+                      line_width=0)
     last = max([n["step"] for n in nodes] + [1])
     fig.update_xaxes(title="step (output tokens so far)", dtick=1, range=[-0.5, last + 0.9])
-    fig.update_yaxes(visible=False, autorange="reversed")
-    # A row holds a word above a marker; a wide beam's tree grows tall rather than overprinting.
-    rows = max(n["y"] for n in nodes) - min(n["y"] for n in nodes) + 1
-    return _layout(fig, f"Search tree (orange ring: chosen at this step; {SHOWN_WORD_START} starts a word)",
-                   int(min(2600, max(380, 190 + 32 * rows))), margin=dict(l=30, r=30, t=100, b=60),
+    # Room above the top row for its words; below the bottom one for its pruned marks.
+    top, bottom = min(n["y"] for n in nodes) - 0.9, max(n["y"] for n in nodes) + 0.7
+    fig.update_yaxes(visible=False, range=[bottom, top])
+    # A row holds a word above a marker: a wide beam's tree grows tall (to 2,600 px) rather than overprinting.
+    note = word_start_note([n["token"] for n in nodes])
+    return _layout(fig, f"Search tree (shaded: this step; orange ring: chosen in it{note})",
+                   int(min(2600, max(380, 160 + 32 * (bottom - top)))), margin=dict(l=30, r=30, t=100, b=60),
                    legend=dict(orientation="h", x=0, y=1, yanchor="bottom"))
 
 

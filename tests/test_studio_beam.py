@@ -7,6 +7,7 @@ import pytest
 
 from _studio import SENTENCES, studio_bundle, studio_registry
 from core.decoding import DecodeOptions, translate_detailed
+from studio import plots
 from studio.tabs import beam
 
 SETTINGS = dict(name="studio-tiny", text=SENTENCES[0], beam_size=3, alpha=0.6, penalty="gnmt", max_extra=6)
@@ -133,6 +134,29 @@ def test_tree_layout_keeps_words_apart_and_chains_straight(registry):
             if k["status"] == "pruned":
                 assert n["y"] < k["y"] <= n["y"] + beam.PRUNED_FAN
             assert k["parent_y"] == by_key[n["key"]]["y"]
+
+
+def test_word_start_marker_is_drawn_as_a_visible_space():
+    """The tokenizer's "▁" reads as "_" in most fonts: plot text shows a grey "␣" (escaped text
+    around it), hover boxes and plain text a plain one; titles explain it only when it occurs."""
+    assert plots.label("▁a<b>") == '<span style="color:#999">␣</span>a&lt;b&gt;'
+    assert plots.hover_text("▁a<b>") == "␣a&lt;b&gt;" and plots.shown("▁a<b>") == "␣a<b>"
+    assert plots.word_start_note(["<bos>", "▁Ein", "e"]) and not plots.word_start_note(["<bos>", "ein"])
+    nodes = [{"key": (), "step": 0, "y": 0.0, "parent_y": None, "token": "<bos>", "status": "root",
+              "token_logprob": 0.0, "logprob": 0.0, "score": 0.0},
+             {"key": (5,), "step": 1, "y": 0.0, "parent_y": 0.0, "token": "▁dog", "status": "live",
+              "token_logprob": -0.1, "logprob": -0.1, "score": -0.1},
+             {"key": (6,), "step": 1, "y": 0.6, "parent_y": 0.0, "token": "cat", "status": "pruned",
+              "token_logprob": -2.0, "logprob": -2.0, "score": -2.0}]
+    tree = plots.beam_tree(nodes, 1)
+    assert "␣ starts a word" in tree.layout.title.text
+    assert "starts a word" not in plots.beam_tree([{**n, "token": "dog"} if n["key"] else n for n in nodes], 1
+                                                  ).layout.title.text
+    low, high = sorted(tree.layout.yaxis.range)
+    assert low < 0 - 0.5 and high > 0.6  # room above the top word and below the last pruned mark
+    named = [t for t in tree.data if t.name]
+    assert [t.name for t in sorted(named, key=lambda t: t.legendrank)] == ["start", "kept (live)", "pruned"]
+    assert named[0].name == "pruned"  # drawn first, under the words
 
 
 def test_example_picker_offers_the_models_sentences(registry):

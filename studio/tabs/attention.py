@@ -92,8 +92,7 @@ def bertviz_views(analysis: Analysis | None) -> tuple[str, str]:
     if analysis is None:
         return "", ""
     attention = {k: [torch.from_numpy(m[None]) for m in v] for k, v in analysis.maps.items()}
-    source, target = ([t.replace(plots.WORD_START, plots.SHOWN_WORD_START) for t in tokens]
-                      for tokens in (analysis.src_tokens, analysis.dec_tokens))
+    source, target = ([plots.shown(t) for t in tokens] for tokens in (analysis.src_tokens, analysis.dec_tokens))
     return (bertviz_offline.head_view(attention, source, target),
             bertviz_offline.model_view(attention, source, target))
 

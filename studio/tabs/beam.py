@@ -192,7 +192,7 @@ def _hypotheses(view: StepView) -> list[tuple[str, HypothesisView]]:
 
 def table(view: StepView) -> list[list]:
     return [[name, round(h.logprob, 4), round(h.score, 4),
-             " ".join(h.tokens).replace(plots.WORD_START, plots.SHOWN_WORD_START)] for name, h in _hypotheses(view)]
+             " ".join(plots.shown(t) for t in h.tokens)] for name, h in _hypotheses(view)]
 
 
 def attention_figure(search: Search | None, choice: str | None):
