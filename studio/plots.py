@@ -41,7 +41,7 @@ def hover_text(token: str) -> str:
 
 
 def word_start_note(tokens: Sequence[str]) -> str:
-    """"; ␣ starts a word" for a title, if any of tokens has the marker (word-level tokenizers have none)."""
+    """A title's note "; ␣ starts a word", if any of tokens has the marker (word-level tokenizers have none)."""
     return f"; {SHOWN_WORD_START} starts a word" if any(WORD_START in t for t in tokens) else ""
 
 
