@@ -81,12 +81,15 @@ def token_probabilities(tokens: Sequence[str], logprobs: Sequence[float]) -> go.
 
 
 # ----- Attention ------------------------------------------------------------------------
+def _pairs(rows: Sequence[str], cols: Sequence[str]) -> np.ndarray:
+    """(Q, K) hover text "query → key" of an attention map."""
+    r, c = [hover_text(t) for t in rows], [hover_text(t) for t in cols]
+    return np.array([[f"{q} → {k}" for k in c] for q in r], dtype=object)
+
+
 def _heatmap(weights: np.ndarray, rows: Sequence[str], cols: Sequence[str], showscale: bool) -> go.Heatmap:
-    r = [hover_text(t) for t in rows]
-    c = [hover_text(t) for t in cols]
-    hover = np.array([[f"{r[i]} → {c[j]}" for j in range(len(c))] for i in range(len(r))])
-    return go.Heatmap(z=weights, x=list(range(len(c))), y=list(range(len(r))), colorscale=ATTENTION_SCALE,
-                      zmin=0.0, zmax=1.0, showscale=showscale, customdata=hover,
+    return go.Heatmap(z=weights, x=list(range(len(cols))), y=list(range(len(rows))), colorscale=ATTENTION_SCALE,
+                      zmin=0.0, zmax=1.0, showscale=showscale, customdata=_pairs(rows, cols),
                       hovertemplate="%{customdata}<br>weight %{z:.3f}<extra></extra>")
 
 
@@ -97,7 +100,7 @@ def attention_grid(maps: np.ndarray, rows: Sequence[str], cols: Sequence[str], t
     n_layers, n_cols, q, k = maps.shape
     z = np.full((n_layers * (q + 1) - 1, n_cols * (k + 1) - 1), np.nan)
     hover = np.full(z.shape, "", dtype=object)
-    pairs = np.array([[f"{hover_text(r)} → {hover_text(c)}" for c in cols] for r in rows], dtype=object)
+    pairs = _pairs(rows, cols)
     for l in range(n_layers):
         for h in range(n_cols):
             block = np.s_[l * (q + 1):l * (q + 1) + q, h * (k + 1):h * (k + 1) + k]
