@@ -36,6 +36,7 @@ from .tokenizer import Tokenizer
 
 FORMAT_VERSION = 1
 FILES = ("model.safetensors", "config.json", "tokenizer.json")
+OPTIONAL_FILES = ("trainer.pt",)
 # What torch's weights-only unpickler says of a pickle that names a class or function (loading it would
 # call them, so it could run code); of damaged bytes it says other things ("Unsupported operand 149").
 NAMES_CODE = re.compile(r"GLOBAL|unrecognized function|Can only (create new object|build)")
@@ -78,6 +79,7 @@ def save_checkpoint(path: str | Path, bundle: ModelBundle, trainer_state: dict[s
     """Write bundle (and optionally the trainer state) to the directory path, atomically.
     half=True stores float16 weights (for shipping); they load back as float32."""
     path = Path(path)
+    _check_replaceable(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     _remove_stale_saves(path)
     tmp = path.with_name(f".{path.name}.saving-{os.getpid()}")
@@ -103,6 +105,18 @@ def save_checkpoint(path: str | Path, bundle: ModelBundle, trainer_state: dict[s
                                      f"the previous checkpoint there, if any, is unchanged") from exc
         raise
     return path
+
+
+def _check_replaceable(path: Path) -> None:
+    """A save replaces the directory at path whole, so it must hold nothing but a checkpoint's files:
+    saving to a folder of runs or notes by mistake would otherwise delete them."""
+    if path.exists() and not path.is_dir():
+        raise ValueError(f"cannot save a checkpoint to {path}: it is a file, not a directory")
+    others = sorted(p.name for p in path.iterdir() if p.name not in FILES + OPTIONAL_FILES) if path.exists() else []
+    if others:
+        shown = ", ".join(others[:5]) + (f" and {len(others) - 5} more" if len(others) > 5 else "")
+        raise ValueError(f"cannot save a checkpoint to {path}: the folder holds other files ({shown}), "
+                         f"which saving would delete; choose a new or empty folder")
 
 
 def _remove_stale_saves(path: Path) -> None:
@@ -252,7 +266,8 @@ def _load_weights(model: Transformer, file: Path) -> None:
 def average_checkpoints(bundles: Sequence[ModelBundle]) -> ModelBundle:
     """Section 6.1: "a single model obtained by averaging the last 5 checkpoints". The element-wise
     mean of the bundles' weights (all of one model config), each tied matrix averaged once; the
-    tokenizer and info of the last bundle."""
+    tokenizer and info of the last bundle, less its metrics (they measured that checkpoint, not the
+    average), and no path: saving it must go to a folder of its own."""
     if not bundles:
         raise ValueError("no checkpoints to average")
     config = bundles[0].model.config
@@ -267,7 +282,8 @@ def average_checkpoints(bundles: Sequence[ModelBundle]) -> ModelBundle:
     model = Transformer(config)
     model.load_state_dict(mean, strict=False)  # the tied names left out share the one tensor loaded
     last = bundles[-1]
-    return ModelBundle(model.eval(), last.tokenizer, dict(last.info), last.path)
+    info = {key: value for key, value in last.info.items() if key != "metrics"}
+    return ModelBundle(model.eval(), last.tokenizer, info)
 
 
 def load_trainer_state(path: str | Path) -> dict[str, Any] | None:

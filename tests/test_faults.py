@@ -370,5 +370,21 @@ def test_hidden_copies_of_dead_saves_are_cleaned_up(tmp_path):
     assert not stale.exists() and live.exists()
 
 
+def test_a_save_never_deletes_a_folder_that_is_not_a_checkpoint(tmp_path):
+    runs = tmp_path / "runs"
+    (runs / "step-1").mkdir(parents=True)
+    (runs / "notes.txt").write_text("keep me")
+    trainer = make_trainer()
+    with pytest.raises(ValueError, match=r"runs: the folder holds other files \(notes.txt, step-1\)"):
+        trainer.save(runs)
+    assert (runs / "notes.txt").read_text() == "keep me" and (runs / "step-1").is_dir()
+    with pytest.raises(ValueError, match="it is a file"):
+        trainer.save(runs / "notes.txt")
+    trainer.save(tmp_path / "ckpt")
+    trainer.step()
+    trainer.save(tmp_path / "ckpt")  # replacing a checkpoint with a newer one is what saving is for
+    assert load_checkpoint(tmp_path / "ckpt").info["step"] == 1
+
+
 if __name__ == "__main__":
     child(Path(sys.argv[1]), float(sys.argv[2]))
