@@ -448,10 +448,12 @@ def make_generator(options: DecodeOptions, device: torch.device) -> torch.Genera
 
 
 def filter_logits(logits: torch.Tensor, top_k: int, top_p: float) -> torch.Tensor:
-    """Keep the top_k largest logits (0: all), then the smallest set whose probability reaches top_p."""
+    """Keep the top_k largest logits (0: all; exactly k, ties broken by torch.topk), then the
+    smallest set whose probability reaches top_p."""
     if top_k:
-        kth = logits.topk(min(top_k, logits.size(1)), dim=1).values[:, -1:]
-        logits = logits.masked_fill(logits < kth, NEG_INF)
+        top = logits.topk(min(top_k, logits.size(1)), dim=1).indices
+        keep = torch.zeros_like(logits, dtype=torch.bool).scatter_(1, top, True)
+        logits = logits.masked_fill(~keep, NEG_INF)
     if top_p < 1.0:
         sorted_logits, order = logits.sort(dim=1, descending=True)
         probs = sorted_logits.softmax(dim=1)

@@ -49,6 +49,8 @@ def evaluate_bundle(bundle: Any, sources: list[str], references: list[str], opti
     """Translate sources with bundle (a ModelBundle or anything with .model and .tokenizer),
     then score against references. Returns the scores and the translations, in input order:
     each holds its hypothesis (.text) and what was done to its source (.notices: truncation, <unk>)."""
+    if isinstance(sources, str) or isinstance(references, str):
+        raise TypeError("sources and references must be lists of str, not a single str")
     if len(sources) != len(references):
         raise ValueError(f"{len(sources)} sources but {len(references)} references; they must pair up one to one")
     with tqdm(total=len(sources), desc="translating", unit="sent", disable=not progress) as bar:

@@ -12,6 +12,8 @@ import torch
 
 def sinusoidal_encoding(length: int, d_model: int) -> torch.Tensor:
     """The (length, d_model) table of section 3.5; even columns sin, odd columns cos."""
+    if d_model < 2 or d_model % 2:
+        raise ValueError(f"d_model must be even (sin and cos columns come in pairs); got {d_model}")
     position = torch.arange(length, dtype=torch.float64).unsqueeze(1)
     # 1 / 10000^(2i/d_model), computed in log space for accuracy.
     inv_freq = torch.exp(torch.arange(0, d_model, 2, dtype=torch.float64) * (-math.log(10000.0) / d_model))

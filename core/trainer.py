@@ -326,11 +326,16 @@ class Trainer:
 
     # ----- persistence -------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
-        """Everything besides the weights that an exact resume needs."""
-        return {"step": self.step_count, "optimizer": self.optimizer.state_dict(),
-                "scaler": self.scaler.state_dict(), "batcher": self.batcher.state_dict(),
-                "train_config": asdict(self.config), "torch_rng": torch.get_rng_state(),
-                "python_rng": random.getstate()}
+        """Everything besides the weights that an exact resume needs. On a GPU, dropout draws
+        from that device's generator, so its state is kept too (under DDP, rank 0's states are
+        saved and every rank resumes from them)."""
+        state = {"step": self.step_count, "optimizer": self.optimizer.state_dict(),
+                 "scaler": self.scaler.state_dict(), "batcher": self.batcher.state_dict(),
+                 "train_config": asdict(self.config), "torch_rng": torch.get_rng_state(),
+                 "python_rng": random.getstate()}
+        if self.device.type == "cuda":
+            state["cuda_rng"] = torch.cuda.get_rng_state(self.device)
+        return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.step_count = int(state["step"])
@@ -340,6 +345,8 @@ class Trainer:
         self._batches = None
         torch.set_rng_state(state["torch_rng"])
         random.setstate(state["python_rng"])
+        if self.device.type == "cuda" and "cuda_rng" in state:  # a state saved on the CPU has none
+            torch.cuda.set_rng_state(state["cuda_rng"], self.device)
 
     def save(self, path: str | Path, info: dict[str, Any] | None = None) -> Path:
         """Atomic checkpoint of the weights, tokenizer, config and this trainer's state."""

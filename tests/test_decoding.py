@@ -195,6 +195,8 @@ def test_top_k_and_top_p_filters():
     assert kept(top_k=0, top_p=0.8) == [True, True, False, False]
     assert kept(top_k=0, top_p=0.81) == [True, True, True, False]
     assert kept(top_k=1, top_p=0.01) == [True, False, False, False]
+    tied = torch.tensor([[0.0, 0.0, 0.0, -1.0]])
+    assert torch.isfinite(filter_logits(tied, top_k=1, top_p=1.0)).sum() == 1  # k tokens, not every tie
 
 
 def test_max_and_min_length(bundle):

@@ -38,6 +38,8 @@ def test_mismatched_or_missing_input_raises():
         evaluate_bleu("a b", "a b")
     with pytest.raises(ValueError, match="sources"):
         evaluate_bundle(None, ["a"], [], progress=False)
+    with pytest.raises(TypeError, match="sources and references"):
+        evaluate_bundle(None, "text", ["ref"], progress=False)
 
 
 def test_evaluate_bundle_translates_then_scores(capsys):

@@ -37,6 +37,11 @@ def test_positional_encoding_matches_formula(pos, i):
     assert pe[pos, 2 * i + 1].item() == pytest.approx(math.cos(angle), abs=1e-6)
 
 
+def test_positional_encoding_needs_an_even_width():
+    with pytest.raises(ValueError, match="d_model must be even.*got 7"):
+        sinusoidal_encoding(10, 7)
+
+
 def test_three_way_weight_tying_is_one_tensor():
     model = tiny()
     assert model.src_embed.weight is model.tgt_embed.weight is model.generator.weight

@@ -30,17 +30,21 @@ def losses(trainer: Trainer, n: int) -> list[float]:
     return [trainer.step().loss for _ in range(n)]
 
 
-def test_resume_equals_uninterrupted_run(tmp_path):
-    straight = losses(make_trainer(), 8)
-    first = make_trainer()
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
+def test_resume_equals_uninterrupted_run(tmp_path, device):
+    straight = losses(make_trainer(device=device), 8)
+    first = make_trainer(device=device)
     head = losses(first, 5)
     first.save(tmp_path / "ckpt")
     bundle = load_checkpoint(tmp_path / "ckpt")
     bundle.model.train()
-    resumed = make_trainer(bundle=bundle)
+    resumed = make_trainer(bundle=bundle, device=device)
     resumed.load_state_dict(load_trainer_state(tmp_path / "ckpt"))
     tail = losses(resumed, 3)
-    assert head + tail == straight  # exact: same batches, same dropout masks, same Adam state
+    # Same batches, same dropout masks, same Adam state. On CPU exactly; a GPU's atomic adds
+    # (embedding gradients) may differ in the last bits, while other dropout masks would move
+    # the loss by far more.
+    assert head + tail == (straight if device == "cpu" else pytest.approx(straight, rel=1e-4))
     assert resumed.step_count == 8
 
 
