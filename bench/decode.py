@@ -48,7 +48,7 @@ class NaiveDecoder:
         self.model = model
         self.device = next(model.parameters()).device
         src = torch.tensor([src_ids], device=self.device)
-        memory, _ = model.encode(src)
+        memory = model.encode(src)
         # Each call starts from scratch: no self-attention cache, cross-attention keys/values
         # projected from the encoder output again (nothing but the encoder output is reused).
         self.start = lambda: model.start_cache(src, memory)

@@ -47,13 +47,12 @@ class Batch:
     src: torch.Tensor  # (B, S) long, right-padded with PAD_ID
     tgt_in: torch.Tensor  # (B, T) = tgt[:, :-1], the decoder's input (teacher forcing)
     tgt_out: torch.Tensor  # (B, T) = tgt[:, 1:], what it must predict
-    n_src_tokens: int
     n_tgt_tokens: int  # non-pad positions of tgt_out: the tokens the loss is averaged over
     padding_ratio: float  # pad slots / all slots, over src and tgt together
 
     def to(self, device: torch.device | str) -> "Batch":
         return Batch(self.src.to(device), self.tgt_in.to(device), self.tgt_out.to(device),
-                     self.n_src_tokens, self.n_tgt_tokens, self.padding_ratio)
+                     self.n_tgt_tokens, self.padding_ratio)
 
 
 def pad_ids(seqs: Sequence[Sequence[int]], device: torch.device | str | None = None) -> torch.Tensor:
@@ -71,7 +70,7 @@ def pad_batch(examples: Sequence[Example]) -> Batch:
     n_src = sum(len(e.src) for e in examples)
     n_tgt = sum(len(e.tgt) for e in examples)
     slots = src.numel() + tgt.numel()
-    return Batch(src, tgt[:, :-1], tgt[:, 1:], n_src, n_tgt - len(examples), (slots - n_src - n_tgt) / slots)
+    return Batch(src, tgt[:, :-1], tgt[:, 1:], n_tgt - len(examples), (slots - n_src - n_tgt) / slots)
 
 
 def _check_examples(examples: Sequence[Example]) -> None:

@@ -16,11 +16,11 @@ from typing import Any
 
 import torch
 
-from .decoding import (FINISHED, LIVE, BeamState, DecodeOptions, Hypothesis, StepRecord, beam_start, beam_step,
+from .decoding import (FINISHED, LIVE, PRUNED, BeamState, DecodeOptions, Hypothesis, StepRecord, beam_start, beam_step,
                        copy_cache, inference, last_tokens, length_penalty, max_output_length, prepare_source,
                        ranked, resolve_options)
 
-STATUS = {LIVE: "live", FINISHED: "finished"}
+STATUS = {PRUNED: "pruned", LIVE: "live", FINISHED: "finished"}
 
 
 @dataclass(frozen=True)
@@ -53,7 +53,7 @@ class Candidate:
 class StepView:
     step: int                       # output tokens generated so far
     live: list[HypothesisView]      # best first
-    candidates: list[Candidate]     # the 2·beam considered this step, best logprob first; [] at step 0
+    candidates: list[Candidate]     # the 2·beam considered this step (those with a finite logprob), best first; [] at step 0
     finished: list[HypothesisView]  # best score first
     done: bool
     explanation: str
@@ -158,7 +158,7 @@ class BeamStepper:
         rows = zip(record.parents[0].tolist(), record.tokens[0].tolist(), record.token_logprobs[0].tolist(),
                    record.logprobs[0].tolist(), record.status[0].tolist())
         return [Candidate(parent, tok, self.tokenizer.tokens([tok])[0], tok_lp, lp, lp / penalty,
-                          "pruned" if done and status == LIVE else STATUS.get(status, "pruned"))
+                          STATUS[PRUNED if done and status == LIVE else status])
                 for parent, tok, tok_lp, lp, status in rows if lp > float("-inf")]
 
     def _explain(self, step: int, candidates: list[Candidate], new_finished: list[HypothesisView], done: bool) -> str:

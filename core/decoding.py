@@ -344,7 +344,7 @@ def beam_step(model: Transformer, state: BeamState, options: DecodeOptions) -> t
     cand_token_lp = row_lp.view(n, r * width).gather(1, flat)
     is_eos = cand_tokens == model.config.eos_id  # at most one per parent: >= K candidates are not eos
     live = torch.sort(is_eos.to(torch.uint8), dim=1, stable=True).indices[:, :k]
-    status = torch.zeros_like(cand_tokens, dtype=torch.int8).scatter_(1, live, LIVE)
+    status = torch.full_like(cand_tokens, PRUNED, dtype=torch.int8).scatter_(1, live, LIVE)
     record = StepRecord(parents, cand_tokens, cand_token_lp, cand_logprobs, status, live)
     finished = _finish(state, record, is_eos, t + 1, options)
     rows = (torch.arange(n, device=flat.device)[:, None] * r + parents.gather(1, live)).view(-1)

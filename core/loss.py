@@ -49,7 +49,8 @@ class _ChunkedProjectedLoss(torch.autograd.Function):
     gradient is taken while its logits are at hand: d loss / d logits = softmax - smoothed target."""
 
     @staticmethod
-    def forward(ctx, hidden, weight, target, eps: float, dtype: torch.dtype, want_grad: bool):
+    def forward(ctx, hidden: torch.Tensor, weight: torch.Tensor, target: torch.Tensor, eps: float,
+                dtype: torch.dtype, want_grad: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         vocab, chunk = weight.size(0), max(1, CHUNK_ELEMENTS // weight.size(0))
         grad_hidden = torch.empty_like(hidden) if want_grad else None
         grad_weight = torch.zeros_like(weight, dtype=torch.float32) if want_grad else None
@@ -81,7 +82,7 @@ class _ChunkedProjectedLoss(torch.autograd.Function):
         return loss, nll_sum, correct
 
     @staticmethod
-    def backward(ctx, grad_loss, _nll, _correct):
+    def backward(ctx, grad_loss: torch.Tensor, _nll: torch.Tensor, _correct: torch.Tensor) -> tuple:
         grad_hidden, grad_weight = ctx.saved_tensors
         return grad_hidden * grad_loss, (grad_weight * grad_loss).to(ctx.weight_dtype), None, None, None, None
 
@@ -121,12 +122,13 @@ class Objective(nn.Module):
         self.model = model
         self.label_smoothing = label_smoothing
 
-    def forward(self, src: torch.Tensor, tgt_in: torch.Tensor, tgt_out: torch.Tensor):
+    def forward(self, src: torch.Tensor, tgt_in: torch.Tensor,
+                tgt_out: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         pad = self.model.config.pad_id
         # The last real input of a shorter sentence (its eos) predicts padding, which is never
         # scored; dropping it makes the decoder's rows exactly the scored positions.
         tgt_in = tgt_in.masked_fill(tgt_out.eq(pad), pad)
-        hidden, target = self.model.hidden(src, tgt_in, packed=True), tgt_out[tgt_out.ne(pad)]
+        hidden, target = self.model.hidden(src, tgt_in), tgt_out[tgt_out.ne(pad)]
         if torch.compiler.is_compiling():  # the compiler fuses the plain form itself
             parts = label_smoothed_loss(self.model.project(hidden), target, self.label_smoothing)
         else:

@@ -196,7 +196,8 @@ class Transformer(nn.Module):
         x = table(ids) * math.sqrt(self.config.d_model) + self.positional[offset:offset + ids.size(1)]
         return self.embed_dropout(packing.pack(x) if packing else x)
 
-    def _encode(self, src: torch.Tensor, need_weights: bool = False):
+    def _encode(self, src: torch.Tensor,
+                need_weights: bool = False) -> tuple[torch.Tensor, Packing | None, list[torch.Tensor | None]]:
         """The encoder stack on the real source tokens: (rows (N, d_model), their packing or
         None when nothing is padded (rows are then (B, S, d_model)), per-layer attention)."""
         self._check_length(src, "source")
@@ -209,12 +210,13 @@ class Transformer(nn.Module):
             probs.append(p)
         return self.encoder_norm(x), packing, probs
 
-    def encode(self, src: torch.Tensor, need_weights: bool = False) -> tuple[torch.Tensor, list[torch.Tensor]]:
-        """src (B, S) -> encoder output (B, S, d_model) and per-layer self-attention (if asked)."""
-        memory, packing, probs = self._encode(src, need_weights)
-        return (packing.unpack(memory) if packing else memory), probs
+    def encode(self, src: torch.Tensor) -> torch.Tensor:
+        """src (B, S) -> encoder output (B, S, d_model), zeros at padding."""
+        memory, packing, _ = self._encode(src, need_weights=False)
+        return packing.unpack(memory) if packing else memory
 
-    def _decode(self, tgt_in, cache: DecoderCache, need_weights: bool, packing: Packing | None = None):
+    def _decode(self, tgt_in: torch.Tensor, cache: DecoderCache, need_weights: bool, packing: Packing | None = None
+                ) -> tuple[torch.Tensor, list[torch.Tensor | None], list[torch.Tensor | None]]:
         """The decoder stack over tgt_in (B, T), after the cache.length tokens already in the cache.
         With `packing` (whole targets only), on the real target tokens; returns rows (N, d_model)."""
         self._check_length(tgt_in, "target", cache.length)
@@ -241,7 +243,8 @@ class Transformer(nn.Module):
         return self.generator(hidden)
 
     # ----- whole sequences (training, teacher forcing) ------------------------------
-    def _teacher_forced(self, src: torch.Tensor, tgt_in: torch.Tensor, need_weights: bool):
+    def _teacher_forced(self, src: torch.Tensor, tgt_in: torch.Tensor,
+                        need_weights: bool) -> tuple[torch.Tensor, Packing | None, Attention]:
         """Decoder states of every target position given the whole target (training): the rows
         of the real target tokens, their packing (None when nothing is padded), the attention."""
         tgt_padding = tgt_in.eq(self.config.pad_id)
@@ -255,14 +258,11 @@ class Transformer(nn.Module):
         y, dec_probs, cross_probs = self._decode(tgt_in, cache, need_weights, packing)
         return y, packing, {"encoder": enc_probs, "decoder": dec_probs, "cross": cross_probs}
 
-    def hidden(self, src: torch.Tensor, tgt_in: torch.Tensor, packed: bool = False) -> torch.Tensor:
-        """Final decoder states (B, T, d_model), zeros at padding; packed=True gives the rows
-        (N, d_model) of the non-pad positions of tgt_in in row-major order, equal to
-        hidden(src, tgt_in)[tgt_in != pad_id] (the trainer projects only those)."""
+    def hidden(self, src: torch.Tensor, tgt_in: torch.Tensor) -> torch.Tensor:
+        """Final decoder states of the non-pad positions of tgt_in, rows (N, d_model) in row-major
+        order (the trainer projects only those)."""
         y, packing, _ = self._teacher_forced(src, tgt_in, need_weights=False)
-        if packing is None:
-            return y.flatten(0, 1) if packed else y
-        return y if packed else packing.unpack(y)
+        return y.flatten(0, 1) if packing is None else y
 
     def forward(self, src: torch.Tensor, tgt_in: torch.Tensor,
                 return_attention: bool = False) -> torch.Tensor | tuple[torch.Tensor, Attention]:

@@ -167,7 +167,8 @@ _SPECS: dict[str, tuple[Callable[[random.Random], Sample], tuple[str, str], tupl
 }
 
 
-def _draw(sample, rng: random.Random, n: int, seen: set[str], held: set, split: str, name: str):
+def _draw(sample: Callable[[random.Random], Sample], rng: random.Random, n: int, seen: set[str],
+          held: set[Hashable], split: str, name: str) -> tuple[list[tuple[str, str]], set[Hashable]]:
     """n samples with unseen sources and keys not held by another split."""
     out, keys = [], set()
     for _ in range(10 * n + 1000):  # bounded: a finite space must not loop forever

@@ -201,7 +201,7 @@ class Trainer:
                     out.append(batch)
         return out
 
-    def _autocast(self):
+    def _autocast(self) -> contextlib.AbstractContextManager:
         if self.amp_dtype is None:
             return contextlib.nullcontext()
         return torch.autocast(self.device.type, dtype=self.amp_dtype)
