@@ -153,16 +153,16 @@ def test_a_new_run_under_the_picked_name_is_another_model_for_every_tab(job):
     wait_for(job, lambda v: v.last_good_step >= 5)  # a newer snapshot of the same run: the same model
     tab.picked(job, "live-numbers")
     assert job.registry.key("live-numbers") == first and current.key == first
-    assert tab.tick(job, None, 2, 0, True, "live-numbers", first)[-1] == gr.skip()
+    assert tab.tick(job, None, 2, 0, tab.Following(True), "live-numbers", first)[-1] == gr.skip()
     assert beam._current(search, job.registry, "live-numbers", "4 2", 2, 0.6, "gnmt", 10) is search
     job.stop()
     wait_for(job, lambda v: v.state == "stopped")
     job.start(replace(QUICK, max_steps=3, layers=1))  # the same name, another model
     renewed = job.registry.key("live-numbers")
     assert renewed != first and renewed[0] == "live-numbers"
-    assert tab.tick(job, None, 2, 0, True, "live-numbers", first)[-1] == renewed  # -> shell.model_key.change
+    assert tab.tick(job, None, 2, 0, tab.Following(True), "live-numbers", first)[-1] == renewed  # -> shell.model_key.change
     # The user has picked another model (its key set by the picker); a tick queued before still names this one.
-    assert tab.tick(job, None, 2, 0, True, "live-numbers", ("another model", 0))[-1] == gr.skip()
+    assert tab.tick(job, None, 2, 0, tab.Following(True), "live-numbers", ("another model", 0))[-1] == gr.skip()
     analysis, title, *_ = attention.refresh(job.registry, current, (current, first), attention.TAB_ID, "live-numbers")
     assert analysis is None and "translated with an earlier run of live\\-numbers" in title
     with pytest.warns(UserWarning, match="translated with an earlier run of live-numbers, not live-numbers"):
@@ -385,7 +385,7 @@ def enabled(buttons) -> set[str]:
 
 
 def test_buttons_follow_the_jobs_state_and_pause_says_so_at_once(job):
-    assert enabled(tab.tick(job, None, 2, 0, True, None, None)[8:13]) == {"start"}  # idle: nothing to pause or save
+    assert enabled(tab.tick(job, None, 2, 0, tab.Following(True), None, None)[8:13]) == {"start"}  # idle: nothing to pause or save
     tab.start(job, *panel(max_steps=10_000))
     wait_for(job, lambda v: v.step >= 2)
     assert enabled(tab.shared_outputs(job, job.view())[7:]) == {"pause", "stop", "save"}
@@ -458,13 +458,13 @@ def test_a_saved_checkpoint_downloads_as_a_zip_the_studio_opens_again(job, monke
 
 
 def test_live_view_redraws_only_when_something_changed(job):
-    first = tab.tick(job, None, 2, 0, True, None, None)
+    first = tab.tick(job, None, 2, 0, tab.Following(True), None, None)
     assert isinstance(first[0], tab.Seen) and "No training yet" in first[1]
-    assert all(out == gr.skip() for out in tab.tick(job, first[0], 2, 0, True, None, None))
+    assert all(out == gr.skip() for out in tab.tick(job, first[0], 2, 0, tab.Following(True), None, None))
     job.start(replace(QUICK, name="<b>mine</b>"))
     view = wait_for(job, lambda v: v.state == "finished")
     seen, state, bar, curves, metrics, samples, layer, head, *buttons, timeline, attention, picker, key = tab.tick(
-        job, first[0], 2, 1, True, None, None)
+        job, first[0], 2, 1, tab.Following(True), None, None)
     assert enabled(buttons) == {"start", "save"}  # finished
     assert "&lt;b&gt;mine&lt;/b&gt;" in state and "<b>" not in state and "Finished" in state
     assert f'value="{view.step}"' in bar and "Step 30 of 30" in bar
@@ -479,17 +479,38 @@ def test_live_view_redraws_only_when_something_changed(job):
     assert (layer.maximum, head.maximum, timeline.maximum, timeline.value) == (2, 4, 30, 30)
     assert "Step 30" in attention.layout.title.text and picker.choices == [("<b>mine</b>", "<b>mine</b>")]
     assert key == gr.skip()  # nothing picked: no key to renew
-    again = tab.tick(job, seen, 2, 1, False, None, None)
+    again = tab.tick(job, seen, 2, 1, tab.Following(False), None, None)
     assert all(out == gr.skip() for out in again)
 
 
 def test_timeline_scrubs_to_the_nearest_snapshot(job):
     job.start(QUICK)
     wait_for(job, lambda v: v.state == "finished")
-    figure, follow = tab.scrub(job, 12, 1, 0)
+    following = tab.Following()
+    figure, follow = tab.scrub(job, following, 12, 1, 0)
     assert follow is False and figure.layout.title.text.startswith("Step 10: cross-attention, layer 1, mean of 4")
-    assert "layer 2, head 4" in tab.redraw(job, 0, 9, 9, True).layout.title.text  # clamped, latest
-    assert tab.redraw(job, 0, 1, 1, False).layout.title.text.startswith("Step 0:")
+    assert not following.on
+    assert "layer 2, head 4" in tab.redraw(job, following, 0, 9, 9, True).layout.title.text  # clamped, latest
+    assert following.on
+    assert tab.redraw(job, following, 0, 1, 1, False).layout.title.text.startswith("Step 0:")
+    assert not following.on
+
+
+def test_a_tick_already_running_leaves_a_scrub_alone(job, monkeypatch):
+    """The user types a step while a tick, queued when the box still said "follow", is drawing:
+    the tick must not put the newest snapshot back over the step asked for."""
+    job.start(QUICK)
+    wait_for(job, lambda v: v.state == "finished")
+    following, draw = tab.Following(), tab.attention
+
+    def scrub_while_drawing(*args):
+        monkeypatch.setattr(tab, "attention", draw)  # the scrub itself draws as usual
+        tab.scrub(job, following, 10, 1, 0)
+        return draw(*args)
+
+    monkeypatch.setattr(tab, "attention", scrub_while_drawing)
+    *_, timeline, plot, picker, key = tab.tick(job, None, 2, 0, following, None, None)
+    assert plot == gr.skip() and "value" not in timeline.constructor_args  # neither the plot nor the slider's value
 
 
 def test_synthetic_tasks_have_labels_that_fit_their_box():

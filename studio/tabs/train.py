@@ -61,6 +61,16 @@ class Seen:
     names: tuple[str, ...] = ()
 
 
+@dataclass
+class Following:
+    """Whether this session's attention timeline follows the training, held in a gr.State and
+    changed in place: a tick reads it when it is about to draw, so one already running sees a scrub
+    made meanwhile. (The checkbox reaches a tick with the value it had when the tick was queued; a
+    tick in flight put the newest snapshot back over the step the user had just typed.)"""
+
+    on: bool = True
+
+
 # ----- set-up ------------------------------------------------------------------------------
 # The number boxes carry no Gradio bounds: Gradio's own refusal ("Value -5 is less than minimum
 # value 1.") does not say which box; these messages do.
@@ -353,7 +363,7 @@ def shared_outputs(job: TrainingJob, view: JobView) -> tuple:
     return outputs
 
 
-def tick(job: TrainingJob, seen: Seen | None, layer: float, head: float, follow: bool, picked: str | None,
+def tick(job: TrainingJob, seen: Seen | None, layer: float, head: float, following: Following, picked: str | None,
          model_key: tuple | None):
     """Everything the live view shows, or gr.skip() for each output when nothing changed; last, the
     picked model's registry key when it is not model_key: a run started (in any browser) under the
@@ -368,18 +378,25 @@ def tick(job: TrainingJob, seen: Seen | None, layer: float, head: float, follow:
     if view.version == seen.version and names == seen.names:
         return (*(gr.skip(),) * 16, renewed)
     picker = gr.Dropdown(choices=list(names)) if names != seen.names else gr.skip()
-    return (Seen(view.version, names), *shared_outputs(job, view), timeline_slider(view, follow),
-            attention(view, None, layer, head) if follow else gr.skip(), picker, renewed)
+    shared = shared_outputs(job, view)
+    latest = attention(view, None, layer, head) if following.on else None
+    if following.on:  # asked again after drawing: the user may have scrubbed meanwhile
+        timeline, plot = timeline_slider(view, True), latest
+    else:
+        timeline, plot = timeline_slider(view, False), gr.skip()
+    return (Seen(view.version, names), *shared, timeline, plot, picker, renewed)
 
 
-def scrub(job: TrainingJob, step: float, layer: float, head: float):
+def scrub(job: TrainingJob, following: Following, step: float, layer: float, head: float):
     """The user moved the timeline: show that snapshot and stop following the training."""
+    following.on = False
     return attention(job.view(), step, layer, head), False
 
 
-def redraw(job: TrainingJob, step: float, layer: float, head: float, follow: bool) -> go.Figure:
-    view = job.view()
-    return attention(view, None if follow else step, layer, head)
+def redraw(job: TrainingJob, following: Following, step: float, layer: float, head: float,
+           follow: bool) -> go.Figure:
+    following.on = follow
+    return attention(job.view(), None if follow else step, layer, head)
 
 
 # ----- layout ------------------------------------------------------------------------------
@@ -456,6 +473,7 @@ def build(shell: Shell, job: TrainingJob) -> None:
         follow = gr.Checkbox(True, label="follow the training (latest snapshot)")
     attention_plot = gr.Plot(label="Cross-attention of the fixed example")
     seen = gr.State(Seen())
+    following = gr.State(Following())
     timer = gr.Timer(TICK_S)
 
     fields = [kind, task, path, upload, hf_name, src_lang, tgt_lang, limit, name, preset, layers_in, d_model_in,
@@ -487,9 +505,9 @@ def build(shell: Shell, job: TrainingJob) -> None:
     live = [seen, state_line, bar, curve_plot, metrics_line, sample_table, layer, head, *button_row, timeline,
             attention_plot, shell.model, shell.model_key]
     gr.on([timer.tick, shell.demo.load], guard(partial(tick, job)),
-          inputs=[seen, layer, head, follow, shell.model, shell.model_key], outputs=live, show_progress="hidden",
+          inputs=[seen, layer, head, following, shell.model, shell.model_key], outputs=live, show_progress="hidden",
           api_name="train_view")
-    timeline.input(guard(partial(scrub, job)), inputs=[timeline, layer, head], outputs=[attention_plot, follow],
-                   trigger_mode="always_last")
+    timeline.input(guard(partial(scrub, job)), inputs=[following, timeline, layer, head],
+                   outputs=[attention_plot, follow], trigger_mode="always_last")
     gr.on([layer.input, head.input, follow.input], guard(partial(redraw, job)), trigger_mode="always_last",
-          inputs=[timeline, layer, head, follow], outputs=attention_plot)
+          inputs=[following, timeline, layer, head, follow], outputs=attention_plot)
