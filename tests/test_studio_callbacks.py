@@ -350,6 +350,11 @@ def test_model_tab_counts_every_parameter_once(registry):
     assert peak == pytest.approx(64 ** -0.5 * 4000 ** -0.5, rel=0.01)
     assert max(smoothing.data[0].y) == pytest.approx(0.9 + 0.1 / bundle.model.config.tgt_vocab_size)
     assert smoothing.layout.yaxis.exponentformat == "power"  # 10^-4, not plotly's SI "100μ"
+    # The reference token is a target-language one: the first of the causal mask's translation.
+    reference = smoothing.data[0].marker.color.index("#1b6ca8")
+    first = model_view.example_translation(bundle, translate.examples_for(bundle) or ["ein Beispiel ."])
+    expected = bundle.tokenizer.tokens(first.ids[:1]) or ["<eos>"]
+    assert smoothing.layout.xaxis.ticktext[reference] == plots.label(expected[0])
     assert len(masks.data) == 2
     z, text = np.asarray(masks.data[0].z), np.asarray(masks.data[0].text)  # one column per sentence
     assert z.shape == text.shape and 2 <= z.shape[1] <= 3 < z.shape[0]

@@ -12,7 +12,7 @@ import torch
 
 from core.batching import source_ids
 from core.bundle import ModelBundle
-from core.decoding import translate_detailed
+from core.decoding import Translation, translate_detailed
 from core.loss import smoothed_target_distribution
 from core.schedule import learning_rate
 from core.tokenizer import PAD_ID
@@ -26,7 +26,8 @@ from .translate import examples_for
 
 LR_CAPTION = ("**Section 5.3, eq. 3:** the learning rate rises linearly for the first warmup_steps, then "
               "falls with the inverse square root of the step. Its peak, lr factor · d_model^-0.5 · warmup^-0.5 "
-              "(the paper's factor: 1), is smaller for wider models.")
+              "(the paper's factor: 1), is smaller for wider models. fairseq's inverse square root, which some "
+              "models here train with, has the same shape but names its peak learning rate outright.")
 # What the curve shows for a model whose checkpoint records no training settings: the paper's.
 PAPER_SCHEDULE = TrainConfig(max_steps=100000, warmup=4000, lr_factor=1.0, schedule="noam", label_smoothing=0.1)
 WARMUPS, SHOWN_STEPS, EPSILONS = (1, 16000), (100, 100000), (0.0, 0.5)  # the sliders' ranges
@@ -124,27 +125,29 @@ def lr_figure(bundle: ModelBundle, warmup: float, steps: float):
     return plots.lr_schedule(x, np.array(lrs), warmup, title, beyond)
 
 
-def smoothing_figure(bundle: ModelBundle, eps: float):
-    """The smoothed target for one reference token, on 12 vocabulary entries around it."""
+def example_translation(bundle: ModelBundle, sentences: list[str]) -> Translation:
+    """The first example's greedy translation, 10 tokens at most: the target side both figures show."""
+    return translate_detailed(bundle, sentences[:1], method="greedy", max_len_a=0.0, max_len_b=11)[0]
+
+
+def smoothing_figure(bundle: ModelBundle, eps: float, target_ids: list[int]):
+    """The smoothed target for one reference token (a target-language one: the first of the example's
+    translation, <eos> when that is empty), on 12 vocabulary entries around it."""
     vocab = bundle.model.config.tgt_vocab_size
-    example = (examples_for(bundle) or ["."])[0]
-    target = next(iter(bundle.tokenizer.encode(example)), 4)
+    target = target_ids[0] if target_ids else bundle.model.config.eos_id
     lo = max(0, min(target - 5, vocab - 12))
     ids = list(range(lo, min(vocab, lo + 12)))
     dist = smoothed_target_distribution(target, vocab, float(eps)).numpy()
     return plots.label_smoothing(dist[ids], bundle.tokenizer.tokens(ids), ids.index(target), float(eps))
 
 
-def mask_figure(bundle: ModelBundle):
+def mask_figure(bundle: ModelBundle, sentences: list[str], first: Translation):
     """Padding masks of up to three example sentences; the causal mask of the first one's translation."""
-    sentences = (examples_for(bundle) or ["ein Beispiel .", "noch ein etwas längeres Beispiel ."])[:3]
-    rows = [source_ids(bundle.tokenizer, s)[: bundle.model.config.max_len] for s in sentences]
+    rows = [source_ids(bundle.tokenizer, s)[: bundle.model.config.max_len] for s in sentences[:3]]
     width = max(map(len, rows))
     ids = np.array([r + [PAD_ID] * (width - len(r)) for r in rows])
     tokens = [bundle.tokenizer.tokens(r) for r in rows]
-    first = translate_detailed(bundle, sentences[:1], method="greedy", max_len_a=0.0, max_len_b=11)[0]
-    tgt = ["<bos>"] + first.tokens
-    return plots.masks(tokens, ids == PAD_ID, tgt)
+    return plots.masks(tokens, ids == PAD_ID, ["<bos>"] + first.tokens)
 
 
 def render(registry, name: str | None, warmup: float, steps: float, eps: float):
@@ -154,8 +157,10 @@ def render(registry, name: str | None, warmup: float, steps: float, eps: float):
     except (LookupError, ValueError, FileNotFoundError) as exc:
         blank = plots.empty("no model")
         return f"No model to show: {md(exc)}", "", blank, "", blank, blank
+    sentences = examples_for(bundle) or ["ein Beispiel .", "noch ein etwas längeres Beispiel ."]
+    first = example_translation(bundle, sentences)
     return (*summary(bundle), lr_figure(bundle, warmup, steps), schedule_line(bundle),
-            smoothing_figure(bundle, eps), mask_figure(bundle))
+            smoothing_figure(bundle, eps, first.ids), mask_figure(bundle, sentences, first))
 
 
 def defaults(registry, name: str | None) -> tuple[int, int, float]:
