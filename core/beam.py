@@ -169,5 +169,6 @@ class BeamStepper:
         if done and step >= self.max_output:
             text += f" Done: reached the maximum output length ({self.max_output}; <eos> forced)."
         elif done:
-            text += f" Done early: {k} hypotheses have finished (or none can continue)."
+            finished = "1 hypothesis has" if k == 1 else f"{k} hypotheses have"
+            text += f" Done early: {finished} finished (or none can continue)."
         return text

@@ -304,7 +304,7 @@ def build_app(registry: ModelRegistry, selected: str | None = None, checkpoints_
             with gr.Tab("Translate", id="translate", elem_id="tab-translate") as translate_tab:
                 translated = translate.build(shell)
             with gr.Tab("Beam search", id="beam", elem_id="tab-beam") as beam_tab:
-                beam.build(shell)
+                beam.build(shell, translated, beam_tab)
             with gr.Tab("Attention", id=attention.TAB_ID, elem_id="tab-attention") as attention_tab:
                 attention.build(shell, translated, attention_tab, on_screen)
             with gr.Tab("Positional encoding", id="positional", elem_id="tab-positional") as positional_tab:

@@ -51,9 +51,14 @@ def _layout(fig: go.Figure, title: str, height: int, **kwargs) -> go.Figure:
     return fig
 
 
-def _token_axis(tokens: Sequence[str], **kwargs) -> dict:
-    return dict(tickmode="array", tickvals=list(range(len(tokens))), ticktext=[label(t) for t in tokens],
-                **kwargs)
+def _token_axis(tokens: Sequence[str], max_labels: int = 60, **kwargs) -> dict:
+    """An axis with a token at each whole position. Past max_labels tokens (a long source), only every
+    k-th is written, so the labels stay readable; the axis title says so, and hovering names each one."""
+    every = math.ceil(len(tokens) / max_labels) if tokens else 1
+    if every > 1 and "title" in kwargs:
+        kwargs["title"] = f"{kwargs['title']} (one in {every} labelled)"
+    return dict(tickmode="array", tickvals=list(range(0, len(tokens), every)),
+                ticktext=[label(t) for t in tokens[::every]], **kwargs)
 
 
 def empty(message: str, height: int = 300) -> go.Figure:
@@ -120,10 +125,11 @@ def attention_head(weights: np.ndarray, rows: Sequence[str], cols: Sequence[str]
                    row_title: str, col_title: str) -> go.Figure:
     """One (Q, K) map large, with every token labelled."""
     fig = go.Figure(_heatmap(weights, rows, cols, showscale=True))
-    fig.update_xaxes(_token_axis(cols, tickangle=-45, title=col_title))
-    fig.update_yaxes(_token_axis(rows, title=row_title, autorange="reversed"))
     size = max(len(rows), len(cols))
-    return _layout(fig, title, int(min(900, max(420, 140 + 28 * size))), margin=dict(l=110, r=30, t=60, b=90))
+    height = int(min(900, max(420, 140 + 28 * size)))
+    fig.update_xaxes(_token_axis(cols, tickangle=-45, title=col_title))
+    fig.update_yaxes(_token_axis(rows, max_labels=(height - 150) // 16, title=row_title, autorange="reversed"))
+    return _layout(fig, title, height, margin=dict(l=110, r=30, t=60, b=90))
 
 
 # ----- Positional encoding ----------------------------------------------------------------

@@ -165,6 +165,13 @@ def test_example_picker_offers_the_models_sentences(registry):
     assert beam.example_choices(registry, "no-such-model").visible is False
 
 
+def test_an_empty_sentence_box_takes_the_translate_tabs_sentence():
+    translated = beam.Current("studio-tiny", SENTENCES[1])
+    assert beam.carry_over(translated, "") == SENTENCES[1] and beam.carry_over(translated, "  ") == SENTENCES[1]
+    assert beam.carry_over(translated, "typed here") == gr.skip()  # never over the user's own sentence
+    assert beam.carry_over(beam.Current(), "") == gr.skip() and beam.carry_over(None, None) == gr.skip()
+
+
 def settings_changed(registry, search, **changes):
     return beam.settings_changed(registry, search, *{**SETTINGS, **changes}.values())
 

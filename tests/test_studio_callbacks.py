@@ -239,6 +239,16 @@ def test_attention_maps_cover_every_layer_and_head(registry, current):
     assert attention.show(registry, translate.Current())[0] is None
 
 
+def test_a_long_source_shows_its_truncation_and_labels_one_token_in_k(registry):
+    current = run_translate(registry, " ".join(SENTENCES * 5))[4]
+    assert "source truncated" in attention.show(registry, current)[1]  # the maps show only what the model read
+    keys = [f"t{i}" for i in range(255)]
+    big = plots.attention_head(np.zeros((3, 255)), ["a", "b", "c"], keys, "title", "query", "key")
+    assert list(big.layout.xaxis.tickvals) == list(range(0, 255, 5)) and big.layout.xaxis.ticktext[1] == "t5"
+    assert big.layout.xaxis.title.text == "key (one in 5 labelled)"
+    assert list(big.layout.yaxis.tickvals) == [0, 1, 2] and big.layout.yaxis.title.text == "query"
+
+
 def test_bertviz_views_are_offline_and_escaped(registry):
     current = run_translate(registry, "</script><img src=x onerror=alert(1)> Hund")[4]
     analysis = attention.show(registry, current)[0]

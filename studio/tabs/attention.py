@@ -41,6 +41,7 @@ class Analysis:
     dec_tokens: list[str]  # decoder input: <bos> + output tokens
     out_tokens: list[str]  # what each decoder position predicts: output tokens + <eos>
     maps: dict[str, np.ndarray]  # stack -> (layers, heads, queries, keys)
+    notices: list[str]  # what was done to the source on its way in (truncated, <unk>)
 
     def axes(self, stack: str) -> tuple[list[str], list[str]]:
         return {"encoder": (self.src_tokens, self.src_tokens), "decoder": (self.dec_tokens, self.dec_tokens),
@@ -51,7 +52,8 @@ def analyse(bundle: ModelBundle, name: str, source: str, ids: list[int]) -> Anal
     """Feed source and its translation ids (no bos/eos) through the model with attention kept;
     None when the source has no tokens."""
     max_len = bundle.model.config.max_len
-    src = prepare_source(bundle.tokenizer, source, max_len).ids
+    prepared = prepare_source(bundle.tokenizer, source, max_len)
+    src = prepared.ids
     if not src:
         return None
     tgt_in = ([BOS_ID] + list(ids))[:max_len]
@@ -61,7 +63,7 @@ def analyse(bundle: ModelBundle, name: str, source: str, ids: list[int]) -> Anal
     maps = {k: torch.cat(v).float().cpu().numpy() for k, v in attention.items()}  # (L, h, q, k)
     tok = bundle.tokenizer.tokens
     return Analysis(name, source, bundle.tokenizer.decode(ids), tok(src), tok(tgt_in), tok(tgt_in[1:] + [EOS_ID]),
-                    maps)
+                    maps, prepared.notices)
 
 
 def figures(analysis: Analysis | None, stack_label: str, average: bool, layer: float, head: float):
@@ -78,10 +80,11 @@ def figures(analysis: Analysis | None, stack_label: str, average: bool, layer: f
     h = min(max(int(head), 1), n_heads) - 1
     if average:
         grid = plots.attention_grid(maps.mean(axis=1, keepdims=True), rows, cols,
-                                    f"{model} · {stack_label}: mean over heads, per layer", ["mean of heads"])
+                                    f"{model} · {stack_label}<br>mean over heads, per layer", ["mean of heads"])
         big, which = maps[l].mean(axis=0), f"layer {l + 1}, mean of {n_heads} heads"
     else:
-        grid = plots.attention_grid(maps, rows, cols, f"{model} · {stack_label}: every layer (rows) × head (columns)",
+        # Two lines: one would run past a 1280-pixel projector's edge in presenter mode's larger type.
+        grid = plots.attention_grid(maps, rows, cols, f"{model} · {stack_label}<br>every layer (rows) × head (columns)",
                                     [f"H{i + 1}" for i in range(n_heads)])
         big, which = maps[l, h], f"layer {l + 1}, head {h + 1}"
     return grid, plots.attention_head(big, rows, cols, f"{model} · {stack_label}, {which}", *AXES[stack])
@@ -100,7 +103,8 @@ def bertviz_views(analysis: Analysis | None) -> tuple[str, str]:
 def header(analysis: Analysis | None) -> str:
     if analysis is None:
         return "*No sentence yet: translate one on the Translate tab, or type one here.*"
-    return (f"**Model:** {md(analysis.model)}  \n**Source:** {md(analysis.source)}  \n"
+    notes = "".join(f"  \n*{md(clip(n, 300))}*" for n in analysis.notices)  # the maps show what the model read
+    return (f"**Model:** {md(analysis.model)}  \n**Source:** {md(analysis.source)}{notes}  \n"
             f"**Translation:** {md(analysis.translation)}")
 
 
@@ -286,7 +290,10 @@ def build(shell: Shell, current: gr.State, tab: gr.Tab, on_screen: gr.State) -> 
         head = Slider(1, 8, value=1, step=1, label="head (large view)")
     big = gr.Plot(label="One head, large")
     with gr.Accordion("bertviz: head view and model view", open=False):
-        gr.Markdown("bertviz counts layers and heads from 0: its layer 0, head 0 is this tab's layer 1, head 1.")
+        gr.Markdown("bertviz counts layers and heads from 0: its layer 0, head 0 is this tab's layer 1, head 1. "
+                    "In cross-attention it names each decoder row by the token that goes in (`<bos>`, A, …), "
+                    "where this tab names it by the token the row predicts (A, …, `<eos>`): the same weights, "
+                    "labelled one token apart.")
         with gr.Tabs():
             with gr.Tab("Head view"):
                 head_view = gr.HTML()

@@ -21,7 +21,7 @@ from ..app import Shell
 from ..limits import HEAVY, clean_input
 from ..text import clip, guard, info, md, warn
 from ..widgets import Slider
-from .translate import picked_examples
+from .translate import Current, picked_examples
 
 BEAM_RANGE = (1, 16)
 DEFAULT_BEAM = 4  # the paper's (section 6.1)
@@ -274,7 +274,15 @@ def settings_changed(registry, search: Search | None, *settings) -> tuple:
                       "search).*", "", "", "")
 
 
-def build(shell: Shell) -> None:
+def carry_over(current: Current | None, text: str | None) -> str:
+    """An empty sentence box takes the Translate tab's last sentence, so a lecturer going from tab
+    to tab need not type it again; one the user typed is left alone."""
+    if current is None or not current.source or (text or "").strip():
+        return gr.skip()
+    return current.source
+
+
+def build(shell: Shell, translated: gr.State, tab: gr.Tab) -> None:
     search = gr.State(None)
     with gr.Row():
         with gr.Column(scale=3):
@@ -301,7 +309,8 @@ def build(shell: Shell) -> None:
     tree = gr.Plot(label="Search tree", elem_id="beam-tree")
     hyp_table = gr.Dataframe(headers=TABLE_HEADERS, datatype=["str", "number", "number", "str"],
                              label="Hypotheses at this step (live: still growing; finished: ended with <eos>)",
-                             interactive=False, wrap=True, column_widths=["13%", "20%", "17%", "50%"])
+                             interactive=False, wrap=True, column_widths=["13%", "20%", "17%", "50%"],
+                             max_height=1400)  # beam 16's 16 live and up to 16 finished rows without a scrollbar
     choice = gr.Dropdown(label="Hypothesis whose attention is shown", choices=[])
     attention = gr.Plot(label="Cross-attention of that hypothesis at this step")
     with gr.Row():
@@ -326,5 +335,6 @@ def build(shell: Shell) -> None:
           outputs=[step, run, explanation, verdict, mine, theirs],
           show_progress="hidden")
     example.input(lambda text: text or gr.skip(), inputs=example, outputs=source)
+    tab.select(carry_over, inputs=[translated, source], outputs=source, show_progress="hidden")
     gr.on([shell.demo.load, shell.model_key.change], guard(partial(example_choices, shell.registry)),
           inputs=shell.model, outputs=example)

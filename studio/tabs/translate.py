@@ -169,7 +169,8 @@ def build(shell: Shell):
             max_extra = Slider(0, 200, value=50, step=1, label="max length: source length + N tokens")
     probs = gr.Plot(label="Per-token probability")
     nbest = gr.Dataframe(headers=["rank", "score", "translation"], datatype=["number", "number", "str"],
-                         label="n-best list (score: length-normalised log-probability for beam search)",
+                         label="n-best list — score: beam, log-probability ÷ ((5 + length) / 6)^α; "
+                               "greedy and sample, log-probability (the sum over the tokens)",
                          interactive=False, wrap=True, column_widths=["8%", "12%", "80%"])
     inputs = [shell.model, source, method, beam_size, alpha, max_extra, n_best, temperature, top_k, top_p, seed]
     outputs = [output, probs, nbest, notices, current]
