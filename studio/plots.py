@@ -169,6 +169,18 @@ def pe_similarity(table: np.ndarray) -> go.Figure:
 
 
 # ----- Model ---------------------------------------------------------------------------
+def parameter_shares(groups: dict[str, int]) -> go.Figure:
+    """One bar per kind of part (embeddings, each attention, feed-forward, LayerNorms), largest first."""
+    total = sum(groups.values()) or 1
+    names = sorted(groups, key=groups.get)  # a horizontal bar chart draws its first bar at the bottom
+    fig = go.Figure(go.Bar(x=[groups[n] for n in names], y=names, orientation="h", marker_color="#1b6ca8",
+                           text=[f"{groups[n]:,} ({100 * groups[n] / total:.1f}%)" for n in names],
+                           textposition="outside", cliponaxis=False, hoverinfo="skip"))
+    fig.update_xaxes(title="parameters", range=[0, 1.3 * max(groups.values(), default=1)])
+    return _layout(fig, f"Where the {total:,} parameters are", 120 + 34 * len(groups),
+                   margin=dict(l=230, r=30, t=60, b=60))
+
+
 def lr_schedule(steps: np.ndarray, lrs: np.ndarray, warmup: int, title: str, extended: bool = False) -> go.Figure:
     """extended: drawn past the steps asked for, to reach the peak at warmup."""
     fig = go.Figure(go.Scatter(x=steps, y=lrs, mode="lines", name="lr",

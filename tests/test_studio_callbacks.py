@@ -353,7 +353,10 @@ def test_a_new_d_model_is_drawn_after_its_dimensions_are_offered():
 def test_model_tab_counts_every_parameter_once(registry):
     bundle = studio_bundle()
     assert sum(n for _, n, _ in model_view.parameter_rows(bundle)) == bundle.model.num_parameters()
-    summary, table, lr, schedule, smoothing, masks = model_view.render(registry, "studio-tiny", 4000, 20000, 0.1)
+    summary, shares, table, lr, schedule, smoothing, masks = model_view.render(registry, "studio-tiny", 4000, 20000, 0.1)
+    assert sum(shares.data[0].x) == bundle.model.num_parameters()  # every parameter in one bar or another
+    assert set(shares.data[0].y) == {"Embeddings", "Encoder self-attention", "Encoder feed-forward", "LayerNorms",
+                                     "Decoder masked self-attention", "Decoder cross-attention", "Decoder feed-forward"}
     assert f"**{bundle.model.num_parameters():,} parameters**" in summary
     assert "Total" in table and f"{bundle.model.num_parameters():,}" in table
     peak = max(lr.data[0].y)
@@ -373,7 +376,7 @@ def test_model_tab_counts_every_parameter_once(registry):
     assert "records no training settings" in schedule
     # A warm-up past the steps shown: the curve goes on to its peak, and says so. ε = 0: one bar at 1, whose
     # log axis ends just above 1.
-    _, _, lr, _, smoothing, _ = model_view.render(registry, "studio-tiny", 4000, 1600, 0.0)
+    _, _, _, lr, _, smoothing, _ = model_view.render(registry, "studio-tiny", 4000, 1600, 0.0)
     assert max(lr.data[0].x) == 6000 and max(lr.data[0].y) == pytest.approx(peak)
     assert "drawn past the steps shown" in lr.layout.annotations[0].text
     assert list(smoothing.layout.yaxis.range) == [-1.2, 0.1] and max(smoothing.data[0].y) == 1
@@ -386,18 +389,18 @@ def test_model_tab_draws_the_schedule_the_model_trained_with(registry):
     record = dict(schedule="noam", warmup=30, lr_factor=3.0, max_steps=640, label_smoothing=0.2)
     registry.add("warm-30", type(bundle)(bundle.model, bundle.tokenizer, {"name": "warm-30", "train": record}))
     assert model_view.defaults(registry, "warm-30") == (30, 700, 0.2)  # the whole run, in steps of 100
-    _, _, lr, schedule, *_ = model_view.render(registry, "warm-30", 30, 700, 0.2)
+    _, _, _, lr, schedule, *_ = model_view.render(registry, "warm-30", 30, 700, 0.2)
     assert max(lr.data[0].y) == pytest.approx(3.0 * d ** -0.5 * 30 ** -0.5, rel=0.01)  # the lr factor counts
     assert "lr = 3 · d_model" in lr.layout.title.text and "warmup_steps = 30" in lr.layout.annotations[0].text
     assert "lr factor 3, warm-up 30 steps, 640 steps" in schedule
     fairseq = dict(schedule="inverse_sqrt", warmup=100, peak_lr=1e-3, max_steps=800)
     registry.add("fairseq", type(bundle)(bundle.model, bundle.tokenizer, {"name": "fairseq", "train": fairseq}))
-    _, _, lr, schedule, *_ = model_view.render(registry, "fairseq", 100, 800, 0.1)
+    _, _, _, lr, schedule, *_ = model_view.render(registry, "fairseq", 100, 800, 0.1)
     assert max(lr.data[0].y) == pytest.approx(1e-3, rel=0.01) and "inverse square root" in schedule
     bad = {"name": "bad", "train": {"warmup": "soon", "schedule": "magic"}}  # a hand-edited config.json
     registry.add("bad", type(bundle)(bundle.model, bundle.tokenizer, bad))
     assert model_view.defaults(registry, "bad") == (4000, 100000, 0.1)
-    assert "records no training settings" in model_view.render(registry, "bad", 4000, 20000, 0.1)[3]
+    assert "records no training settings" in model_view.render(registry, "bad", 4000, 20000, 0.1)[4]
 
 
 # ----- escaping and errors --------------------------------------------------------------------------

@@ -175,7 +175,7 @@ def test_a_new_run_under_the_picked_name_is_another_model_for_every_tab(job):
 def test_the_model_tab_shows_the_live_runs_schedule(job):
     job.start(replace(QUICK, warmup=30, lr_factor=3.0, max_steps=600, eval_every=600))
     assert model_view.defaults(job.registry, "live-numbers") == (30, 600, QUICK.label_smoothing)
-    _, _, lr, schedule, *_ = model_view.render(job.registry, "live-numbers", 30, 600, 0.1)
+    _, _, _, lr, schedule, *_ = model_view.render(job.registry, "live-numbers", 30, 600, 0.1)
     d_model = job.registry.get("live-numbers").model.config.d_model
     assert max(lr.data[0].y) == pytest.approx(3.0 * d_model ** -0.5 * 30 ** -0.5, rel=0.01)  # as the run's
     assert "lr factor 3, warm-up 30 steps, 600 steps" in schedule

@@ -70,6 +70,22 @@ def parameter_rows(bundle: ModelBundle) -> list[tuple[str, int, str]]:
     return rows
 
 
+def parameter_groups(bundle: ModelBundle) -> dict[str, int]:
+    """parameter_rows() summed over the layers by kind: "Encoder self-attention", "Embeddings", ..."""
+    groups: dict[str, int] = {}
+    for name, n, _ in parameter_rows(bundle):
+        stack, _, part = name.partition(" · ")  # "Encoder 2 · feed-forward"
+        if "LayerNorm" in name:
+            kind = "LayerNorms"
+        elif part:
+            kind = f"{stack.split()[0]} {part}"
+        else:
+            kind = "Embeddings"
+        if n:
+            groups[kind] = groups.get(kind, 0) + n
+    return groups
+
+
 def summary(bundle: ModelBundle) -> tuple[str, str]:
     """(one line: the architecture and its parameter count, the table of parameters per component)."""
     c, total = bundle.model.config, bundle.model.num_parameters()
@@ -151,15 +167,18 @@ def mask_figure(bundle: ModelBundle, sentences: list[str], first: Translation):
 
 
 def render(registry, name: str | None, warmup: float, steps: float, eps: float):
-    """(summary line, parameter table, lr plot, schedule line, smoothing plot, mask plot) for the picked model."""
+    """(summary line, parameter plot, parameter table, lr plot, schedule line, smoothing plot, mask plot) for
+    the picked model."""
     try:
         bundle = registry.get(name)
     except (LookupError, ValueError, FileNotFoundError) as exc:
         blank = plots.empty("no model")
-        return f"No model to show: {md(exc)}", "", blank, "", blank, blank
+        return f"No model to show: {md(exc)}", blank, "", blank, "", blank, blank
     sentences = examples_for(bundle) or ["ein Beispiel .", "noch ein etwas längeres Beispiel ."]
     first = example_translation(bundle, sentences)
-    return (*summary(bundle), lr_figure(bundle, warmup, steps), schedule_line(bundle),
+    line, table = summary(bundle)
+    return (line, plots.parameter_shares(parameter_groups(bundle)), table, lr_figure(bundle, warmup, steps),
+            schedule_line(bundle),
             smoothing_figure(bundle, eps, first.ids), mask_figure(bundle, sentences, first))
 
 
@@ -180,8 +199,9 @@ def _within(value, bounds: tuple):
 
 def build(shell: Shell) -> None:
     summary_md = gr.Markdown()
+    shares_plot = gr.Plot(label="Parameters by kind")
     # Folded: its 20-odd rows would push the interactive plots a screen and more down.
-    with gr.Accordion("Parameters per component", open=False):
+    with gr.Accordion("Parameters per component, layer by layer", open=False):
         table_md = gr.Markdown()
     with gr.Row():
         # Step 1 from 1: the Train tab's runs warm up for tens of steps, the paper's for 4000.
@@ -195,7 +215,7 @@ def build(shell: Shell) -> None:
     gr.Markdown(SMOOTHING_CAPTION)
     mask_plot = gr.Plot(label="Masks")
     gr.Markdown(MASK_CAPTION)
-    outputs = [summary_md, table_md, lr_plot, schedule_md, smoothing_plot, mask_plot]
+    outputs = [summary_md, shares_plot, table_md, lr_plot, schedule_md, smoothing_plot, mask_plot]
     draw = guard(partial(render, shell.registry))
     # On load too: the picked model's own warm-up, length and smoothing, not the paper's (e.g. 800, not 4000).
     gr.on([shell.demo.load, shell.model_key.change], guard(partial(defaults, shell.registry)), inputs=shell.model,
