@@ -77,7 +77,8 @@ def add_decoding_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--alpha", type=float, default=0.6, help="length penalty exponent, 0 to 10")
     g.add_argument("--length-penalty", choices=("gnmt", "plain"), default="gnmt",
                    help="gnmt: ((5+|Y|)/6)^alpha; plain: |Y|^alpha")
-    g.add_argument("--max-len-a", type=NON_NEGATIVE_NUMBER, default=1.0, help="max output length = a*|source| + b")
+    g.add_argument("--max-len-a", type=NON_NEGATIVE_NUMBER, default=1.0,
+                   help="max output length in tokens = a*|source| + b, end of sentence included")
     g.add_argument("--max-len-b", type=NON_NEGATIVE_INT, default=50, help="see --max-len-a")
     g.add_argument("--min-len", type=NON_NEGATIVE_INT, default=0, help="no end of sentence before this many tokens")
     g.add_argument("--no-repeat-ngram", type=NON_NEGATIVE_INT, default=0,
@@ -126,6 +127,24 @@ def option_names(message: str, command: str) -> str:
     return renamed
 
 
+EXAMPLES = {
+    "train": """examples:
+  python train_cli.py train --preset small --data files:../shared/data/multi30k --src de --tgt en --out runs/m30k
+  python train_cli.py train --out runs/m30k --resume --max-steps 20000     # go on, with the run's options
+  python train_cli.py train --data synthetic:reverse --max-steps 300 --out runs/reverse   # a quick toy run
+  torchrun --nproc_per_node=4 train_cli.py train --preset paper-base --data files:DATA --out runs/base""",
+    "evaluate": """examples:
+  python train_cli.py evaluate --checkpoint runs/m30k/final --data files:../shared/data/multi30k --split test
+  python train_cli.py evaluate --source-file test.de --reference-file test.en --method greedy --output hyp.en""",
+    "translate": """examples:
+  echo "Ein Hund läuft über die Wiese." | python train_cli.py translate
+  python train_cli.py translate --checkpoint runs/m30k/final --input test.de --output test.en
+  python train_cli.py translate --beam 8 --n-best 3 < sentences.de""",
+    "average": """example:
+  python train_cli.py average --run runs/m30k --last 5 --out runs/m30k/averaged""",
+}
+
+
 def build_parser() -> argparse.ArgumentParser:
     from core.config import PRESETS
 
@@ -134,7 +153,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.commands = sub.choices  # so that a command's unknown option is refused by that command
 
     t = sub.add_parser("train", help="train a model (CPU, GPU, or several GPUs under torchrun)",
-                       description="Train a model; Ctrl-C saves a checkpoint first.", formatter_class=HelpFormatter)
+                       description="Train a model; Ctrl-C saves a checkpoint first.", formatter_class=HelpFormatter,
+                       epilog=EXAMPLES["train"])
     t.add_argument("--data",
                    help="required (with --resume: the run's): synthetic:TASK (copy, reverse, sort, numbers, "
                         "dates) | files:PATH (folder of {train,val,test}.LANG[.gz], SRC_FILE,TGT_FILE, or a TSV: "
@@ -160,7 +180,9 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--tokenizer", choices=("bpe", "unigram", "word"), default=None,
                    help="default: word for synthetic tasks, bpe otherwise")
     o = t.add_argument_group("optimisation (section 5)")
-    o.add_argument("--max-tokens", type=POSITIVE_INT, default=4096, help="padded tokens per batch")
+    o.add_argument("--max-tokens", type=POSITIVE_INT, default=4096,
+                   help="padded tokens per batch, per process under torchrun (the paper's steps held about 25000 "
+                        "per side: reach that with --accum or more processes)")
     o.add_argument("--accum", type=POSITIVE_INT, default=1, help="batches per optimizer step")
     length = o.add_mutually_exclusive_group()
     length.add_argument("--max-steps", type=POSITIVE_INT, default=None, help="optimizer steps (default: 10000)")
@@ -192,10 +214,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     e = sub.add_parser("evaluate", help="BLEU and chrF (sacreBLEU) of a checkpoint",
                        description="BLEU and chrF (sacreBLEU, detokenized) of a checkpoint's translations.",
-                       formatter_class=HelpFormatter)
+                       formatter_class=HelpFormatter, epilog=EXAMPLES["evaluate"])
     e.add_argument("--checkpoint", type=Path, default=DEFAULT_CHECKPOINT, help="checkpoint folder")
     e.add_argument("--data", help="a corpus spec as for train (with --split)")
-    e.add_argument("--split", choices=("valid", "test"), default="test", help="which part of --data")
+    e.add_argument("--split", choices=("valid", "test"), default="test",
+                   help="which part of --data (a corpus without splits: the 1%% carved out as in training)")
     e.add_argument("--src", help="source language code")
     e.add_argument("--tgt", help="target language code")
     e.add_argument("--source-file", type=Path, help="instead of --data: sources, one per line")
@@ -205,17 +228,18 @@ def build_parser() -> argparse.ArgumentParser:
     add_decoding_options(e)
 
     tr = sub.add_parser("translate", help="translate stdin (or --input) line by line",
-                        description="Translate stdin (or --input) line by line.", formatter_class=HelpFormatter)
+                        description="Translate stdin (or --input) line by line.", formatter_class=HelpFormatter,
+                        epilog=EXAMPLES["translate"])
     tr.add_argument("--checkpoint", type=Path, default=DEFAULT_CHECKPOINT, help="checkpoint folder")
     tr.add_argument("--input", type=Path, help="input file (default: stdin)")
     tr.add_argument("--output", type=Path, help="output file (default: stdout)")
     tr.add_argument("--n-best", type=POSITIVE_INT, default=1,
-                    help="print this many hypotheses per line, tab-separated with their scores")
+                    help="print this many hypotheses per line, tab-separated with their scores (2 x N columns)")
     add_decoding_options(tr)
 
     a = sub.add_parser("average", help="average the last N checkpoints of a run into one",
                        description="Average the weights of a run's last N checkpoints (the paper averages 5).",
-                       formatter_class=HelpFormatter)
+                       formatter_class=HelpFormatter, epilog=EXAMPLES["average"])
     a.add_argument("--run", type=Path, required=True, help="run folder written by `train`")
     a.add_argument("--last", type=POSITIVE_INT, default=5, help="how many of the latest checkpoints")
     a.add_argument("--out", type=Path, required=True, help="checkpoint folder to write (refused if it exists)")
@@ -292,6 +316,42 @@ def check_out_folder(out: Path, resume: bool) -> None:
     check_creatable(out)
 
 
+DATA_OPTIONS = ("data", "src", "tgt", "seed", "limit", "vocab_size", "tokenizer")
+
+
+def check_same_data(args: argparse.Namespace) -> None:
+    """--resume: the options that chose the training pairs, the carved valid/test split and the vocabulary
+    must stay the run's; another --seed would put the run's held-out pairs into training."""
+    from core.data import absolute_spec
+
+    try:
+        record = json.loads((args.out / "run.json").read_text())
+    except (OSError, ValueError):
+        return  # no record to compare with (with_run_options said nothing either)
+    changed = [f"--{key.replace('_', '-')} {getattr(args, key)} (the run's: {record[key]})" for key in DATA_OPTIONS
+               if key in record and str(getattr(args, key)) != record[key]
+               and not (key == "data" and args.data == absolute_spec(record[key]))]
+    if changed:
+        raise CLIError(f"--resume: {', '.join(changed)}: the run's data split and vocabulary depend on "
+                       f"{'it' if len(changed) == 1 else 'them'}; leave {'it' if len(changed) == 1 else 'them'} "
+                       f"out to keep the run's, or start a new run")
+
+
+def trim_metrics(path: Path, step: int) -> None:
+    """Resuming from step N: drop metrics.jsonl's records after N (steps of a killed run that will be trained
+    again) and any half-written line, so that each step is logged once."""
+    if not path.exists():
+        return
+    kept = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            if json.loads(line)["step"] <= step:
+                kept.append(line + "\n")
+        except (ValueError, KeyError, TypeError):
+            continue
+    write_output(path, "".join(kept))
+
+
 def check_creatable(out: Path) -> None:
     """Refuse a folder that cannot be made (a file on its path, no write access) before any work."""
     parent = out.resolve().parent
@@ -344,13 +404,16 @@ def command_train(args: argparse.Namespace) -> None:
     from core.bundle import ModelBundle
     from core.checkpoint import load_checkpoint, load_trainer_state
     from core.config import ModelConfig
-    from core.data import load_corpus
+    from core.data import absolute_spec, load_corpus
     from core.model import Transformer
     from core.trainer import TrainConfig, Trainer
 
     check_out_folder(args.out, args.resume)  # first: a mistyped --resume folder is the problem to name
     if args.data is None:
         raise CLIError("train needs --data (see --help for its forms)")
+    args.data = absolute_spec(args.data)  # run.json's record then reads the same files from any folder
+    if args.resume:
+        check_same_data(args)
     rank, world, device = setup_distributed()
     corpus = load_corpus(args.data, args.src, args.tgt, seed=args.seed, limit=args.limit)
     if args.resume:
@@ -385,6 +448,11 @@ def command_train(args: argparse.Namespace) -> None:
     if args.warmup > max_steps:
         log(f"note: --warmup {args.warmup} is longer than the run ({max_steps} steps): the learning rate rises "
             f"throughout and never reaches its peak", file=sys.stderr)
+    unused, instead = (("lr", "--lr-factor scales eq. 3's rate") if args.schedule == "noam"
+                       else ("lr_factor", "--lr sets its peak"))
+    if getattr(args, unused) != build_parser().commands["train"].get_default(unused):
+        log(f"note: --{unused.replace('_', '-')} has no effect with --schedule {args.schedule} ({instead}); "
+            f"it is ignored", file=sys.stderr)
     config = TrainConfig(max_steps=max_steps, max_tokens=args.max_tokens, accum=args.accum, schedule=args.schedule,
                          warmup=args.warmup, lr_factor=args.lr_factor, peak_lr=args.lr,
                          label_smoothing=args.label_smoothing, weight_decay=args.weight_decay,
@@ -401,6 +469,8 @@ def command_train(args: argparse.Namespace) -> None:
         if trainer.step_count >= max_steps:
             raise CLIError(f"--resume: the run in {args.out} is already at step {trainer.step_count}; give a "
                            f"larger --max-steps (or --epochs) to train on")
+        if rank == 0:
+            trim_metrics(args.out / "metrics.jsonl", trainer.step_count)
     amp = {torch.bfloat16: "bf16", torch.float16: "fp16"}.get(trainer.amp_dtype, "off")
     log(f"{bundle.model.num_parameters() / 1e6:.1f}M parameters, vocabulary {bundle.tokenizer.vocab_size}, "
         f"{len(train)} training pairs, device {trainer.device}, amp {amp}, "
@@ -412,21 +482,29 @@ def command_train(args: argparse.Namespace) -> None:
     train_loop(trainer, args, rank)
 
 
+LOG_EVERY = 100  # steps between the lines of a training log without a progress bar
+
+
 def train_loop(trainer, args: argparse.Namespace, rank: int) -> None:
     """Steps with a progress bar; metrics.jsonl, periodic checkpoints, Ctrl-C saves first."""
     from tqdm import tqdm
 
     board = open_tensorboard(args.out) if args.tensorboard and rank == 0 else None
-    bar = tqdm(total=trainer.config.max_steps, initial=trainer.step_count, disable=rank != 0,
+    # disable=None: a bar on a terminal; a redirected log gets a plain line every LOG_EVERY steps instead
+    bar = tqdm(total=trainer.config.max_steps, initial=trainer.step_count, disable=None if rank == 0 else True,
                unit="step", dynamic_ncols=True)
     metrics = open(args.out / "metrics.jsonl", "a") if rank == 0 else None
 
     def on_step(event) -> None:
-        bar.update(1)
-        bar.set_postfix(loss=f"{event.loss:.3f}", ppl=f"{event.perplexity:.1f}", lr=f"{event.lr:.2e}",
-                        tok_s=f"{event.tokens_per_s:.0f}")
         if rank != 0:
             return
+        bar.update(1)
+        status = dict(loss=f"{event.loss:.3f}", ppl=f"{event.perplexity:.1f}", lr=f"{event.lr:.2e}",
+                      tok_s=f"{event.tokens_per_s:.0f}")
+        bar.set_postfix(status)
+        if bar.disable and (event.step % LOG_EVERY == 0 or event.step == trainer.config.max_steps):
+            print(f"step {event.step}/{trainer.config.max_steps}: "
+                  + " ".join(f"{k} {v}" for k, v in status.items()), flush=True)
         record = {k: v for k, v in event.to_dict().items() if v is not None}
         metrics.write(json.dumps(record) + "\n")
         metrics.flush()
@@ -460,12 +538,29 @@ def train_loop(trainer, args: argparse.Namespace, rank: int) -> None:
         if metrics:
             metrics.close()
     if rank == 0:
-        final = args.out / "final"
-        latest = run_checkpoints(args.out)[-1]
-        if final.exists():
-            shutil.rmtree(final)
-        shutil.copytree(latest, final)
+        final = publish_final(args.out, run_checkpoints(args.out)[-1])
         print(f"done: {trainer.step_count} steps; final checkpoint {final}")
+
+
+def publish_final(out: Path, latest: Path) -> Path:
+    """Copy the latest checkpoint to out/final through a temporary folder: a copy cut short (Ctrl-C, a full
+    disk) leaves the previous final/ or none, never half of one."""
+    final, partial = out / "final", out / f".final.partial-{os.getpid()}"
+    try:
+        shutil.copytree(latest, partial)
+        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)  # the swap is two renames: let it finish
+        try:
+            if final.exists():
+                old = final.rename(out / f".final.old-{os.getpid()}")
+                partial.rename(final)
+                shutil.rmtree(old)
+            else:
+                partial.rename(final)
+        finally:
+            signal.signal(signal.SIGINT, previous)
+    finally:
+        shutil.rmtree(partial, ignore_errors=True)
+    return final
 
 
 def save(trainer, args: argparse.Namespace) -> Path:
@@ -598,13 +693,18 @@ def data_pairs(args: argparse.Namespace, bundle) -> tuple[list[str], list[str]]:
     src, tgt = args.src, args.tgt
     if src is None and tgt is None and not args.data.startswith("synthetic:"):
         src, tgt = trained  # a folder with several languages needs a direction: the checkpoint's
-    corpus = load_corpus(args.data, src, tgt)
+    seed = (bundle.info.get("train") or {}).get("seed", 0)  # a carved test split is the one it trained beside
+    corpus = load_corpus(args.data, src, tgt, seed=seed)
     if None not in trained and (corpus.src_lang, corpus.tgt_lang) != trained:
         fix = (f"{args.data} runs one way only" if args.data.startswith("synthetic:")
                else f"pass --src {trained[0]} --tgt {trained[1]}")
         raise CLIError(f"{bundle.name} translates {trained[0]}->{trained[1]} but --data gives "
                        f"{corpus.src_lang}->{corpus.tgt_lang}; {fix}")
     pairs = corpus.test if args.split == "test" else corpus.valid
+    if "carved" in corpus.description:
+        print(f"note: {args.data} has no {args.split} split of its own: scoring the {len(pairs)} pairs carved out "
+              f"with seed {seed}, as training with that seed (the checkpoint's) did; to score every line of a "
+              f"held-out file pair, use --source-file and --reference-file", file=sys.stderr)
     return [s for s, _ in pairs], [t for _, t in pairs]
 
 
@@ -631,7 +731,8 @@ def command_evaluate(args: argparse.Namespace) -> None:
     if args.limit is not None:
         sources, references = sources[: args.limit], references[: args.limit]
     started = time.perf_counter()
-    result, translations = evaluate_bundle(bundle, sources, references, options)
+    # a bar only on a terminal, never in a redirected log
+    result, translations = evaluate_bundle(bundle, sources, references, options, progress=sys.stderr.isatty())
     elapsed = time.perf_counter() - started
     report_notices(translations, where)
     if args.output:
@@ -668,7 +769,9 @@ def command_translate(args: argparse.Namespace) -> None:
         results = translate_detailed(bundle, lines, options, on_batch=bar.update)
     report_notices(results, f"{args.input or 'stdin'} line")
     if args.n_best > 1:
-        out = ["\t".join(f"{text}\t{score:.4f}" for text, score in r.n_best) for r in results]
+        # a line with fewer hypotheses (an empty source, fewer finished) gets empty cells: 2 x N columns each
+        out = ["\t".join([f"{text}\t{score:.4f}" for text, score in r.n_best]
+                         + ["\t"] * (args.n_best - len(r.n_best))) for r in results]
     else:
         out = [r.text for r in results]
     text = "\n".join(out) + ("\n" if out else "")

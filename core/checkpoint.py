@@ -270,11 +270,17 @@ def average_checkpoints(bundles: Sequence[ModelBundle]) -> ModelBundle:
     average), and no path: saving it must go to a folder of its own."""
     if not bundles:
         raise ValueError("no checkpoints to average")
-    config = bundles[0].model.config
+    first = bundles[0]
+    config, vocabulary = first.model.config, first.tokenizer.to_json()
     for bundle in bundles[1:]:
         if bundle.model.config != config:
+            theirs, ours = bundle.model.config.to_dict(), config.to_dict()
+            fields = ", ".join(f"{k} {theirs[k]} (not {ours[k]})" for k in ours if theirs[k] != ours[k])
             raise ValueError(f"{bundle.path or bundle.name} has a different model config from "
-                             f"{bundles[0].path or bundles[0].name}; cannot average")
+                             f"{first.path or first.name}: {fields}; cannot average")
+        if bundle.tokenizer.to_json() != vocabulary:  # same shapes, other token ids: the mean would be noise
+            raise ValueError(f"{bundle.path or bundle.name} has a different tokenizer (vocabulary) from "
+                             f"{first.path or first.name}; only checkpoints of one run can be averaged")
     states = [_unique_state(b.model, None) for b in bundles]
     # A fresh dict of means before anything is written: the tied matrix appears under three
     # names in a state_dict, and averaging into a model's own tensors would mix it three times.

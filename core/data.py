@@ -197,6 +197,23 @@ def local_files(path_spec: str) -> list[Path]:
     return [Path(p.strip()).expanduser() for p in ([match[1]] if match else path_spec.split(",", 1))]
 
 
+def absolute_spec(spec: str) -> str:
+    """spec with a files: corpus's paths made absolute, so that it names the same files from any
+    folder (a run's record, resumed from elsewhere); other specs unchanged."""
+    kind, _, rest = spec.partition(":")
+    if kind != "files" or not rest:
+        return spec
+    path = Path(rest).expanduser()
+    match = TSV_COLUMNS.fullmatch(rest)
+    if path.exists():
+        return f"files:{path.resolve()}"
+    if match:
+        return f"files:{Path(match[1]).expanduser().resolve()}:{match[2]}-{match[3]}"
+    if "," in rest:
+        return "files:" + ",".join(str(Path(p.strip()).expanduser().resolve()) for p in rest.split(",", 1))
+    return f"files:{path.resolve()}"
+
+
 SPLIT_FILE = re.compile(r"(?P<split>[^.]+)\.(?P<lang>[A-Za-z_-]+)(?P<gz>\.gz)?")
 
 

@@ -399,3 +399,111 @@ def test_core_field_names_become_the_commands_options_and_nothing_else():
                              ("run/config.json: ModelConfig.d_model must be even", "train"),  # --resume
                              ("TrainConfig.peak_lr must be", "translate")]:  # no --lr there
         assert train_cli.option_names(message, command) == message
+
+
+# ----- review fixes: evaluation split, final/, averaging, notes, resume records ----------------------
+def test_evaluate_scores_the_split_carved_with_the_checkpoints_seed(tmp_path, capsys):
+    from types import SimpleNamespace
+
+    from core.data import load_corpus
+
+    a, b = tmp_path / "a.txt", tmp_path / "b.txt"
+    a.write_text("".join(f"quelle {i}\n" for i in range(300)))
+    b.write_text("".join(f"source {i}\n" for i in range(300)))
+    spec = f"files:{a},{b}"
+    bundle = SimpleNamespace(info={"train": {"seed": 3}, "src_lang": "src", "tgt_lang": "tgt"}, name="m")
+    args = train_cli.parse_arguments(["evaluate", "--data", spec, "--split", "test"])
+    sources, _ = train_cli.data_pairs(args, bundle)
+    held_out = load_corpus(spec, seed=3)
+    assert sources == [s for s, _ in held_out.test] != [s for s, _ in load_corpus(spec, seed=0).test]
+    assert not set(sources) & {s for s, _ in held_out.train}  # never a pair the model trained on
+    assert "carved out with seed 3" in capsys.readouterr().err
+
+
+def test_final_is_replaced_whole_or_not_at_all(tmp_path, monkeypatch):
+    run = tmp_path / "run"
+    for step in ("step-1", "step-2"):
+        (run / step).mkdir(parents=True)
+        (run / step / "config.json").write_text(step)
+        (run / step / "model.safetensors").write_text(step)
+    train_cli.publish_final(run, run / "step-1")
+
+    def cut_short(source, target, **kwargs):
+        Path(target).mkdir()
+        (Path(target) / "config.json").write_text("step-2")  # one file copied, then Ctrl-C
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(train_cli.shutil, "copytree", cut_short)
+    with pytest.raises(KeyboardInterrupt):
+        train_cli.publish_final(run, run / "step-2")
+    assert sorted(p.name for p in run.iterdir()) == ["final", "step-1", "step-2"]  # no partial copy left
+    assert [(run / "final" / f).read_text() for f in ("config.json", "model.safetensors")] == ["step-1"] * 2
+    monkeypatch.undo()
+    train_cli.publish_final(run, run / "step-2")
+    assert [(run / "final" / f).read_text() for f in ("config.json", "model.safetensors")] == ["step-2"] * 2
+    assert sorted(p.name for p in run.iterdir()) == ["final", "step-1", "step-2"]
+
+
+def test_average_refuses_checkpoints_of_another_vocabulary(run):
+    from core.checkpoint import average_checkpoints, load_checkpoint
+    from core.tokenizer import Tokenizer
+
+    first, second = (load_checkpoint(run / name) for name in ("step-0000020", "step-0000030"))
+    vocabulary = json.loads(second.tokenizer.to_json())
+    words = vocabulary["model"]["vocab"]
+    x, y = [w for w in words if words[w] >= 4][:2]
+    words[x], words[y] = words[y], words[x]  # same size and shapes, two tokens' ids swapped
+    second.tokenizer = Tokenizer.from_json(json.dumps(vocabulary))
+    with pytest.raises(ValueError, match="different tokenizer"):
+        average_checkpoints([first, second])
+    second.model.config.d_ff += 1
+    with pytest.raises(ValueError, match=r"d_ff \d+ \(not \d+\)"):  # the field that differs is named
+        average_checkpoints([first, second])
+
+
+def test_an_option_the_schedule_ignores_is_noted_and_each_step_logged_once_when_not_a_terminal(capsys, tmp_path):
+    out = tmp_path / "run"
+    assert train_cli.main(TRAIN[:5] + ["--max-steps", "2", "--eval-every", "0", "--limit", "50", "--lr", "0.01",
+                                       "--warmup", "1", "--out", str(out)]) == 0
+    captured = capsys.readouterr()
+    assert "--lr has no effect with --schedule noam" in captured.err
+    assert "step 2/2: loss " in captured.out  # a plain line for a log, not a progress bar's redraws
+    assert "\r" not in captured.err
+
+
+def test_resume_trims_metrics_of_steps_to_be_trained_again(run, tmp_path):
+    import shutil
+
+    copy = tmp_path / "resumed"
+    shutil.copytree(run, copy)
+    shutil.rmtree(copy / "step-0000030")  # killed after step 30 was logged but before it was saved
+    with open(copy / "metrics.jsonl", "a") as metrics:
+        metrics.write('{"step": 31, "lo')  # and in the middle of a line
+    assert train_cli.main(["train", "--out", str(copy), "--resume", "--max-steps", "32"]) == 0
+    steps = [json.loads(line)["step"] for line in (copy / "metrics.jsonl").read_text().splitlines()]
+    assert steps == list(range(1, 33))
+
+
+def test_resume_refuses_another_data_split_or_vocabulary_and_keeps_data_paths_absolute(run, capsys, tmp_path,
+                                                                                       monkeypatch):
+    one_line_error(capsys, ["train", "--out", str(run), "--resume", "--seed", "5", "--max-steps", "40"],
+                   "--seed 5 (the run's: 0)", "data split")
+    one_line_error(capsys, ["train", "--out", str(run), "--resume", "--vocab-size", "99", "--max-steps", "40"],
+                   "--vocab-size 99 (the run's: 8000)")
+    (tmp_path / "a.txt").write_text("".join(f"w{i} x\n" for i in range(40)))
+    (tmp_path / "b.txt").write_text("".join(f"v{i} y\n" for i in range(40)))
+    monkeypatch.chdir(tmp_path)
+    assert train_cli.main(TRAIN[:1] + ["--data", "files:a.txt,b.txt", "--preset", "tiny", "--max-steps", "1",
+                                       "--eval-every", "0", "--out", "files-run"]) == 0
+    options = json.loads((tmp_path / "files-run" / "run.json").read_text())["options"]
+    assert options[options.index("--data") + 1] == f"files:{tmp_path / 'a.txt'},{tmp_path / 'b.txt'}"
+    monkeypatch.chdir(ROOT)  # resumed from another folder, the run still finds its data
+    assert train_cli.main(["train", "--out", str(tmp_path / "files-run"), "--resume", "--max-steps", "2"]) == 0
+
+
+def test_n_best_lines_all_have_two_columns_per_hypothesis(run, tmp_path):
+    src, out = tmp_path / "in.txt", tmp_path / "out.txt"
+    src.write_text("a b c\n\nq r\n")
+    assert train_cli.main(["translate", "--checkpoint", str(run / "final"), "--input", str(src),
+                           "--output", str(out), "--beam", "3", "--n-best", "3"]) == 0
+    assert [len(line.split("\t")) for line in out.read_text().splitlines()] == [6, 6, 6]

@@ -255,3 +255,16 @@ def test_hf_unreachable_fails_fast(monkeypatch):
     with pytest.raises(ValueError, match=r"hf:opus_books:de-en: huggingface.co is unreachable.*files:PATH"):
         load_hf("opus_books", "de-en")
     assert time.monotonic() - start < 10
+
+
+def test_absolute_spec_names_the_same_files_from_any_folder(tmp_path, monkeypatch):
+    from core.data import absolute_spec
+
+    (tmp_path / "c.tsv").write_text("x\ty\n")
+    monkeypatch.chdir(tmp_path)
+    assert absolute_spec("files:c.tsv") == f"files:{tmp_path / 'c.tsv'}"
+    assert absolute_spec("files:c.tsv:de-en") == f"files:{tmp_path / 'c.tsv'}:de-en"
+    assert absolute_spec("files:a.de, b.en") == f"files:{tmp_path / 'a.de'},{tmp_path / 'b.en'}"
+    assert absolute_spec("files:.") == f"files:{tmp_path}"
+    for spec in ("synthetic:copy", "hf:wmt14:de-en"):
+        assert absolute_spec(spec) == spec
