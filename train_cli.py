@@ -11,6 +11,7 @@ Run `python train_cli.py COMMAND --help` for every option.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import io
 import json
 import math
@@ -131,7 +132,8 @@ EXAMPLES = {
     "train": """examples:
   python train_cli.py train --preset small --data files:../shared/data/multi30k --src de --tgt en --out runs/m30k
   python train_cli.py train --out runs/m30k --resume --max-steps 20000     # go on, with the run's options
-  python train_cli.py train --data synthetic:reverse --max-steps 300 --out runs/reverse   # a quick toy run
+  python train_cli.py train --preset tiny --data synthetic:reverse --max-steps 1000 --max-tokens 1500 \\
+      --schedule inverse_sqrt --lr 7e-4 --warmup 100 --clip-norm 1.0 --out runs/reverse   # a minute on a CPU
   torchrun --nproc_per_node=4 train_cli.py train --preset paper-base --data files:DATA --out runs/base""",
     "evaluate": """examples:
   python train_cli.py evaluate --checkpoint runs/m30k/final --data files:../shared/data/multi30k --split test
@@ -270,10 +272,15 @@ def run_options(parser: argparse.ArgumentParser, args: argparse.Namespace) -> li
 def with_run_options(parser: argparse.ArgumentParser, args: argparse.Namespace,
                      argv: list[str] | None) -> argparse.Namespace:
     """--resume: options not given again are the run's own, so `train --out RUN --resume` goes on as it was."""
+    record = args.out / "run.json"
     try:
-        saved = json.loads((args.out / "run.json").read_text())["options"]
-    except (OSError, ValueError, KeyError, TypeError):
-        return args  # no record (a run folder from before run.json kept options): what was given is all there is
+        saved = json.loads(record.read_text())["options"]
+    except (FileNotFoundError, KeyError):
+        return args  # a run folder from before run.json kept options: what was given is all there is
+    except (OSError, ValueError, TypeError) as exc:
+        print(f"note: {record} cannot be read ({type(exc).__name__}: {exc}); resuming with the options given "
+              f"here only", file=sys.stderr)
+        return args
     if args.max_steps is not None or args.epochs is not None:  # a new length replaces the run's, of either kind
         length = {"--max-steps", "--epochs"}
         saved = [v for i, v in enumerate(saved) if v not in length and (i == 0 or saved[i - 1] not in length)]
@@ -316,25 +323,59 @@ def check_out_folder(out: Path, resume: bool) -> None:
     check_creatable(out)
 
 
-DATA_OPTIONS = ("data", "src", "tgt", "seed", "limit", "vocab_size", "tokenizer")
+SPLIT_OPTIONS = ("seed", "limit", "vocab_size")  # the tokenizer's kind and the direction: from the checkpoint
 
 
 def check_same_data(args: argparse.Namespace) -> None:
     """--resume: the options that chose the training pairs, the carved valid/test split and the vocabulary
-    must stay the run's; another --seed would put the run's held-out pairs into training."""
-    from core.data import absolute_spec
-
+    stay the run's (another --seed would put the run's held-out pairs into training). A new --data path
+    is taken, with a note: the run's data may have moved."""
     try:
         record = json.loads((args.out / "run.json").read_text())
     except (OSError, ValueError):
-        return  # no record to compare with (with_run_options said nothing either)
-    changed = [f"--{key.replace('_', '-')} {getattr(args, key)} (the run's: {record[key]})" for key in DATA_OPTIONS
-               if key in record and str(getattr(args, key)) != record[key]
-               and not (key == "data" and args.data == absolute_spec(record[key]))]
+        return  # no record to compare with
+    changed = [f"--{key.replace('_', '-')} {getattr(args, key)} (the run's: {record[key]})" for key in SPLIT_OPTIONS
+               if key in record and str(getattr(args, key)) != record[key]]
     if changed:
         raise CLIError(f"--resume: {', '.join(changed)}: the run's data split and vocabulary depend on "
                        f"{'it' if len(changed) == 1 else 'them'}; leave {'it' if len(changed) == 1 else 'them'} "
                        f"out to keep the run's, or start a new run")
+    if record.get("data") and args.data != record["data"]:
+        print(f"note: --resume reads --data {args.data}, not the run's {record['data']}: its valid and test "
+              f"pairs stay the run's only if it holds the same lines", file=sys.stderr)
+
+
+def check_same_vocabulary_and_direction(args: argparse.Namespace, corpus, bundle) -> None:
+    """--resume: the checkpoint's tokenizer and languages are the run's; --tokenizer, --src or --tgt
+    that name others are refused (the same ones, given again, are fine)."""
+    changed = []
+    if tokenizer_kind(args) != bundle.tokenizer.kind:
+        changed.append(f"--tokenizer {tokenizer_kind(args)} (the run's: {bundle.tokenizer.kind})")
+    for flag, now, then in (("--src", corpus.src_lang, bundle.info.get("src_lang")),
+                            ("--tgt", corpus.tgt_lang, bundle.info.get("tgt_lang"))):
+        if then is not None and now != then:
+            changed.append(f"{flag} {now} (the run's: {then})")
+    if changed:
+        raise CLIError(f"--resume: {', '.join(changed)}: the run's checkpoints were trained that way; leave "
+                       f"{'it' if len(changed) == 1 else 'them'} out to keep the run's, or start a new run")
+
+
+@contextlib.contextmanager
+def damaged_checkpoint_hint(out: Path, latest: Path):
+    """--resume always starts from the latest checkpoint: if it cannot be read, say how to start from the one
+    before (run_checkpoints only lists step-* folders)."""
+    try:
+        yield
+    except ValueError as exc:
+        earlier = run_checkpoints(out)[:-1]
+        aside = out / f"damaged-{latest.name}"
+        way = (f"to go on from {earlier[-1].name}, move the damaged one aside: mv {latest} {aside}" if earlier
+               else "it is the run's only checkpoint: start a new run")
+        raise CLIError(f"--resume: {exc}; {way}") from None
+
+
+def tokenizer_kind(args: argparse.Namespace) -> str:
+    return args.tokenizer or ("word" if args.data.startswith("synthetic:") else "bpe")
 
 
 def trim_metrics(path: Path, step: int) -> None:
@@ -388,8 +429,8 @@ def shared_tokenizer(corpus, args, rank: int, world: int):
 
     text = None
     if rank == 0:
-        kind = args.tokenizer or ("word" if args.data.startswith("synthetic:") else "bpe")
-        text = Tokenizer.train((s for pair in corpus.train for s in pair), args.vocab_size, kind).to_json()
+        text = Tokenizer.train((s for pair in corpus.train for s in pair), args.vocab_size,
+                               tokenizer_kind(args)).to_json()
     if world > 1:
         box = [text]
         dist.broadcast_object_list(box, src=0)
@@ -410,7 +451,8 @@ def command_train(args: argparse.Namespace) -> None:
 
     check_out_folder(args.out, args.resume)  # first: a mistyped --resume folder is the problem to name
     if args.data is None:
-        raise CLIError("train needs --data (see --help for its forms)")
+        kept = f" ({args.out / 'run.json'} holds none to resume with)" if args.resume else ""
+        raise CLIError(f"train needs --data{kept} (see --help for its forms)")
     args.data = absolute_spec(args.data)  # run.json's record then reads the same files from any folder
     if args.resume:
         check_same_data(args)
@@ -418,7 +460,9 @@ def command_train(args: argparse.Namespace) -> None:
     corpus = load_corpus(args.data, args.src, args.tgt, seed=args.seed, limit=args.limit)
     if args.resume:
         latest = run_checkpoints(args.out)[-1]
-        bundle = load_checkpoint(latest)
+        with damaged_checkpoint_hint(args.out, latest):
+            bundle = load_checkpoint(latest)
+        check_same_vocabulary_and_direction(args, corpus, bundle)
         wanted = ModelConfig.from_preset(args.preset, src_vocab_size=bundle.tokenizer.vocab_size,
                                          tgt_vocab_size=bundle.tokenizer.vocab_size, **model_overrides(args))
         if wanted != bundle.model.config:
@@ -461,7 +505,8 @@ def command_train(args: argparse.Namespace) -> None:
                          bleu_sentences=args.bleu_sentences)
     trainer = Trainer(bundle, train, config, valid_pairs=corpus.valid, valid=valid)
     if args.resume:
-        state = load_trainer_state(latest)
+        with damaged_checkpoint_hint(args.out, latest):
+            state = load_trainer_state(latest)
         if state is None:
             raise CLIError(f"--resume: {latest} holds weights but no trainer state (trainer.pt), so the "
                            f"optimizer and step cannot be restored; was it written by `average`?")
@@ -531,7 +576,8 @@ def train_loop(trainer, args: argparse.Namespace, rank: int) -> None:
                 path = save(trainer, args)
             finally:
                 signal.signal(signal.SIGINT, previous)
-            print(f"saved {path}; continue with: python train_cli.py train --out {args.out} --resume", file=sys.stderr)
+            print(f"saved {path}; continue with: python {sys.argv[0]} train --out {args.out.resolve()} --resume",
+                  file=sys.stderr)
         raise SystemExit(130)
     finally:
         bar.close()
@@ -702,9 +748,12 @@ def data_pairs(args: argparse.Namespace, bundle) -> tuple[list[str], list[str]]:
                        f"{corpus.src_lang}->{corpus.tgt_lang}; {fix}")
     pairs = corpus.test if args.split == "test" else corpus.valid
     if "carved" in corpus.description:
-        print(f"note: {args.data} has no {args.split} split of its own: scoring the {len(pairs)} pairs carved out "
-              f"with seed {seed}, as training with that seed (the checkpoint's) did; to score every line of a "
-              f"held-out file pair, use --source-file and --reference-file", file=sys.stderr)
+        trained_here = (bundle.info.get("data") or {}).get("source") == corpus.description["source"]
+        how = ("as the checkpoint's training did, so none of them was trained on" if trained_here
+               else "(the checkpoint was trained on other data)")
+        print(f"note: {args.data} has no {args.split} split of its own: its pairs are carved out with seed {seed} "
+              f"{how}; to score every line of a held-out file pair, use --source-file and --reference-file",
+              file=sys.stderr)
     return [s for s, _ in pairs], [t for _, t in pairs]
 
 

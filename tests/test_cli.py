@@ -417,7 +417,11 @@ def test_evaluate_scores_the_split_carved_with_the_checkpoints_seed(tmp_path, ca
     held_out = load_corpus(spec, seed=3)
     assert sources == [s for s, _ in held_out.test] != [s for s, _ in load_corpus(spec, seed=0).test]
     assert not set(sources) & {s for s, _ in held_out.train}  # never a pair the model trained on
-    assert "carved out with seed 3" in capsys.readouterr().err
+    note = capsys.readouterr().err
+    assert "carved out with seed 3" in note and "trained on other data" in note
+    bundle.info["data"] = held_out.description  # the checkpoint trained on these very files
+    train_cli.data_pairs(args, bundle)
+    assert "so none of them was trained on" in capsys.readouterr().err
 
 
 def test_final_is_replaced_whole_or_not_at_all(tmp_path, monkeypatch):
@@ -499,6 +503,43 @@ def test_resume_refuses_another_data_split_or_vocabulary_and_keeps_data_paths_ab
     assert options[options.index("--data") + 1] == f"files:{tmp_path / 'a.txt'},{tmp_path / 'b.txt'}"
     monkeypatch.chdir(ROOT)  # resumed from another folder, the run still finds its data
     assert train_cli.main(["train", "--out", str(tmp_path / "files-run"), "--resume", "--max-steps", "2"]) == 0
+    moved = tmp_path / "moved"
+    moved.mkdir()
+    for name in ("a.txt", "b.txt"):
+        (tmp_path / name).rename(moved / name)
+    capsys.readouterr()
+    assert train_cli.main(["train", "--out", str(tmp_path / "files-run"), "--resume", "--max-steps", "3",
+                           "--data", f"files:{moved / 'a.txt'},{moved / 'b.txt'}"]) == 0
+    assert "not the run's" in capsys.readouterr().err  # the data moved: taken, with a note
+
+
+def test_resume_compares_the_tokenizer_and_languages_the_run_used():
+    from types import SimpleNamespace
+
+    bundle = SimpleNamespace(tokenizer=SimpleNamespace(kind="word"), info={"src_lang": "de", "tgt_lang": "en"})
+    corpus = SimpleNamespace(src_lang="de", tgt_lang="en")
+    for tokenizer in (None, "word"):  # inferred, or given again: the same
+        train_cli.check_same_vocabulary_and_direction(SimpleNamespace(tokenizer=tokenizer, data="synthetic:copy"),
+                                                      corpus, bundle)
+    with pytest.raises(train_cli.CLIError, match=r"--tokenizer bpe \(the run's: word\), --tgt fr \(the run's: en\)"):
+        train_cli.check_same_vocabulary_and_direction(SimpleNamespace(tokenizer=None, data="files:x"),
+                                                      SimpleNamespace(src_lang="de", tgt_lang="fr"), bundle)
+
+
+def test_a_damaged_latest_checkpoint_says_how_to_resume_from_the_one_before(run, capsys, tmp_path):
+    import shutil
+
+    copy = tmp_path / "damaged"
+    shutil.copytree(run, copy)
+    (copy / "step-0000030" / "trainer.pt").write_bytes(b"PK\x03\x04 cut short")
+    one_line_error(capsys, ["train", "--out", str(copy), "--resume", "--max-steps", "40"],
+                   "damaged or truncated", f"mv {copy / 'step-0000030'} {copy / 'damaged-step-0000030'}")
+    (copy / "step-0000030").rename(copy / "damaged-step-0000030")
+    assert train_cli.main(["train", "--out", str(copy), "--resume", "--max-steps", "40"]) == 0
+    (copy / "run.json").write_text('{"options": ["--data", "synth')  # cut short too
+    assert train_cli.main(["train", "--out", str(copy), "--resume", "--max-steps", "50"]) == 2
+    err = capsys.readouterr().err
+    assert "run.json cannot be read" in err and "train needs --data (" in err and "holds none to resume" in err
 
 
 def test_n_best_lines_all_have_two_columns_per_hypothesis(run, tmp_path):
