@@ -59,6 +59,11 @@ body.presenter { --text-xs: 16px; --text-sm: 18px; --text-md: 21px; --text-lg: 2
 body.presenter .gradio-container { background: #fff; }
 /* On a projector's 720 lines the tab's content needs the room; the window's title names the app. */
 body.presenter #studio-title { display: none; }
+/* ...and so do the plots of every tab: opening a checkpoint is work done before the lecture. */
+body.presenter #open-checkpoint { display: none; }
+/* bertviz's page, in its sandboxed frame, cannot see presenter mode's type sizes: the frame is zoomed
+   whole, as the plots are scaled (PRESENTER_PLOT_SCALE); its width stays the column's. */
+body.presenter iframe.bertviz { zoom: 1.4; }
 body.presenter .tab-wrapper button { font-size: 21px; font-weight: 700; color: #000; }
 """
 # Attention tab, head ablation: a row of boxes per layer, a column per head (heads-N comes with the
@@ -295,7 +300,7 @@ def build_app(registry: ModelRegistry, selected: str | None = None, checkpoints_
                 presenter = gr.Checkbox(label="Presenter mode (large type, high contrast)", value=False,
                                         elem_id="presenter-switch", container=False)
         shell = Shell(registry, picker, demo, gr.State(registry.key(selected)))
-        with gr.Accordion("Open another checkpoint", open=False):
+        with gr.Accordion("Open another checkpoint", open=False, elem_id="open-checkpoint"):
             upload = gr.File(label="A checkpoint: config.json, model.safetensors and tokenizer.json "
                                    f"(or a .zip of the folder); at most {MAX_UPLOAD_MB} MB a file",
                              file_count="multiple")

@@ -181,21 +181,31 @@ def parameter_shares(groups: dict[str, int]) -> go.Figure:
                    margin=dict(l=230, r=30, t=60, b=60))
 
 
-def lr_schedule(steps: np.ndarray, lrs: np.ndarray, warmup: int, title: str, extended: bool = False) -> go.Figure:
-    """extended: drawn past the steps asked for, to reach the peak at warmup."""
-    fig = go.Figure(go.Scatter(x=steps, y=lrs, mode="lines", name="lr",
+def lr_schedule(steps: np.ndarray, lrs: np.ndarray, warmup: int, title: str, extended: bool = False,
+                own: tuple[np.ndarray, str] | None = None) -> go.Figure:
+    """extended: drawn past the steps asked for, to reach the peak at warmup. own: the model's own
+    schedule (its learning rates at the same steps, and a legend name), drawn dashed for comparison."""
+    fig = go.Figure(go.Scatter(x=steps, y=lrs, mode="lines", name=f"warmup_steps = {warmup}",
                                hovertemplate="step %{x}<br>lr %{y:.2e}<extra></extra>"))
+    if own is not None:
+        fig.add_trace(go.Scatter(x=steps, y=own[0], mode="lines", name=own[1], line=dict(color="#888", dash="dash"),
+                                 hovertemplate="step %{x}<br>lr %{y:.2e}<extra>" + own[1] + "</extra>"))
     note = " (drawn past the steps shown, to its peak)" if extended else ""
     fig.add_vline(x=warmup, line_dash="dash", line_color="#d95f02", annotation_text=f"warmup_steps = {warmup}{note}",
                   annotation_position="top left" if extended else "top right")
-    fig.update_xaxes(title="training step")
+    # A fixed range: plotly widens an automatic one to hold the warm-up line's label (to negative steps).
+    fig.update_xaxes(title="training step", range=[0, steps[-1]])
     fig.update_yaxes(title="learning rate", exponentformat="e")
-    return _layout(fig, title, 400)
+    # The legend above the plot, not beside it: the curves keep the figure's whole width.
+    return _layout(fig, title, 400, margin=dict(l=70, r=30, t=90, b=60),
+                   legend=dict(orientation="h", x=0, y=1.02, yanchor="bottom"))
 
 
 def label_smoothing(dist: np.ndarray, tokens: Sequence[str], target: int, eps: float) -> go.Figure:
     colors = ["#1b6ca8" if i == target else "#9ecae1" for i in range(len(tokens))]
-    fig = go.Figure(go.Bar(x=list(range(len(tokens))), y=dist, marker_color=colors,
+    # Each bar's value written on it: on a log axis 0.9 and 0.7 look alike.
+    fig = go.Figure(go.Bar(x=list(range(len(tokens))), y=dist, marker_color=colors, text=dist,
+                           texttemplate="%{y:.2g}", textposition="outside", cliponaxis=False,
                            hovertemplate="%{y:.5f}<extra></extra>"))
     fig.update_xaxes(_token_axis(tokens, tickangle=-45))
     # One tick a decade, as powers of ten: plotly's SI prefixes wrote 0.0001 as "100μ". The axis ends just
@@ -239,11 +249,17 @@ NODE_STYLE = {  # status -> (name in legend, marker)
 }
 
 
-def beam_tree(nodes: Sequence[dict], current_step: int) -> go.Figure:
-    """nodes: dicts with step, y (in rows), parent_y (None for the root), token, status,
-    token_logprob, logprob, score. Edges run from parent to child; the current step's column is
-    shaded. A node's token is written above it."""
+def beam_tree(nodes: Sequence[dict], current_step: int, best: tuple | None = None) -> go.Figure:
+    """nodes: dicts with key (the token ids from the root), step, y (in rows), parent_y (None for
+    the root), token, status, token_logprob, logprob, score. Edges run from parent to child; the
+    current step's column is shaded. A node's token is written above it. best: the key of the
+    search's result, once it is done; its path from the root is drawn as a broad band."""
     fig = go.Figure()
+    if best is not None:  # first, so that the edges and markers lie on top of it
+        path = sorted((n for n in nodes if best[:len(n["key"])] == n["key"]), key=lambda n: n["step"])
+        fig.add_trace(go.Scatter(x=[n["step"] for n in path], y=[n["y"] for n in path], mode="lines",
+                                 name="best translation", hoverinfo="skip", legendrank=len(NODE_STYLE),
+                                 line=dict(color="#fdb863", width=12)))
     for kept, color, dash in ((False, "#d0d0d0", "dot"), (True, "#5a8fc0", "solid")):
         xs, ys = [], []
         for n in nodes:
@@ -269,11 +285,13 @@ def beam_tree(nodes: Sequence[dict], current_step: int) -> go.Figure:
                            "%{customdata[2]:.3f}<br>normalised score %{customdata[3]:.3f}<extra>" + name + "</extra>")))
     # A ring around what this step chose, as its own trace: rings on the node traces' points
     # would draw the first point's ring in the legend too.
-    chosen = [n for n in nodes if n["step"] == current_step and n["status"] in ("live", "finished")]
+    # Once the search is done the band tells its story: the last step's rings and shade would point
+    # at whichever hypotheses finished last, not at the result.
+    chosen = [n for n in nodes if n["step"] == current_step and n["status"] in ("live", "finished") and best is None]
     fig.add_trace(go.Scatter(x=[n["step"] for n in chosen], y=[n["y"] for n in chosen], mode="markers",
                              marker=dict(symbol="circle-open", size=21, color="#d95f02", line=dict(width=3)),
                              hoverinfo="skip", showlegend=False))
-    if current_step > 0:  # unlabelled: any label in the column would sit on a word
+    if current_step > 0 and best is None:  # unlabelled: any label in the column would sit on a word
         fig.add_vrect(x0=current_step - 0.4, x1=current_step + 0.4, fillcolor="#fdd0a2", opacity=0.35,
                       line_width=0)
     last = max([n["step"] for n in nodes] + [1])
@@ -283,7 +301,8 @@ def beam_tree(nodes: Sequence[dict], current_step: int) -> go.Figure:
     fig.update_yaxes(visible=False, range=[bottom, top])
     # A row holds a word above a marker: a wide beam's tree grows tall (to 2,600 px) rather than overprinting.
     note = word_start_note([n["token"] for n in nodes])
-    return _layout(fig, f"Search tree (shaded: this step; orange ring: chosen in it{note})",
+    shown = "band: the result" if best is not None else "shaded: this step; orange ring: chosen in it"
+    return _layout(fig, f"Search tree ({shown}{note})",
                    int(min(2600, max(380, 160 + 32 * (bottom - top)))), margin=dict(l=30, r=30, t=100, b=60),
                    legend=dict(orientation="h", x=0, y=1, yanchor="bottom"))
 

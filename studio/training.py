@@ -629,7 +629,7 @@ class TrainingJob:
         why = f" (this public studio's {limits.PUBLIC_MAX_MINUTES:.0f}-minute limit)" if run.time_up else ""
         with self._lock:
             self._set("stopped" if stopped else "finished",
-                      f"{'Stopped' if stopped else 'Finished'} at step {run.trainer.step_count} after "
+                      f"{'Stopped' if stopped else 'Finished'} at step {run.trainer.step_count:,} after "
                       f"{run.elapsed():.0f} s{why}. The model stays in the picker; Save keeps it on disk.")
 
     def _fail(self, run: _Run, reason: str) -> None:

@@ -136,6 +136,23 @@ def test_tree_layout_keeps_words_apart_and_chains_straight(registry):
             assert k["parent_y"] == by_key[n["key"]]["y"]
 
 
+def test_once_done_the_tree_marks_the_results_path_instead_of_the_last_step(registry):
+    def band(search):
+        tree = beam.render(registry, search)[0]
+        return next((t for t in tree.data if t.name == "best translation"), None), tree
+
+    stepped = act(registry, "step", None)
+    assert band(stepped)[0] is None and "shaded: this step" in band(stepped)[1].layout.title.text
+    done = act(registry, "run", None)
+    path, tree = band(done)
+    best = done.view.finished[0]
+    by_key = {n["key"]: n for n in beam.tree_nodes(done.views)}
+    on_path = [by_key[tuple(best.ids[:i])] for i in range(len(best.ids) + 1)]  # the root, then each token
+    assert list(path.x) == [n["step"] for n in on_path] and list(path.y) == [n["y"] for n in on_path]
+    assert on_path[-1]["status"] == "finished" and "band: the result" in tree.layout.title.text
+    assert not tree.layout.shapes  # no shaded last step pointing elsewhere
+
+
 def test_word_start_marker_is_drawn_as_a_visible_space():
     """The tokenizer's "▁" reads as "_" in most fonts: plot text shows a grey "␣" (escaped text
     around it), hover boxes and plain text a plain one; titles explain it only when it occurs."""

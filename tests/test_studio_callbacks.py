@@ -362,6 +362,7 @@ def test_model_tab_counts_every_parameter_once(registry):
     peak = max(lr.data[0].y)
     assert peak == pytest.approx(64 ** -0.5 * 4000 ** -0.5, rel=0.01)
     assert max(smoothing.data[0].y) == pytest.approx(0.9 + 0.1 / bundle.model.config.tgt_vocab_size)
+    assert smoothing.data[0].texttemplate == "%{y:.2g}"  # each value written: a log axis hides 0.9 vs 0.7
     assert smoothing.layout.yaxis.exponentformat == "power"  # 10^-4, not plotly's SI "100μ"
     # The reference token is a target-language one: the first of the causal mask's translation.
     reference = smoothing.data[0].marker.color.index("#1b6ca8")
@@ -392,7 +393,11 @@ def test_model_tab_draws_the_schedule_the_model_trained_with(registry):
     _, _, _, lr, schedule, *_ = model_view.render(registry, "warm-30", 30, 700, 0.2)
     assert max(lr.data[0].y) == pytest.approx(3.0 * d ** -0.5 * 30 ** -0.5, rel=0.01)  # the lr factor counts
     assert "lr = 3 · d_model" in lr.layout.title.text and "warmup_steps = 30" in lr.layout.annotations[0].text
-    assert "lr factor 3, warm-up 30 steps, 640 steps" in schedule
+    assert "lr factor 3, warm-up 30 steps, 640 steps" in schedule and len(lr.data) == 1
+    _, _, _, lr, *_ = model_view.render(registry, "warm-30", 200, 700, 0.2)  # the slider moved: compared
+    assert [t.name for t in lr.data] == ["warmup_steps = 200", "its own: warmup_steps = 30"]
+    assert max(lr.data[1].y) == pytest.approx(3.0 * d ** -0.5 * 30 ** -0.5, rel=0.01)
+    assert max(lr.data[1].y) > max(lr.data[0].y)  # a longer warm-up peaks lower (eq. 3)
     fairseq = dict(schedule="inverse_sqrt", warmup=100, peak_lr=1e-3, max_steps=800)
     registry.add("fairseq", type(bundle)(bundle.model, bundle.tokenizer, {"name": "fairseq", "train": fairseq}))
     _, _, _, lr, schedule, *_ = model_view.render(registry, "fairseq", 100, 800, 0.1)

@@ -244,7 +244,8 @@ def render(registry, search: Search | None, choice: str | None = None):
     names = [n for n, _ in _hypotheses(view)]
     choice = choice if choice in names else (names[0] if names else None)
     mine, theirs, verdict = comparison(registry, search)
-    return (plots.beam_tree(tree_nodes(search.views), view.step), table(view),
+    best = tuple(view.finished[0].ids) if view.done and view.finished else None
+    return (plots.beam_tree(tree_nodes(search.views), view.step, best), table(view),
             gr.Dropdown(choices=names, value=choice), attention_figure(search, choice),
             md(view.explanation), mine, theirs, verdict,
             gr.Button(interactive=not view.done), gr.Button(interactive=len(search.views) > 1),

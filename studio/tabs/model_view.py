@@ -134,11 +134,16 @@ def lr_figure(bundle: ModelBundle, warmup: float, steps: float):
     if beyond:
         steps = warmup * 3 // 2
     x = np.unique(np.append(np.linspace(1, steps, 400).astype(int), warmup))  # the peak drawn too
-    lrs = [learning_rate(int(s), schedule=c.schedule, d_model=d_model, warmup=warmup, factor=c.lr_factor,
-                         peak_lr=c.peak_lr) for s in x]
+    def rates(warmup: int) -> np.ndarray:
+        return np.array([learning_rate(int(s), schedule=c.schedule, d_model=d_model, warmup=warmup,
+                                       factor=c.lr_factor, peak_lr=c.peak_lr) for s in x])
+
     title = (f"lr = {c.lr_factor:g} · d_model^-0.5 · min(step^-0.5, step · warmup^-1.5), d_model = {d_model}"
              if c.schedule == "noam" else f"lr = {c.peak_lr:g} · min(step / warmup, √(warmup / step))")
-    return plots.lr_schedule(x, np.array(lrs), warmup, title, beyond)
+    # Moved off the model's own warm-up, the curve is compared with the one it trains with.
+    own = None if c.warmup == warmup else (rates(c.warmup), f"{'the paper' if c is PAPER_SCHEDULE else 'its own'}: "
+                                                            f"warmup_steps = {c.warmup}")
+    return plots.lr_schedule(x, rates(warmup), warmup, title, beyond, own)
 
 
 def example_translation(bundle: ModelBundle, sentences: list[str]) -> Translation:
