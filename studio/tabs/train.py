@@ -335,7 +335,7 @@ def attention(view: JobView, step: float | None, layer: float, head: float) -> g
     which = f"mean of {n_heads} heads" if h == 0 else f"head {h}"
     rows, cols = view.example
     return plots.attention_head(weights, rows, cols, f"Step {frame.step}: cross-attention, layer {l + 1}, {which}",
-                                "target token being predicted", "source token")
+                                "reference token being predicted", "source token")
 
 
 def timeline_slider(view: JobView, follow: bool) -> gr.Slider:
@@ -465,7 +465,9 @@ def build(shell: Shell, job: TrainingJob) -> None:
     metrics_line = gr.Markdown()
     sample_table = gr.Dataframe(headers=["source", "reference", "model output", "="], interactive=False, wrap=True,
                                 datatype=["str", "str", "str", "str"], column_widths=["32%", "31%", "31%", "6%"])
-    gr.Markdown("### Attention timeline: one fixed test sentence, snapshotted while the model learns")
+    gr.Markdown("### Attention timeline: one fixed test sentence, snapshotted while the model learns\n"
+                "Its rows are the reference translation, fed to the decoder as in training (teacher forcing): "
+                "they read right from the first step; what changes is where each one looks.")
     with gr.Row():
         timeline = Slider(0, d.attention_every, value=0, step=d.attention_every, label="training step", scale=3)
         layer = Slider(1, layers, value=layers, step=1, label="decoder layer")
