@@ -330,6 +330,8 @@ def check_same_data(args: argparse.Namespace) -> None:
     """--resume: the options that chose the training pairs, the carved valid/test split and the vocabulary
     stay the run's (another --seed would put the run's held-out pairs into training). A new --data path
     is taken, with a note: the run's data may have moved."""
+    from core.data import absolute_spec  # a record written before run.json kept absolute paths
+
     try:
         record = json.loads((args.out / "run.json").read_text())
     except (OSError, ValueError):
@@ -340,7 +342,7 @@ def check_same_data(args: argparse.Namespace) -> None:
         raise CLIError(f"--resume: {', '.join(changed)}: the run's data split and vocabulary depend on "
                        f"{'it' if len(changed) == 1 else 'them'}; leave {'it' if len(changed) == 1 else 'them'} "
                        f"out to keep the run's, or start a new run")
-    if record.get("data") and args.data != record["data"]:
+    if record.get("data") and args.data not in (record["data"], absolute_spec(record["data"])):
         print(f"note: --resume reads --data {args.data}, not the run's {record['data']}: its valid and test "
               f"pairs stay the run's only if it holds the same lines", file=sys.stderr)
 

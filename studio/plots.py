@@ -204,7 +204,7 @@ def lr_schedule(steps: np.ndarray, lrs: np.ndarray, warmup: int, title: str, ext
 def label_smoothing(dist: np.ndarray, tokens: Sequence[str], target: int, eps: float) -> go.Figure:
     colors = ["#1b6ca8" if i == target else "#9ecae1" for i in range(len(tokens))]
     # Each bar's value written on it: on a log axis 0.9 and 0.7 look alike.
-    fig = go.Figure(go.Bar(x=list(range(len(tokens))), y=dist, marker_color=colors, text=dist,
+    fig = go.Figure(go.Bar(x=list(range(len(tokens))), y=dist, marker_color=colors,
                            texttemplate="%{y:.2g}", textposition="outside", cliponaxis=False,
                            hovertemplate="%{y:.5f}<extra></extra>"))
     fig.update_xaxes(_token_axis(tokens, tickangle=-45))
@@ -287,7 +287,8 @@ def beam_tree(nodes: Sequence[dict], current_step: int, best: tuple | None = Non
     # would draw the first point's ring in the legend too.
     # Once the search is done the band tells its story: the last step's rings and shade would point
     # at whichever hypotheses finished last, not at the result.
-    chosen = [n for n in nodes if n["step"] == current_step and n["status"] in ("live", "finished") and best is None]
+    chosen = [] if best is not None else [n for n in nodes if n["step"] == current_step
+                                           and n["status"] in ("live", "finished")]
     fig.add_trace(go.Scatter(x=[n["step"] for n in chosen], y=[n["y"] for n in chosen], mode="markers",
                              marker=dict(symbol="circle-open", size=21, color="#d95f02", line=dict(width=3)),
                              hoverinfo="skip", showlegend=False))

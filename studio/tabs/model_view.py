@@ -134,6 +134,7 @@ def lr_figure(bundle: ModelBundle, warmup: float, steps: float):
     if beyond:
         steps = warmup * 3 // 2
     x = np.unique(np.append(np.linspace(1, steps, 400).astype(int), warmup))  # the peak drawn too
+
     def rates(warmup: int) -> np.ndarray:
         return np.array([learning_rate(int(s), schedule=c.schedule, d_model=d_model, warmup=warmup,
                                        factor=c.lr_factor, peak_lr=c.peak_lr) for s in x])
