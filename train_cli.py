@@ -338,10 +338,7 @@ def check_same_data(args: argparse.Namespace) -> None:
         return  # no record to compare with
     changed = [f"--{key.replace('_', '-')} {getattr(args, key)} (the run's: {record[key]})" for key in SPLIT_OPTIONS
                if key in record and str(getattr(args, key)) != record[key]]
-    if changed:
-        raise CLIError(f"--resume: {', '.join(changed)}: the run's data split and vocabulary depend on "
-                       f"{'it' if len(changed) == 1 else 'them'}; leave {'it' if len(changed) == 1 else 'them'} "
-                       f"out to keep the run's, or start a new run")
+    refuse_changes(changed, "the run's data split and vocabulary come from its own values")
     if record.get("data") and args.data not in (record["data"], absolute_spec(record["data"])):
         print(f"note: --resume reads --data {args.data}, not the run's {record['data']}: its valid and test "
               f"pairs stay the run's only if it holds the same lines", file=sys.stderr)
@@ -357,9 +354,15 @@ def check_same_vocabulary_and_direction(args: argparse.Namespace, corpus, bundle
                             ("--tgt", corpus.tgt_lang, bundle.info.get("tgt_lang"))):
         if then is not None and now != then:
             changed.append(f"{flag} {now} (the run's: {then})")
+    refuse_changes(changed, "the run's checkpoints were trained that way")
+
+
+def refuse_changes(changed: list[str], why: str) -> None:
+    """--resume: refuse options given with other values than the run's, each as "--flag now (the run's: then)"."""
     if changed:
-        raise CLIError(f"--resume: {', '.join(changed)}: the run's checkpoints were trained that way; leave "
-                       f"{'it' if len(changed) == 1 else 'them'} out to keep the run's, or start a new run")
+        them = "it" if len(changed) == 1 else "them"
+        raise CLIError(f"--resume: {', '.join(changed)}: {why}; leave {them} out to keep the run's, "
+                       f"or start a new run")
 
 
 @contextlib.contextmanager
@@ -536,6 +539,8 @@ def train_loop(trainer, args: argparse.Namespace, rank: int) -> None:
     """Steps with a progress bar; metrics.jsonl, periodic checkpoints, Ctrl-C saves first."""
     from tqdm import tqdm
 
+    from core.checkpoint import copy_checkpoint
+
     board = open_tensorboard(args.out) if args.tensorboard and rank == 0 else None
     # disable=None: a bar on a terminal; a redirected log gets a plain line every LOG_EVERY steps instead
     bar = tqdm(total=trainer.config.max_steps, initial=trainer.step_count, disable=None if rank == 0 else True,
@@ -586,29 +591,8 @@ def train_loop(trainer, args: argparse.Namespace, rank: int) -> None:
         if metrics:
             metrics.close()
     if rank == 0:
-        final = publish_final(args.out, run_checkpoints(args.out)[-1])
+        final = copy_checkpoint(run_checkpoints(args.out)[-1], args.out / "final")  # never half of one
         print(f"done: {trainer.step_count} steps; final checkpoint {final}")
-
-
-def publish_final(out: Path, latest: Path) -> Path:
-    """Copy the latest checkpoint to out/final through a temporary folder: a copy cut short (Ctrl-C, a full
-    disk) leaves the previous final/ or none, never half of one."""
-    final, partial = out / "final", out / f".final.partial-{os.getpid()}"
-    try:
-        shutil.copytree(latest, partial)
-        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)  # the swap is two renames: let it finish
-        try:
-            if final.exists():
-                old = final.rename(out / f".final.old-{os.getpid()}")
-                partial.rename(final)
-                shutil.rmtree(old)
-            else:
-                partial.rename(final)
-        finally:
-            signal.signal(signal.SIGINT, previous)
-    finally:
-        shutil.rmtree(partial, ignore_errors=True)
-    return final
 
 
 def save(trainer, args: argparse.Namespace) -> Path:

@@ -11,6 +11,7 @@ into place; a crash at any moment leaves the previous checkpoint loadable.
 """
 from __future__ import annotations
 
+import contextlib
 import glob
 import io
 import json
@@ -79,14 +80,7 @@ def save_checkpoint(path: str | Path, bundle: ModelBundle, trainer_state: dict[s
     """Write bundle (and optionally the trainer state) to the directory path, atomically.
     half=True stores float16 weights (for shipping); they load back as float32."""
     path = Path(path)
-    _check_replaceable(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    _remove_stale_saves(path)
-    tmp = path.with_name(f".{path.name}.saving-{os.getpid()}")
-    if tmp.exists():
-        shutil.rmtree(tmp)
-    try:
-        tmp.mkdir()
+    with _replacing(path) as tmp:
         save_file(_unique_state(bundle.model, torch.float16 if half else None), str(tmp / "model.safetensors"))
         info = {k: v for k, v in bundle.info.items() if k not in ("format_version", "model")}
         config = {"format_version": FORMAT_VERSION, "model": bundle.model.config.to_dict(), **info}
@@ -96,6 +90,33 @@ def save_checkpoint(path: str | Path, bundle: ModelBundle, trainer_state: dict[s
         shutil.copymode(tmp / "config.json", tmp / "model.safetensors")
         if trainer_state is not None:
             torch.save(trainer_state, tmp / "trainer.pt")
+    return path
+
+
+def copy_checkpoint(source: str | Path, path: str | Path) -> Path:
+    """Copy the checkpoint folder source to path as atomically as a save (a run's final/ from its
+    last step-N): a copy cut short leaves the previous checkpoint at path, if any, unchanged."""
+    source, path = Path(source), Path(path)
+    with _replacing(path) as tmp:
+        for name in FILES + OPTIONAL_FILES:
+            if (source / name).exists():
+                shutil.copy2(source / name, tmp / name)
+    return path
+
+
+@contextlib.contextmanager
+def _replacing(path: Path):
+    """A hidden sibling folder to fill with a checkpoint's files; once filled, it is fsynced and
+    renamed into place. A failure (or Ctrl-C) while filling removes it and leaves path as it was."""
+    _check_replaceable(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    _remove_stale_saves(path)
+    tmp = path.with_name(f".{path.name}.saving-{os.getpid()}")
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    try:
+        tmp.mkdir()
+        yield tmp
         _fsync_dir(tmp)
         _swap_into_place(tmp, path)
     except BaseException as exc:
@@ -104,7 +125,6 @@ def save_checkpoint(path: str | Path, bundle: ModelBundle, trainer_state: dict[s
             raise OSError(exc.errno, f"saving checkpoint {path} failed ({exc.strerror or exc}); "
                                      f"the previous checkpoint there, if any, is unchanged") from exc
         raise
-    return path
 
 
 def _check_replaceable(path: Path) -> None:

@@ -425,25 +425,31 @@ def test_evaluate_scores_the_split_carved_with_the_checkpoints_seed(tmp_path, ca
 
 
 def test_final_is_replaced_whole_or_not_at_all(tmp_path, monkeypatch):
+    import shutil
+
+    from core import checkpoint
+    from core.checkpoint import copy_checkpoint
+
     run = tmp_path / "run"
     for step in ("step-1", "step-2"):
         (run / step).mkdir(parents=True)
         (run / step / "config.json").write_text(step)
         (run / step / "model.safetensors").write_text(step)
-    train_cli.publish_final(run, run / "step-1")
+    copy_checkpoint(run / "step-1", run / "final")
+    copied, copy = [], shutil.copy2
 
-    def cut_short(source, target, **kwargs):
-        Path(target).mkdir()
-        (Path(target) / "config.json").write_text("step-2")  # one file copied, then Ctrl-C
-        raise KeyboardInterrupt
+    def cut_short(source, target):
+        if copied:
+            raise KeyboardInterrupt  # one file copied, then Ctrl-C
+        copied.append(copy(source, target))
 
-    monkeypatch.setattr(train_cli.shutil, "copytree", cut_short)
+    monkeypatch.setattr(checkpoint.shutil, "copy2", cut_short)
     with pytest.raises(KeyboardInterrupt):
-        train_cli.publish_final(run, run / "step-2")
-    assert sorted(p.name for p in run.iterdir()) == ["final", "step-1", "step-2"]  # no partial copy left
+        copy_checkpoint(run / "step-2", run / "final")
+    assert copied and sorted(p.name for p in run.iterdir()) == ["final", "step-1", "step-2"]  # no partial copy
     assert [(run / "final" / f).read_text() for f in ("config.json", "model.safetensors")] == ["step-1"] * 2
     monkeypatch.undo()
-    train_cli.publish_final(run, run / "step-2")
+    copy_checkpoint(run / "step-2", run / "final")
     assert [(run / "final" / f).read_text() for f in ("config.json", "model.safetensors")] == ["step-2"] * 2
     assert sorted(p.name for p in run.iterdir()) == ["final", "step-1", "step-2"]
 
