@@ -67,33 +67,36 @@ def _stacks(attention: dict[str, Sequence[torch.Tensor]]) -> dict[str, tuple[tor
     return {f"{k}_attention": tuple(torch.as_tensor(a) for a in v) for k, v in attention.items()}
 
 
-def head_view(attention: dict[str, Sequence[torch.Tensor]], source: list[str], target: list[str]) -> str:
-    """attention: "encoder"/"decoder"/"cross" -> per layer (1, h, q, k). An <iframe> element."""
+def head_view(attention: dict[str, Sequence[torch.Tensor]], source: list[str], target: list[str],
+              stack: str = "cross") -> str:
+    """attention: "encoder"/"decoder"/"cross" -> per layer (1, h, q, k). An <iframe> element that
+    opens on `stack` (where present)."""
     from bertviz import head_view as bv_head_view  # imports IPython: keep it off the start-up path
     view = bv_head_view(**_stacks(attention), encoder_tokens=list(source), decoder_tokens=list(target),
                         html_action="return")
     rows = max(len(source), len(target))
-    return iframe(_page(_open_on_cross(view.data, attention)), height=min(1400, 140 + 26 * rows))
+    return iframe(_page(_open_on(view.data, attention, stack)), height=min(1400, 140 + 26 * rows))
 
 
-def model_view(attention: dict[str, Sequence[torch.Tensor]], source: list[str], target: list[str]) -> str:
+def model_view(attention: dict[str, Sequence[torch.Tensor]], source: list[str], target: list[str],
+               stack: str = "cross") -> str:
     from bertviz import model_view as bv_model_view
     view = bv_model_view(**_stacks(attention), encoder_tokens=list(source), decoder_tokens=list(target),
                          html_action="return", display_mode="light")
     rows = max(len(source), len(target))
-    return iframe(_page(_open_on_cross(view.data, attention)), height=model_view_height(attention, rows))
+    return iframe(_page(_open_on(view.data, attention, stack)), height=model_view_height(attention, rows))
 
 
-def _open_on_cross(view_html: str, attention: dict[str, Sequence[torch.Tensor]]) -> str:
-    """bertviz opens on its first stack, the encoder; a translation's story is cross-attention.
-    Its stacks come in the order encoder, decoder, cross; default_filter is the one drawn first,
-    and its stack selector has to show that one too."""
-    present = [stack for stack in ("encoder", "decoder", "cross") if stack in attention]
-    if "cross" not in present:
+def _open_on(view_html: str, attention: dict[str, Sequence[torch.Tensor]], stack: str) -> str:
+    """bertviz opens on its first stack, the encoder; the studio opens it on the stack its own plots
+    show. Its stacks come in the order encoder, decoder, cross; default_filter is the one drawn
+    first, and its stack selector has to show that one too."""
+    present = [name for name in ("encoder", "decoder", "cross") if name in attention]
+    if stack not in present:
         return view_html
-    index = present.index("cross")
+    index, name = present.index(stack), stack.capitalize()  # bertviz's names: Encoder, Decoder, Cross
     return (view_html.replace('"default_filter": "0"', f'"default_filter": "{index}"', 1)
-            .replace(f'<option value="{index}">Cross</option>', f'<option value="{index}" selected>Cross</option>', 1))
+            .replace(f'<option value="{index}">{name}</option>', f'<option value="{index}" selected>{name}</option>', 1))
 
 
 def model_view_height(attention: dict[str, Sequence[torch.Tensor]], rows: int) -> int:

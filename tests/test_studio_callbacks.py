@@ -286,9 +286,14 @@ def test_attention_is_drawn_only_on_screen_and_once_per_sentence(registry, curre
                                                                          "studio-tiny"))
     assert all(isinstance(v, type(gr.skip())) for v in attention.redraw(analysis, "Encoder self-attention",
                                                                         False, 1, 1, "beam"))
-    head_html, model_html, key = attention.refresh_bertviz(analysis, None, attention.TAB_ID)
-    assert head_html.startswith("<iframe") and key == (analysis.model, analysis.source, analysis.translation)
-    assert all(isinstance(v, type(gr.skip())) for v in attention.refresh_bertviz(analysis, key, attention.TAB_ID))
+    cross, encoder = attention.FIRST_STACK, "Encoder self-attention"
+    head_html, model_html, key = attention.refresh_bertviz(analysis, cross, None, attention.TAB_ID)
+    assert head_html.startswith("<iframe") and key == (analysis.model, analysis.source, analysis.translation, cross)
+    assert all(isinstance(v, type(gr.skip())) for v in attention.refresh_bertviz(analysis, cross, key,
+                                                                                 attention.TAB_ID))
+    # Another stack on the radio: bertviz is written again, open on that stack
+    head_html, _, key = attention.refresh_bertviz(analysis, encoder, key, attention.TAB_ID)
+    assert key[-1] == encoder and '"default_filter": "0"' in html.unescape(head_html)
 
 
 def test_attention_maps_never_outlive_a_model_switch(registry, current):
@@ -302,7 +307,8 @@ def test_attention_maps_never_outlive_a_model_switch(registry, current):
     analysis, title, layer, head, drawn = attention.refresh(registry, current, drawn, attention.TAB_ID, "other")
     assert analysis is None and "Model changed to **other**" in title and "translate again" in title
     assert (layer, head) == (gr.skip(), gr.skip())  # picked_model_ranges sets them for "other"
-    assert attention.refresh_bertviz(None, ("studio-tiny", "x", "y"), attention.TAB_ID)[:2] == ("", "")
+    assert attention.refresh_bertviz(None, attention.FIRST_STACK, ("studio-tiny", "x", "y", attention.FIRST_STACK),
+                                     attention.TAB_ID)[:2] == ("", "")
     with pytest.warns(UserWarning, match="translated with studio-tiny, not other"):
         assert "Model changed to **other**" in attention.ablate(registry, current, "other", ["L1 H1"], [], [])
     analysis, *_, drawn = attention.refresh(registry, current, drawn, attention.TAB_ID, "studio-tiny")
@@ -430,12 +436,15 @@ def test_bertviz_page_keeps_licence_notices():
     assert "Mike Bostock" in page and "jquery.org/license" in page
 
 
-def test_bertviz_views_open_on_cross_attention():
+def test_bertviz_views_open_on_the_stack_asked_for():
     maps = [torch.rand(1, 2, 3, 3)]
     for view in (bertviz_offline.head_view, bertviz_offline.model_view):
         page = html.unescape(view({"encoder": maps, "decoder": maps, "cross": maps}, list("abc"), list("xyz")))
         assert '"default_filter": "2"' in page  # bertviz's stacks: encoder 0, decoder 1, cross 2
         assert '<option value="2" selected>Cross</option>' in page
+        page = html.unescape(view({"encoder": maps, "decoder": maps, "cross": maps}, list("abc"), list("xyz"),
+                                  "decoder"))
+        assert '"default_filter": "1"' in page and '<option value="1" selected>Decoder</option>' in page
         assert '"default_filter": "0"' in html.unescape(view({"encoder": maps}, list("abc"), list("xyz")))
 
 

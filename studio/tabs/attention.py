@@ -24,6 +24,7 @@ from .translate import Current, switched
 
 STACKS = {"Encoder self-attention": "encoder", "Decoder self-attention": "decoder",
           "Cross-attention (decoder → encoder)": "cross"}
+FIRST_STACK = "Cross-attention (decoder → encoder)"  # a translation's story: what each output word reads
 AXES = {"encoder": ("query: source token", "key: source token"),
         "decoder": ("query: decoder input", "key: decoder input"),
         "cross": ("query: target token being predicted", "key: source token")}
@@ -90,14 +91,15 @@ def figures(analysis: Analysis | None, stack_label: str, average: bool, layer: f
     return grid, plots.attention_head(big, rows, cols, f"{model} · {stack_label}, {which}", *AXES[stack])
 
 
-def bertviz_views(analysis: Analysis | None) -> tuple[str, str]:
-    """bertviz head view and model view (HTML iframes) of all three stacks."""
+def bertviz_views(analysis: Analysis | None, stack_label: str = FIRST_STACK) -> tuple[str, str]:
+    """bertviz head view and model view (HTML iframes) of all three stacks, open on the tab's stack."""
     if analysis is None:
         return "", ""
     attention = {k: [torch.from_numpy(m[None]) for m in v] for k, v in analysis.maps.items()}
     source, target = ([plots.shown(t) for t in tokens] for tokens in (analysis.src_tokens, analysis.dec_tokens))
-    return (bertviz_offline.head_view(attention, source, target),
-            bertviz_offline.model_view(attention, source, target))
+    stack = STACKS[stack_label]
+    return (bertviz_offline.head_view(attention, source, target, stack),
+            bertviz_offline.model_view(attention, source, target, stack))
 
 
 def header(analysis: Analysis | None) -> str:
@@ -182,13 +184,13 @@ def redraw(analysis: Analysis | None, stack_label: str, average: bool, layer: fl
     return figures(analysis, stack_label, average, layer, head)
 
 
-def refresh_bertviz(analysis: Analysis | None, rendered: tuple | None, on_screen: str):
-    """bertviz_views() for an analysis whose views are not written yet, when on screen;
-    rendered names the sentence pair the views show."""
-    key = (analysis.model, analysis.source, analysis.translation) if analysis else None
+def refresh_bertviz(analysis: Analysis | None, stack_label: str, rendered: tuple | None, on_screen: str):
+    """bertviz_views() for an analysis or stack whose views are not written yet, when on screen;
+    rendered names the sentence pair and stack the views show."""
+    key = (analysis.model, analysis.source, analysis.translation, stack_label) if analysis else None
     if on_screen != TAB_ID or key == rendered:
         return gr.skip(), gr.skip(), gr.skip()
-    return *bertviz_views(analysis), key
+    return *bertviz_views(analysis, stack_label), key
 
 
 def translate_here(registry, name: str | None, text: str) -> Current:
@@ -282,7 +284,7 @@ def build(shell: Shell, current: gr.State, tab: gr.Tab, on_screen: gr.State) -> 
         source = gr.Textbox(label="Or look at another sentence", scale=4)
         look = gr.Button("Show attention", scale=1)
     with gr.Row():
-        stack = gr.Radio(list(STACKS), value="Cross-attention (decoder → encoder)", label="Attention", scale=3)
+        stack = gr.Radio(list(STACKS), value=FIRST_STACK, label="Attention", scale=3)
         average = gr.Checkbox(label="Average over heads", value=False, scale=1)
     grid = gr.Plot(label="Every layer and head")
     with gr.Row():
@@ -309,11 +311,13 @@ def build(shell: Shell, current: gr.State, tab: gr.Tab, on_screen: gr.State) -> 
 
     view_inputs = [analysis, stack, average, layer, head, on_screen]
 
+    bertviz_inputs = [analysis, stack, rendered, on_screen]
+
     def draw(trigger):
         trigger.then(guard(partial(refresh, shell.registry)), inputs=[current, drawn, on_screen, shell.model],
                      outputs=[analysis, title, layer, head, drawn], **HEAVY).then(
             guard(redraw), inputs=view_inputs, outputs=[grid, big]).then(
-            guard(refresh_bertviz), inputs=[analysis, rendered, on_screen], outputs=[head_view, model_view, rendered])
+            guard(refresh_bertviz), inputs=bertviz_inputs, outputs=[head_view, model_view, rendered])
 
     draw(tab.select(lambda: TAB_ID, outputs=on_screen, show_progress="hidden"))
     for change in (current.change, shell.model_key.change):  # an old ablation is stale now
@@ -325,6 +329,8 @@ def build(shell: Shell, current: gr.State, tab: gr.Tab, on_screen: gr.State) -> 
                    show_progress="hidden")
     gr.on([stack.change, average.change, layer.input, head.input], guard(redraw), inputs=view_inputs,
           outputs=[grid, big], trigger_mode="always_last")
+    stack.change(guard(refresh_bertviz), inputs=bertviz_inputs, outputs=[head_view, model_view, rendered],
+                 trigger_mode="always_last", show_progress="hidden")  # bertviz opens on the stack shown above
     gr.on([shell.demo.load, shell.model_key.change], guard(partial(head_choices, shell.registry)),
           inputs=shell.model, outputs=list(groups))
     gr.on([shell.demo.load, shell.model_key.change], guard(partial(picked_model_ranges, shell.registry)),
