@@ -11,6 +11,8 @@ class Slider(gr.Slider):
     3-layer model should see layer 3."""
 
     def preprocess(self, payload: float | None) -> float:
-        if payload is None:  # a cleared number box: the slider's default (Gradio's would raise TypeError)
-            payload = self.value if self.value is not None else self.minimum
+        # A cleared number box: the minimum, which the box itself shows once it loses focus (Gradio's
+        # preprocess would raise TypeError; the default drew one value while the box showed another).
+        if payload is None:
+            payload = self.minimum
         return super().preprocess(min(max(payload, self.minimum), self.maximum))

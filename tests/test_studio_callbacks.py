@@ -451,6 +451,8 @@ def test_bertviz_views_open_on_the_stack_asked_for():
 def test_sliders_clamp_typed_values_and_attention_ranges_follow_the_picked_model(registry):
     layer = Slider(1, 3, value=1, step=1)
     assert (layer.preprocess(6), layer.preprocess(-2), layer.preprocess(2), layer.preprocess(None)) == (3, 1, 2, 1)
+    # A cleared box draws what the box shows once it loses focus: the minimum, not the default
+    assert Slider(8, 512, value=128, step=2).preprocess(None) == 8
     bundle = registry.get("studio-tiny")
     c = bundle.model.config
     layers, heads = attention.picked_model_ranges(registry, "studio-tiny")  # before any sentence is analysed
