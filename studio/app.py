@@ -61,6 +61,10 @@ body.presenter .gradio-container { background: #fff; }
 body.presenter #studio-title { display: none; }
 /* ...and so do the plots of every tab: opening a checkpoint is work done before the lecture. */
 body.presenter #open-checkpoint { display: none; }
+/* The header row one input high: the picker shows a model's name without its "Model" label (screen
+   readers keep it), and the model's one-line summary keeps the normal type size. */
+body.presenter #model-picker [data-testid="block-info"] { display: none; }
+body.presenter #model-summary p { font-size: 17px; line-height: 1.35; }
 /* bertviz's page, in its sandboxed frame, cannot see presenter mode's type sizes: the frame is zoomed
    whole, as the plots are scaled (PRESENTER_PLOT_SCALE); its width stays the column's. */
 body.presenter iframe.bertviz { zoom: 1.4; }
@@ -179,6 +183,12 @@ CLAMP_JS = """() => {
 }"""
 
 
+def page_js() -> str:
+    """The scripts run once when the page loads (launch(js=...) takes one function)."""
+    from .tabs.beam import STEP_KEYS_JS  # the tabs import this module
+    return f"() => {{ ({CLAMP_JS})(); ({STEP_KEYS_JS})(); }}"
+
+
 @dataclass
 class Shell:
     """What every tab needs: the registry, the picked model's name (an input to callbacks) and its
@@ -294,8 +304,9 @@ def build_app(registry: ModelRegistry, selected: str | None = None, checkpoints_
     with gr.Blocks(title="Transformer Studio", analytics_enabled=False, delete_cache=(3600, 7200)) as demo:
         gr.Markdown("## Transformer Studio — “Attention Is All You Need”, opened up", elem_id="studio-title")
         with gr.Row(equal_height=True):
-            picker = gr.Dropdown(choices=names, value=selected, label="Model", scale=1, allow_custom_value=False)
-            status = gr.Markdown(status_line(registry, selected), elem_classes="status-line")
+            picker = gr.Dropdown(choices=names, value=selected, label="Model", scale=1, allow_custom_value=False,
+                                 elem_id="model-picker")
+            status = gr.Markdown(status_line(registry, selected), elem_classes="status-line", elem_id="model-summary")
             with gr.Column(scale=0, min_width=240):  # a bare checkbox's box would take a third of the row
                 presenter = gr.Checkbox(label="Presenter mode (large type, high contrast)", value=False,
                                         elem_id="presenter-switch", container=False)
@@ -379,7 +390,7 @@ def main(argv: list[str] | None = None) -> None:
     demo = build_app(registry, selected, args.checkpoints_dir, args.public)
     try:
         demo.queue(max_size=QUEUE_SIZE, default_concurrency_limit=DEFAULT_CONCURRENCY, status_update_rate=1).launch(
-            server_name=args.host, server_port=args.port, share=args.share, css=CSS, js=CLAMP_JS, show_error=False,
+            server_name=args.host, server_port=args.port, share=args.share, css=CSS, js=page_js(), show_error=False,
             max_file_size=MAX_UPLOAD_BYTES)
     except OSError as exc:  # the port is taken, or the host is not an address of this machine
         reason = str(exc).split(". ")[0]  # Gradio goes on about launch() parameters

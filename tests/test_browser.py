@@ -94,6 +94,9 @@ def test_studio_in_headless_chromium(studio):
         frame.locator("svg text").first.wait_for(timeout=15000)
         assert frame.locator("svg text").count() >= 4
         assert frame.locator("select#filter").input_value() == "2"  # opens on cross-attention
+        page.get_by_label("Encoder self-attention").check()  # and follows the tab's stack
+        page.frame_locator("iframe.bertviz").first.locator("select#filter option[value='0'][selected]").wait_for(
+            state="attached", timeout=15000)
         # The model view's frame is tall enough for every layer: nothing hides below its edge.
         page.get_by_role("tab", name="Model view").click()
         model_frame = page.locator("iframe.bertviz").nth(1)
@@ -109,13 +112,22 @@ def test_studio_in_headless_chromium(studio):
         page.set_viewport_size({"width": 1280, "height": 720})
         page.get_by_role("tab", name="Beam search").click()
         page.get_by_label("Sentence to search").fill(SENTENCES[1])
-        step = page.get_by_role("button", name="Step", exact=True)
+        step = page.get_by_role("button", name="Step (→)", exact=True)
         for n in (1, 2):
             step.click()
             page.get_by_text(f"Step {n}:").wait_for(timeout=15000)
         page.wait_for_function("document.getElementById('beam-tree').getBoundingClientRect().bottom <= innerHeight",
                                timeout=5000)
         assert step.bounding_box()["y"] > -2  # on screen (to a fraction of a pixel)
+        # The arrow keys step and go back (a clicker's keys), but not while a text box has them.
+        page.get_by_label("Sentence to search").press("ArrowRight")
+        page.wait_for_timeout(1000)
+        assert page.get_by_text("Step 2:").is_visible()
+        page.locator("#beam-tree").click(position={"x": 5, "y": 5})  # focus leaves the text box
+        page.keyboard.press("ArrowRight")
+        page.get_by_text("Step 3:").wait_for(timeout=15000)
+        page.keyboard.press("ArrowLeft")
+        page.get_by_text("Step 2:").wait_for(timeout=15000)
         page.set_viewport_size({"width": 1400, "height": 1000})
         page.get_by_role("button", name="Run to end").click()
         page.get_by_text("Same result").wait_for(timeout=20000)

@@ -38,6 +38,21 @@ SHOW_TREE_JS = """() => {
   }
 }"""
 
+# The arrow keys (and a presentation clicker sending them) step the search while the tree fills the
+# screen and its buttons have scrolled away: → Step, ← Back. Only with this tab shown and no text
+# box, slider or radio holding the keys; with a modifier the browser keeps them (Alt+← goes back a page).
+STEP_KEYS_JS = """() => {
+  document.addEventListener('keydown', (event) => {
+    const button = {ArrowRight: 'beam-step', ArrowLeft: 'beam-back'}[event.key];
+    const tab = document.getElementById('tab-beam'), focus = document.activeElement;
+    if (!button || event.altKey || event.ctrlKey || event.metaKey || event.shiftKey) return;
+    if (!tab || tab.offsetParent === null) return;
+    if (focus && (focus.isContentEditable || ['INPUT', 'TEXTAREA', 'SELECT'].includes(focus.tagName))) return;
+    event.preventDefault();
+    document.getElementById(button)?.click();  // a disabled button ignores it
+  });
+}"""
+
 
 @dataclass
 class Search:
@@ -301,8 +316,8 @@ def build(shell: Shell, translated: gr.State, tab: gr.Tab) -> None:
                 penalty = gr.Radio(["gnmt", "plain"], value="gnmt", label="penalty: ((5+|Y|)/6)^α or |Y|^α")
                 max_extra = Slider(0, 200, value=50, step=1, label="max length: source + N")
     with gr.Row(elem_id="beam-controls"):
-        step = gr.Button("Step", variant="primary")
-        back = gr.Button("Back", interactive=False)
+        step = gr.Button("Step (→)", variant="primary", elem_id="beam-step")
+        back = gr.Button("Back (←)", interactive=False, elem_id="beam-back")
         run = gr.Button("Run to end")
         reset = gr.Button("Reset")
     notices = gr.Markdown()  # input notices (truncated, unknown characters, beam size) stay on the page

@@ -408,7 +408,9 @@ def build(shell: Shell, job: TrainingJob) -> None:
         pause_button = gr.Button("Pause", interactive=False)
         resume_button = gr.Button("Resume", interactive=False)
         stop_button = gr.Button("Stop", variant="stop", interactive=False)
-        save_name = gr.Textbox(label="Checkpoint name (blank: the model's)", max_lines=1, scale=2)
+        # One line high, as the buttons beside it: the curves start higher on a 720-line projector.
+        save_name = gr.Textbox(label="Checkpoint name", show_label=False, container=False, max_lines=1, scale=2,
+                               placeholder="Name (blank: the model's)")
         save_button = gr.Button("Save checkpoint", interactive=False)
     button_row = [start_button, pause_button, resume_button, stop_button, save_button]
     if job.public:
