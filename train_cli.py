@@ -32,14 +32,15 @@ class CLIError(Exception):
 
 
 class HelpFormatter(argparse.RawDescriptionHelpFormatter):
-    """Shows each option's default, except where there is none to show (None, off flags)."""
+    """Shows each option's default: "off" for a flag, nothing where there is none (None)."""
 
     def _get_help_string(self, action: argparse.Action) -> str:
         help_text = action.help or ""
-        nothing_to_show = action.default is None or action.default is False or action.default is argparse.SUPPRESS
-        if action.option_strings and not nothing_to_show:  # `is`: a default of 0 equals False but is shown
-            help_text += " (default: %(default)s)"
-        return help_text
+        if not action.option_strings or action.default is None or action.default is argparse.SUPPRESS:
+            return help_text
+        if action.default is False:  # `is`: a default of 0 equals False but is a number
+            return help_text + " (default: off)"
+        return help_text + " (default: %(default)s)"
 
 
 class Parser(argparse.ArgumentParser):
@@ -69,6 +70,19 @@ NON_NEGATIVE_NUMBER = number(float, "a number >= 0", lambda v: v >= 0)
 SEED = number(int, "an integer from 0 to 2**63 - 1", lambda v: 0 <= v < 2**63)  # what torch.manual_seed takes
 
 
+def device_name(text: str) -> str:
+    """An argparse type: auto, or a device this machine has (refused with the option's name)."""
+    if text == "auto":
+        return text
+    from core.bundle import resolve_device  # torch: not imported for --help
+
+    try:
+        resolve_device(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return text
+
+
 # ----- argument parsing -----------------------------------------------------------------
 def add_decoding_options(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("decoding (section 6.1: beam 4, alpha 0.6, max length = source + 50)")
@@ -91,7 +105,7 @@ def add_decoding_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--batch-size", type=POSITIVE_INT, default=None,
                    help="sentences decoded together (default: 1024 for greedy and sampling, 256 for beam "
                         "search, the fastest on a 2-core CPU)")
-    g.add_argument("--device", default="auto", help="auto (CUDA if present), cpu, cuda, cuda:1, ...")
+    g.add_argument("--device", type=device_name, default="auto", help="auto (CUDA if present), cpu, cuda, cuda:1, ...")
 
 
 def decode_options(args: argparse.Namespace):
@@ -202,7 +216,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="auto: bf16 on CUDA and on CPUs with native bf16, else fp32")
     o.add_argument("--compile", action=argparse.BooleanOptionalAction, default=False,
                    help="torch.compile the training step (--no-compile: off, e.g. resuming such a run)")
-    o.add_argument("--device", default="auto", help="auto (CUDA if present), cpu, cuda, cuda:1, ...")
+    o.add_argument("--device", type=device_name, default="auto", help="auto (CUDA if present), cpu, cuda, cuda:1, ...")
     o.add_argument("--seed", type=SEED, default=0, help="initialisation, batch order and data split")
     o.add_argument("--limit", type=POSITIVE_INT, default=None, help="use at most this many training pairs")
     r = t.add_argument_group("evaluation and saving")

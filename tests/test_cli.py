@@ -189,14 +189,21 @@ def test_core_field_names_are_shown_as_options(capsys, tmp_path):
     one_line_error(capsys, ["translate", "--method", "sample", "--top-p", "1.5"], "--top-p", "(0, 1]")
 
 
-def test_a_device_this_machine_lacks_is_one_line(capsys, run):
+def test_a_device_this_machine_lacks_is_refused_by_name(capsys, run):
     import torch
 
     if torch.cuda.is_available():
         pytest.skip("this machine has CUDA")
-    one_line_error(capsys, ["evaluate", "--checkpoint", str(run / "final"), "--data", "synthetic:copy",
-                            "--device", "cuda"], "no CUDA GPU")
-    one_line_error(capsys, ["translate", "--device", "banana"], "unknown device 'banana'")
+    usage_error(capsys, ["evaluate", "--checkpoint", str(run / "final"), "--data", "synthetic:copy",
+                         "--device", "cuda"], "argument --device: device 'cuda': no CUDA GPU")
+    usage_error(capsys, ["translate", "--device", "banana"], "argument --device: unknown device 'banana'")
+
+
+def test_help_shows_defaults_flags_included(capsys):
+    with pytest.raises(SystemExit):
+        train_cli.main(["train", "--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    assert "(default: 0.1)" in out and "(default: off)" in out and "(default: False)" not in out
 
 
 def test_average_never_overwrites_and_resume_needs_trainer_state(run, capsys, tmp_path):
