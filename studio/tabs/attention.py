@@ -310,7 +310,6 @@ def build(shell: Shell, current: gr.State, tab: gr.Tab, on_screen: gr.State) -> 
         ablated = gr.Markdown()
 
     view_inputs = [analysis, stack, average, layer, head, on_screen]
-
     bertviz_inputs = [analysis, stack, rendered, on_screen]
 
     def draw(trigger):
