@@ -17,6 +17,7 @@ import shutil
 import tempfile
 import threading
 import time
+import unicodedata
 import zipfile
 import zlib
 from dataclasses import asdict, dataclass, field, replace
@@ -256,8 +257,9 @@ def check_hf_cached(spec: str) -> None:
 
 
 def safe_name(text: str, fallback: str = "live-model") -> str:
-    """A checkpoint folder name: letters, digits, '.', '_' and '-' only; no leading dot."""
-    name = re.sub(r"[^A-Za-z0-9._-]+", "-", text or "").strip(".-")[:64]
+    """A checkpoint folder name: letters of any alphabet (Übung stays Übung), digits, '.', '_' and '-'
+    only; no leading dot."""
+    name = re.sub(r"[^\w.-]+", "-", unicodedata.normalize("NFC", text or "")).strip(".-")[:64]
     return name or fallback
 
 
@@ -508,7 +510,7 @@ class TrainingJob:
         if bundle is None:
             raise ValueError("There are no good weights to save (the loss was NaN from the start).")
         self.checkpoints_dir.mkdir(parents=True, exist_ok=True)
-        base = f"{safe_name(name or run.settings.name)}-step{step}"
+        base = f"{safe_name(name, fallback=safe_name(run.settings.name))}-step{step}"  # blank: the run's name
         path, n = self.checkpoints_dir / base, 2
         while path.exists():
             path, n = self.checkpoints_dir / f"{base}-{n}", n + 1

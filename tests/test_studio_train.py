@@ -111,6 +111,7 @@ def test_run_pause_resume_finish_and_save(job):
     assert path.parent == job.checkpoints_dir and path.name == "etc-my-model-1-step30"
     assert job.save("../../etc/my model <1>").name == "etc-my-model-1-step30-2"  # never replaces
     assert {"etc-my-model-1-step30", "etc-my-model-1-step30-2"} <= set(job.registry.names())  # in the picker
+    assert job.save("   ").name == job.save("🙂").name[:-2] == "live-numbers-step30"  # nothing usable: the run's
     saved = load_checkpoint(path)
     assert saved.info["step"] == 30 and saved.info["src_lang"] == "en" and saved.info["name"] == path.name
     assert same_output(saved, live)
