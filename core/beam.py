@@ -163,9 +163,10 @@ class BeamStepper:
 
     def _explain(self, step: int, candidates: list[Candidate], new_finished: list[HypothesisView], done: bool) -> str:
         k = self.options.beam_size
-        kept = sum(c.kept for c in candidates)
+        live = sum(c.status == "live" for c in candidates)  # at most beam; finished ones leave the beam
+        pruned = len(candidates) - live - len(new_finished)
         text = (f"Step {step}: considered the top 2·beam = {2 * k} expansions (by cumulative log-probability); "
-                f"kept {kept}, pruned {len(candidates) - kept}; {len(new_finished)} finished with <eos>.")
+                f"{live} stay live, {len(new_finished)} finished with <eos>, {pruned} pruned.")
         if done and step >= self.max_output:
             text += f" Done: reached the maximum output length ({self.max_output}; <eos> forced)."
         elif done:

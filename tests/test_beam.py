@@ -55,6 +55,10 @@ def test_views_describe_each_step(bundle):
         live = [c for c in view.candidates if c.status == "live"]
         assert [previous.live[c.parent].ids + [c.token_id] for c in live] == [h.ids for h in view.live]
         assert len(view.live) == (0 if view.done else k)
+        new_finished = len(view.finished) - len(previous.finished)
+        pruned = sum(c.status == "pruned" for c in view.candidates)
+        assert (f"{len(view.live)} stay live, {new_finished} finished with <eos>, {pruned} pruned."
+                in view.explanation)  # a finished hypothesis is not counted as kept in the beam
         for h in view.live + view.finished:
             assert len(h.cross_attention) == bundle.model.config.decoder_layers
             for layer in h.cross_attention:
