@@ -2,8 +2,11 @@
 equivalence with one-shot beam search (the Translate tab), bad input, the tree and table."""
 from __future__ import annotations
 
+import copy
+
 import gradio as gr
 import pytest
+import torch
 
 from _studio import SENTENCES, studio_bundle, studio_registry
 from core.decoding import DecodeOptions, translate_detailed
@@ -72,8 +75,9 @@ def test_bad_input_is_clamped_or_refused_with_notices(registry, capsys):
     start = act(registry, "reset", None)
     act(registry, "back", start)
     assert "Already at the start" in capsys.readouterr().out
-    fresh = act(registry, "back", act(registry, "step", start), beam_size=2)  # Back after changed settings
-    assert fresh.view.step == 0 and "settings changed, so a new search starts here" in capsys.readouterr().out
+    shown = act(registry, "step", act(registry, "step", start))
+    walked = act(registry, "back", shown, beam_size=2)  # Back after changed settings: walks the search shown
+    assert walked is shown and walked.view.step == 1 and walked.stepper.options.beam_size == 3
     with pytest.warns(UserWarning, match="no model"):
         assert act(registry, "reset", None, name="gone") is None
 
@@ -204,3 +208,32 @@ def test_changed_settings_mark_the_shown_search_as_the_previous_one(registry):
     assert not step.interactive and not run.interactive and "Settings changed" not in note
     assert (mine, theirs, verdict) == beam.comparison(registry, done) and verdict
     assert beam.comparison(registry, done) is beam.comparison(registry, done)  # the Translate side decoded once
+
+
+def test_back_after_changed_settings_still_says_they_changed(registry):
+    search = act(registry, "step", act(registry, "step", act(registry, "reset", None)))
+    changed = {**SETTINGS, "alpha": 1.0}
+    act(registry, "back", search, alpha=1.0)
+    *_, explanation, mine, theirs, verdict, step, back, run, box, _ = beam.render(registry, search, None,
+                                                                                 *changed.values())
+    assert search.view.step == 1 and "Settings changed" in explanation and "Back still walks" in explanation
+    assert step.interactive and run.interactive and back.interactive and box == gr.skip()  # the typed size stays
+    *_, explanation, mine, theirs, verdict, step, back, run, box, _ = beam.render(registry, search, None,
+                                                                                 *SETTINGS.values())
+    assert "Settings changed" not in explanation and box.value == 3
+    fresh = act(registry, "step", search, alpha=1.0)  # Step then starts the new search
+    assert fresh is not search and fresh.view.step == 1 and fresh.stepper.options.alpha == 1.0
+
+
+def test_comparison_uses_the_weights_searched_while_a_model_trains_on(registry):
+    """A model training live publishes new weights under its name: the search keeps those it started
+    with, and so does the comparison, which says the model has moved on."""
+    registry.add("live", studio_bundle())
+    search = act(registry, "run", None, name="live")
+    newer = copy.deepcopy(studio_bundle())  # studio_bundle() is shared: never change its weights
+    for p in newer.model.parameters():
+        p.data.add_(0.05 * torch.randn_like(p))
+    newer.info["step"] = 99
+    registry.add("live", newer, same_model=True)
+    mine, theirs, verdict = beam.comparison(registry, search)
+    assert "Same result" in verdict and "step 99" not in verdict and "trained on since" in verdict

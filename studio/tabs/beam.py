@@ -13,6 +13,7 @@ from functools import partial
 import gradio as gr
 
 from core.beam import BeamStepper, HypothesisView, StepView
+from core.bundle import ModelBundle
 from core.decoding import DecodeOptions, translate_detailed
 from core.tokenizer import EOS_ID
 
@@ -29,6 +30,8 @@ DEFAULT_BEAM = 4  # the paper's (section 6.1)
 # of the gap, clear of the next row's word, written above its node (at 0.6 a wide beam's marks touched it).
 PRUNED_FAN = 0.35
 TABLE_HEADERS = ["hypothesis", "cumulative log p", "normalised score", "tokens"]
+SETTINGS_CHANGED = ("*Settings changed: Step or Run to end starts a new search with them (shown: the previous "
+                    "search, which Back still walks).*")
 
 
 # On a short screen (a projector at 1280x720) the tree starts below the bottom edge: after a step,
@@ -66,6 +69,8 @@ class Search:
     notices: list[str] = field(default_factory=list)  # what was changed in the input, and why
     model_key: tuple | None = None  # the model's registry key: a new training run under its name is another model
     compared: tuple[str, str, str] | None = None  # comparison() once done: the Translate tab's run is decoded once
+    # The weights searched with: a live training run publishes new ones under the same name meanwhile.
+    bundle: ModelBundle | None = None
 
     @property
     def view(self) -> StepView:
@@ -117,7 +122,7 @@ def start(registry, name: str | None, text: str, beam_size, alpha: float, penalt
         info(clip(n, 300))
     notices = [clip(n, 300) for n in cleaned + ([notice] if notice else []) + stepper.notices]
     return Search((name, text, size, float(alpha), penalty, int(max_extra)), stepper, [stepper.view], notices,
-                  model_key)
+                  model_key, bundle=bundle)
 
 
 def _started_with(search: Search | None, registry, name, text, beam_size, alpha, penalty, max_extra) -> bool:
@@ -137,12 +142,10 @@ def act(action: str, registry, search: Search | None, name, text, beam_size, alp
     """Step / Back / Run to end / Reset on the session's search; returns the new search."""
     if action == "reset":
         return start(registry, name, text, beam_size, alpha, penalty, max_extra)
-    previous, search = search, _current(search, registry, name, text, beam_size, alpha, penalty, max_extra)
+    if action != "back":  # Back walks the search on screen, even once the settings changed
+        search = _current(search, registry, name, text, beam_size, alpha, penalty, max_extra)
     if search is None:
         return None
-    if action == "back" and previous is not None and search is not previous:
-        info("The settings changed, so a new search starts here: press Step.")
-        return search
     if action == "step":
         if search.view.done:
             info("The search is finished: press Back or Reset.")
@@ -240,18 +243,25 @@ def _compare(registry, search: Search) -> tuple[str, str, str]:
     name, text, size, alpha, penalty, max_extra = search.key
     best = search.view.finished[0] if search.view.finished else None
     mine = search.stepper.tokenizer.decode([i for i in best.ids if i != EOS_ID]) if best else ""
-    t = translate_detailed(registry.get(name), [text], decode_options(size, alpha, penalty, max_extra))[0]
+    # The Translate tab's decoder on the weights the search used: a model training live has newer ones
+    # under the same name by now, which would make any comparison "different".
+    searched = search.bundle or registry.get(name)
+    t = translate_detailed(searched, [text], decode_options(size, alpha, penalty, max_extra))[0]
     same = mine == t.text and best is not None and abs(best.score - t.score) < 1e-4
     verdict = ("**Same result** as the Translate tab with these settings" if same else
                "**Different** from the Translate tab's result")
+    if name in registry.names() and registry.get(name).info.get("step") != searched.info.get("step"):
+        verdict += (f" (both decoded with the weights searched, step {searched.info.get('step', '?')}; the "
+                    f"model has trained on since)")
     return (f"{mine}  (score {best.score:.4f})" if best else "(no finished hypothesis)",
             f"{t.text}  (score {t.score:.4f})", verdict + ".")
 
 
-def render(registry, search: Search | None, choice: str | None = None):
+def render(registry, search: Search | None, choice: str | None = None, *settings):
     """Everything the tab shows for a search: tree, table, hypothesis picker, attention,
     explanation, comparison, the buttons' state (Step, Back, Run to end), the beam size box
-    (the size used) and the input notices."""
+    (the size used) and the input notices. settings (the tab's inputs, as for act): where they
+    are not the search's own, the page says so, as settings_changed() does."""
     if search is None:
         blank = plots.empty("Type a sentence and press Step.")
         return (blank, [], gr.Dropdown(choices=[], value=None), blank, "", "", "",
@@ -260,13 +270,15 @@ def render(registry, search: Search | None, choice: str | None = None):
     view = search.view
     names = [n for n, _ in _hypotheses(view)]
     choice = choice if choice in names else (names[0] if names else None)
-    mine, theirs, verdict = comparison(registry, search)
+    stale = bool(settings) and not _started_with(search, registry, *settings)  # Back after a change
+    mine, theirs, verdict = ("", "", "") if stale else comparison(registry, search)
     best = tuple(view.finished[0].ids) if view.done and view.finished else None
+    going = gr.Button(interactive=stale or not view.done)  # Step and Run; stale: they start a new search
     return (plots.beam_tree(tree_nodes(search.views), view.step, best), table(view),
             gr.Dropdown(choices=names, value=choice), attention_figure(search, choice),
-            md(view.explanation), mine, theirs, verdict,
-            gr.Button(interactive=not view.done), gr.Button(interactive=len(search.views) > 1),
-            gr.Button(interactive=not view.done), gr.Number(value=search.key[2]),
+            md(view.explanation) + ("  \n" + SETTINGS_CHANGED if stale else ""), mine, theirs, verdict,
+            going, gr.Button(interactive=len(search.views) > 1), going,
+            gr.skip() if stale else gr.Number(value=search.key[2]),  # stale: the box keeps the size typed
             "\n".join(f"- {md(n)}" for n in search.notices))
 
 
@@ -288,8 +300,7 @@ def settings_changed(registry, search: Search | None, *settings) -> tuple:
     buttons = (gr.Button(interactive=True), gr.Button(interactive=True))
     if search is None:
         return *buttons, gr.skip(), gr.skip(), gr.skip(), gr.skip()
-    return (*buttons, "*Settings changed: Step or Run to end starts a new search with them (shown: the previous "
-                      "search).*", "", "", "")
+    return *buttons, SETTINGS_CHANGED, "", "", ""
 
 
 def carry_over(current: Current | None, text: str | None) -> str:
@@ -342,8 +353,8 @@ def build(shell: Shell, translated: gr.State, tab: gr.Tab) -> None:
     for button, action in ((step, "step"), (back, "back"), (run, "run"), (reset, "reset")):
         triggers = [button.click, source.submit] if action == "step" else [button.click]
         gr.on(triggers, guard(partial(act, action, shell.registry)), inputs=[search, *settings], outputs=search,
-              **HEAVY).then(guard(partial(render, shell.registry)), inputs=[search, choice], outputs=shown, **HEAVY
-                            ).then(None, js=SHOW_TREE_JS)
+              **HEAVY).then(guard(partial(render, shell.registry)), inputs=[search, choice, *settings], outputs=shown,
+                            **HEAVY).then(None, js=SHOW_TREE_JS)
     choice.input(guard(attention_figure), inputs=[search, choice], outputs=attention)
     # New settings start a new search on the next Step (see _current): offer Step and Run again
     # even when the last search had finished. The beam size box: typed in only (.input), since
