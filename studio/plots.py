@@ -192,7 +192,8 @@ def lr_schedule(steps: np.ndarray, lrs: np.ndarray, warmup: int, title: str, ext
                                  hovertemplate="step %{x}<br>lr %{y:.2e}<extra>" + own[1] + "</extra>"))
     note = " (drawn past the steps shown, to its peak)" if extended else ""
     fig.add_vline(x=warmup, line_dash="dash", line_color="#d95f02", annotation_text=f"warmup_steps = {warmup}{note}",
-                  annotation_position="top left" if extended else "top right")
+                  # Left of a line near the right edge: on its right the label ran off the plot.
+                  annotation_position="top left" if extended or warmup > 0.6 * steps[-1] else "top right")
     # A fixed range: plotly widens an automatic one to hold the warm-up line's label (to negative steps).
     fig.update_xaxes(title="training step", range=[0, steps[-1]])
     fig.update_yaxes(title="learning rate", exponentformat="e")

@@ -400,6 +400,9 @@ def test_model_tab_draws_the_schedule_the_model_trained_with(registry):
     assert max(lr.data[0].y) == pytest.approx(3.0 * d ** -0.5 * 30 ** -0.5, rel=0.01)  # the lr factor counts
     assert "lr = 3 · d_model" in lr.layout.title.text and "warmup_steps = 30" in lr.layout.annotations[0].text
     assert "lr factor 3, warm-up 30 steps, 640 steps" in schedule and len(lr.data) == 1
+    assert lr.layout.annotations[0].xanchor == "left"  # the label on the line's right, inside the plot
+    _, _, _, lr, *_ = model_view.render(registry, "warm-30", 700, 700, 0.2)  # a warm-up at the right edge
+    assert lr.layout.annotations[0].xanchor == "right"  # its label on the left, not off the plot
     _, _, _, lr, *_ = model_view.render(registry, "warm-30", 200, 700, 0.2)  # the slider moved: compared
     assert [t.name for t in lr.data] == ["warmup_steps = 200", "its own: warmup_steps = 30"]
     assert max(lr.data[1].y) == pytest.approx(3.0 * d ** -0.5 * 30 ** -0.5, rel=0.01)
