@@ -44,6 +44,10 @@ from .registry import CHECKPOINTS, ModelRegistry
 ROOT = Path(__file__).resolve().parents[1]
 DATA_ROOTS = (ROOT / "data", ROOT.parent / "shared" / "data")  # where typed corpus paths may point
 SOURCES = ("Synthetic task", "Corpus on this machine", "Uploaded TSV", "Hugging Face dataset")
+UPLOAD_COPY_PREFIX = "studio-tsv-"  # the temporary folder of an uploaded TSV's copy
+# The set-up panel's names for the model's fields, in messages from core's checks.
+FORM_NAMES = {"n_heads": "heads", "encoder_layers": "layers", "decoder_layers": "layers",
+              "src_vocab_size": "vocabulary", "tgt_vocab_size": "vocabulary"}
 ACTIVE = ("preparing", "running", "paused", "stopping")
 PAUSING = "The step under way ends first; press Resume to go on."  # until the trainer waits
 HF_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,95}(/[A-Za-z0-9][A-Za-z0-9_.-]{0,95})?(:[A-Za-z0-9_.-]{1,64})?")
@@ -176,13 +180,21 @@ def uploaded_tsv_spec(upload: str | None, root: Path | None = None) -> str:
         raise ValueError("That file was not uploaded through the studio.")
     with open(path, "rb") as f:
         gz = f.read(2) == b"\x1f\x8b"
-    copy = Path(tempfile.mkdtemp(prefix="studio-tsv-")) / "uploaded.tsv"
+    # Named as uploaded (core reads a TSV by its .tsv name), so messages about it name the user's file.
+    stem = safe_name(Path(upload).name.removesuffix(".gz").removesuffix(".tsv"), fallback="uploaded")
+    copy = Path(tempfile.mkdtemp(prefix=UPLOAD_COPY_PREFIX)) / f"{stem}.tsv"
     try:
         _copy_capped(path, copy, gz)
     except BaseException:
         shutil.rmtree(copy.parent, ignore_errors=True)
         raise
     return f"files:{copy}"
+
+
+def in_users_words(message: str) -> str:
+    """message with the studio's copy of an uploaded TSV named as the user's file (bad.tsv, not
+    /tmp/studio-tsv-gv5njwqh/bad.tsv)."""
+    return re.sub(r"\S*/" + UPLOAD_COPY_PREFIX + r"[^/\s]*/", "", message)
 
 
 def _copy_capped(src: Path, dst: Path, gz: bool) -> None:
@@ -662,7 +674,9 @@ def _check_size(settings: Settings, public: bool) -> None:
     try:
         params = parameter_count(planned_config(settings))
     except ValueError as exc:  # ModelConfig's own check, e.g. d_model not divisible by the heads
-        raise ValueError(f"Cannot start: {exc}") from None
+        message = re.sub(r"\bModelConfig\.", "", str(exc))
+        message = re.sub(r"\b(" + "|".join(FORM_NAMES) + r")\b", lambda m: FORM_NAMES[m[1]], message)
+        raise ValueError(f"Cannot start: {message}") from None
     if public and params > limits.PUBLIC_MAX_PARAMETERS:
         raise ValueError(f"Cannot start: this public studio trains models of at most "
                          f"{limits.PUBLIC_MAX_PARAMETERS / 1e6:.0f}M parameters, and this one has "
@@ -688,10 +702,13 @@ def cpu_notice(params: int, device: torch.device) -> str:
 def prepare(settings: Settings) -> _Run:
     """Corpus, tokenizer, model (checked to fit in memory first) and trainer for settings."""
     check_hf_cached(settings.data)
-    corpus = load_corpus(settings.data, settings.src_lang, settings.tgt_lang, seed=settings.seed,
-                         limit=settings.limit)
+    try:
+        corpus = load_corpus(settings.data, settings.src_lang, settings.tgt_lang, seed=settings.seed,
+                             limit=settings.limit)
+    except ValueError as exc:
+        raise ValueError(in_users_words(str(exc))) from None
     if not corpus.train or not (corpus.valid or corpus.test):
-        raise ValueError(f"{settings.data} has no training or no validation pairs")
+        raise ValueError(in_users_words(f"{settings.data} has no training or no validation pairs"))
     synthetic = settings.data.startswith("synthetic:")
     device = resolve_device(settings.device)
     check_fits(planned_config(settings), device)
@@ -707,7 +724,8 @@ def prepare(settings: Settings) -> _Run:
     train, dropped = encode_pairs(corpus.train, bundle.tokenizer, config.max_len)
     valid, _ = encode_pairs(corpus.valid, bundle.tokenizer, config.max_len)
     if not train:
-        raise ValueError(f"every training pair of {settings.data} is longer than {config.max_len} tokens")
+        raise ValueError(in_users_words(f"every training pair of {settings.data} is longer than {config.max_len} "
+                                        "tokens"))
     trainer = Trainer(bundle, train, settings.train_config(), valid_pairs=corpus.valid, valid=valid)
     src, tgt = (bundle.tokenizer.encode(text)[: config.max_len - 1] for text in (corpus.test or corpus.valid)[0])
     example = (src + [config.eos_id], [BOS_ID] + tgt)  # the attention timeline's sentence, teacher-forced

@@ -323,7 +323,7 @@ def test_uploaded_tsv_with_invalid_utf8_or_control_characters(job, tmp_path, toa
     monkeypatch.setattr(training, "upload_root", lambda: uploads)
     (uploads / "latin1.tsv").write_bytes("eins\tone\nzwei\ttwo\n".encode() + "Grüße\tgreetings\n".encode("latin-1"))
     train_tab.start(job, *panel(str(uploads / "latin1.tsv")))
-    assert "line 3: invalid UTF-8 (byte 0xfc)" in toasts[-1] and job.view().state == "idle"
+    assert "Cannot start: latin1.tsv line 3: invalid UTF-8 (byte 0xfc)" in toasts[-1] and job.view().state == "idle"
     rows = "".join(f"{n}\x00 {n + 1}\x1b[0m\t{n + 1}\x07 {n}\n" for n in range(40))
     (uploads / "control.tsv").write_text(rows, encoding="utf-8")
     train_tab.start(job, *panel(str(uploads / "control.tsv")))

@@ -216,8 +216,9 @@ def test_uploaded_tsv_with_malformed_lines_is_refused_with_line_numbers(job, tmp
     upload.parent.mkdir()
     upload.write_text("eins\tone\nzwei two\ndrei\tthree\nvier\n", encoding="utf-8")
     spec = training.corpus_spec(training.SOURCES[2], "", "", str(upload), "", uploads=tmp_path / "up")
-    assert spec.endswith("uploaded.tsv")
-    with pytest.raises(ValueError, match=r"Cannot start: .*line 2, 4: fewer than 2 tab-separated columns"):
+    assert spec.endswith("/pairs.txt.tsv")  # named as uploaded: the message names the user's file
+    with pytest.raises(ValueError, match=r"Cannot start: pairs\.txt\.tsv line 2, 4: fewer than 2 tab-separated "
+                                         r"columns"):
         job.start(replace(QUICK, data=spec))
     assert job.view().state == "idle" and job.registry.names() == []
     with pytest.raises(ValueError, match="not uploaded through the studio"):
@@ -303,8 +304,8 @@ def test_a_model_above_a_billion_parameters_is_refused_in_one_line(job, toasts):
     assert tab.start(job, *panel(d_model=64, n_heads=3)) == gr.skip()  # ModelConfig's own check, in the same words
     assert toasts == ["Cannot start: this model has 103.7B parameters; the studio trains at most 1B (paper-big has "
                       "0.18B). Choose fewer layers or a smaller d_model or d_ff.",
-                      "Cannot start: ModelConfig.d_model (64) must be divisible by n_heads (3); allowed n_heads "
-                      "for this d_model: [1, 2, 4, 8, 16, 32, 64]"]
+                      "Cannot start: d_model (64) must be divisible by heads (3); allowed heads "
+                      "for this d_model: [1, 2, 4, 8, 16, 32, 64]"]  # the set-up panel's names
     assert job.view().state == "idle" and job.registry.names() == []
 
 
@@ -528,6 +529,7 @@ def test_defaults_and_lr_line():
     assert settings == replace(tab.DEFAULTS, limit=None, layers=2, d_model=64, n_heads=4, d_ff=256, dropout=0.0,
                                max_tokens=256, warmup=10, eval_every=10, attention_every=5)
     assert "6.25e-03" in tab.peak_lr(64, 100, 0.5)
+    assert "must all be above 0" in tab.peak_lr(64, 100, -1) and "must all be above 0" in tab.peak_lr(-64, 100, 1)
     assert tab.preset_values("small") == (3, 256, 4, 1024, 0.1)
 
 

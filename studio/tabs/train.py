@@ -130,9 +130,12 @@ def preset_values(preset: str) -> tuple:
 def peak_lr(d_model, warmup, factor) -> str:
     """Eq. 3's peak, reached at step = warmup."""
     try:
-        lr = float(factor) * float(d_model) ** -0.5 * float(warmup) ** -0.5
+        factor, d_model, warmup = float(factor), float(d_model), float(warmup)
+        lr = factor * d_model ** -0.5 * warmup ** -0.5
     except (TypeError, ValueError, ZeroDivisionError):
         return ""
+    if not (factor > 0 and d_model > 0 and warmup > 0):  # Start refuses these, and says why
+        return "Peak learning rate (eq. 3): the lr factor, d_model and warm-up must all be above 0."
     return f"Peak learning rate (eq. 3, at step {int(float(warmup))}): factor · d_model^−0.5 · warmup^−0.5 = **{lr:.2e}**"
 
 
