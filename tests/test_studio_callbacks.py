@@ -267,6 +267,7 @@ def test_head_ablation_switches_heads_off_only_on_the_copy(registry, current):
     assert "L1 H3" in [c[0] for c in groups[2].choices]
     assert "heads-4" in groups[0].elem_classes and ".heads-4 { --heads: 4; }" in app.CSS  # a row per layer
     assert attention.parse_heads([], ["L2 H1"], ["L1 H3", "L1 H4"]) == {"decoder": {1: [0]}, "cross": {0: [2, 3]}}
+    assert list(attention.parse_heads([], [], ["L2 H2", "L1 H4", "L2 H1"])["cross"].items()) == [(0, [3]), (1, [0, 1])]
     assert "Tick one" in attention.ablate(registry, current, "studio-tiny", [], [], [])
     report = attention.ablate(registry, current, "studio-tiny", ["L1 H1", "L1 H2", "L1 H3", "L1 H4"], [], [])
     assert "off" in report and ("unchanged" in report or "changed" in report)
@@ -308,7 +309,7 @@ def test_attention_maps_never_outlive_a_model_switch(registry, current):
     assert analysis is None and "Model changed to **other**" in title and "translate again" in title
     assert (layer, head) == (gr.skip(), gr.skip())  # picked_model_ranges sets them for "other"
     assert attention.refresh_bertviz(None, attention.FIRST_STACK, ("studio-tiny", "x", "y", attention.FIRST_STACK),
-                                     attention.TAB_ID)[:2] == ("", "")
+                                     attention.TAB_ID)[:2] == (attention.NO_BERTVIZ,) * 2  # said, not blank
     with pytest.warns(UserWarning, match="translated with studio-tiny, not other"):
         assert "Model changed to **other**" in attention.ablate(registry, current, "other", ["L1 H1"], [], [])
     analysis, *_, drawn = attention.refresh(registry, current, drawn, attention.TAB_ID, "studio-tiny")

@@ -25,6 +25,7 @@ from .translate import Current, switched
 STACKS = {"Encoder self-attention": "encoder", "Decoder self-attention": "decoder",
           "Cross-attention (decoder → encoder)": "cross"}
 FIRST_STACK = "Cross-attention (decoder → encoder)"  # a translation's story: what each output word reads
+NO_BERTVIZ = "<p><em>No attention to show: translate a sentence with the picked model first.</em></p>"
 AXES = {"encoder": ("query: source token", "key: source token"),
         "decoder": ("query: decoder input", "key: decoder input"),
         "cross": ("query: target token being predicted", "key: source token")}
@@ -94,7 +95,7 @@ def figures(analysis: Analysis | None, stack_label: str, average: bool, layer: f
 def bertviz_views(analysis: Analysis | None, stack_label: str = FIRST_STACK) -> tuple[str, str]:
     """bertviz head view and model view (HTML iframes) of all three stacks, open on the tab's stack."""
     if analysis is None:
-        return "", ""
+        return (NO_BERTVIZ,) * 2
     attention = {k: [torch.from_numpy(m[None]) for m in v] for k, v in analysis.maps.items()}
     source, target = ([plots.shown(t) for t in tokens] for tokens in (analysis.src_tokens, analysis.dec_tokens))
     stack = STACKS[stack_label]
@@ -225,11 +226,11 @@ def head_choices(registry, name: str | None) -> tuple[gr.CheckboxGroup, ...]:
 
 
 def parse_heads(encoder: list[str], decoder: list[str], cross: list[str]) -> dict[str, dict[int, list[int]]]:
-    """{"cross": ["L1 H3"]} style labels -> model.heads_off's {"cross": {0: [2]}}."""
+    """{"cross": ["L1 H3"]} style labels -> model.heads_off's {"cross": {0: [2]}}, layers and heads in
+    order (the boxes come in the order they were ticked)."""
     spec: dict[str, dict[int, list[int]]] = {}
     for stack, labels in zip(ABLATION_STACKS, (encoder, decoder, cross)):
-        for text in labels or []:
-            l, h = (int(part[1:]) - 1 for part in text.split())
+        for l, h in sorted(tuple(int(part[1:]) - 1 for part in text.split()) for text in labels or []):
             spec.setdefault(stack, {}).setdefault(l, []).append(h)
     return spec
 
@@ -298,9 +299,9 @@ def build(shell: Shell, current: gr.State, tab: gr.Tab, on_screen: gr.State) -> 
                     "labelled one token apart.")
         with gr.Tabs():
             with gr.Tab("Head view"):
-                head_view = gr.HTML()
+                head_view = gr.HTML(NO_BERTVIZ)
             with gr.Tab("Model view"):
-                model_view = gr.HTML()
+                model_view = gr.HTML(NO_BERTVIZ)
     with gr.Accordion("Head ablation: switch heads off and translate again", open=True):
         with gr.Row():
             groups = tuple(gr.CheckboxGroup(label=label, choices=[], elem_classes="ablation-heads") for label in
