@@ -45,6 +45,10 @@ CSS = """
 /* Gradio draws a disabled Start or Stop in nearly its enabled colours: on a projector nobody could
    tell which of the Train tab's buttons act. */
 button:disabled { opacity: 0.35; cursor: not-allowed; }
+/* Gradio 6.31's radio button paints itself white on hover, the chosen one too: under the pointer the
+   choice vanished (its hover rule comes after, and is as specific as, its checked one). */
+.gradio-container input[type="radio"]:checked:hover {
+  background-color: var(--checkbox-background-color-selected); border-color: var(--checkbox-border-color-selected); }
 body.presenter { --text-xs: 16px; --text-sm: 18px; --text-md: 21px; --text-lg: 24px; --text-xl: 28px;
   --text-xxl: 34px; --body-text-size: 21px; --block-label-text-size: 18px; --block-title-text-size: 20px;
   --input-text-size: 22px; --section-header-text-size: 22px; --prose-text-size: 21px;
