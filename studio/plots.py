@@ -98,21 +98,29 @@ def _heatmap(weights: np.ndarray, rows: Sequence[str], cols: Sequence[str], show
                       hovertemplate="%{customdata}<br>weight %{z:.3f}<extra></extra>")
 
 
+# Beyond this many cells the grid's hover names no tokens (the large view below does): a label per cell
+# made a 255-token source's encoder grid 28 MB of JSON, seconds to send and to draw.
+GRID_HOVER_CELLS = 100_000
+
+
 def attention_grid(maps: np.ndarray, rows: Sequence[str], cols: Sequence[str], title: str,
                    column_names: Sequence[str]) -> go.Figure:
     """maps (layers, columns, Q, K): a block per layer (rows) and head (columns), drawn as one
     heatmap with blank gaps between blocks (one trace renders far faster than a subplot each)."""
     n_layers, n_cols, q, k = maps.shape
-    z = np.full((n_layers * (q + 1) - 1, n_cols * (k + 1) - 1), np.nan)
-    hover = np.full(z.shape, "", dtype=object)
-    pairs = _pairs(rows, cols)
+    z = np.full((n_layers * (q + 1) - 1, n_cols * (k + 1) - 1), np.nan, dtype=np.float32)
+    labelled = maps.size <= GRID_HOVER_CELLS
+    hover = np.full(z.shape, "", dtype=object) if labelled else None
+    pairs = _pairs(rows, cols) if labelled else None
     for l in range(n_layers):
         for h in range(n_cols):
             block = np.s_[l * (q + 1):l * (q + 1) + q, h * (k + 1):h * (k + 1) + k]
             z[block] = maps[l, h]
-            hover[block] = f"L{l + 1} {column_names[h]}: " + pairs
+            if labelled:
+                hover[block] = f"L{l + 1} {column_names[h]}: " + pairs
+    template = ("%{customdata}<br>" if labelled else "") + "weight %{z:.3f}<extra></extra>"
     fig = go.Figure(go.Heatmap(z=z, customdata=hover, colorscale=ATTENTION_SCALE, zmin=0.0, zmax=1.0,
-                               hoverongaps=False, hovertemplate="%{customdata}<br>weight %{z:.3f}<extra></extra>"))
+                               hoverongaps=False, hovertemplate=template))
     fig.update_xaxes(tickmode="array", tickvals=[h * (k + 1) + (k - 1) / 2 for h in range(n_cols)],
                      ticktext=list(column_names), side="top", showgrid=False, zeroline=False)
     fig.update_yaxes(tickmode="array", tickvals=[l * (q + 1) + (q - 1) / 2 for l in range(n_layers)],

@@ -249,6 +249,16 @@ def test_a_long_source_shows_its_truncation_and_labels_one_token_in_k(registry):
     assert list(big.layout.yaxis.tickvals) == [0, 1, 2] and big.layout.yaxis.title.text == "query"
 
 
+def test_attention_grid_names_tokens_on_hover_unless_that_would_swamp_the_page():
+    heads = ["H1", "H2", "H3", "H4"]
+    small = plots.attention_grid(np.random.rand(3, 4, 20, 20), list("abcdefghijklmnopqrst"), list("abcdefghijklmnopqrst"),
+                                 "t", heads)
+    assert small.data[0].customdata[0][0] == "L1 H1: a → a" and "customdata" in small.data[0].hovertemplate
+    tokens = [f"t{i}" for i in range(256)]
+    long = plots.attention_grid(np.random.rand(3, 4, 256, 256), tokens, tokens, "t", heads)
+    assert long.data[0].customdata is None and len(long.to_json()) < 8e6  # was 28 MB with a label per cell
+
+
 def test_bertviz_views_are_offline_and_escaped(registry):
     current = run_translate(registry, "</script><img src=x onerror=alert(1)> Hund")[4]
     analysis = attention.show(registry, current)[0]
