@@ -298,12 +298,14 @@ def test_attention_is_drawn_only_on_screen_and_once_per_sentence(registry, curre
     assert all(isinstance(v, type(gr.skip())) for v in attention.redraw(analysis, "Encoder self-attention",
                                                                         False, 1, 1, "beam"))
     cross, encoder = attention.FIRST_STACK, "Encoder self-attention"
-    head_html, model_html, key = attention.refresh_bertviz(analysis, cross, None, attention.TAB_ID)
+    assert all(isinstance(v, type(gr.skip())) for v in attention.refresh_bertviz(analysis, cross, None,
+                                                                                 attention.TAB_ID, False))  # folded
+    head_html, model_html, key = attention.refresh_bertviz(analysis, cross, None, attention.TAB_ID, True)
     assert head_html.startswith("<iframe") and key == (analysis.model, analysis.source, analysis.translation, cross)
     assert all(isinstance(v, type(gr.skip())) for v in attention.refresh_bertviz(analysis, cross, key,
-                                                                                 attention.TAB_ID))
+                                                                                 attention.TAB_ID, True))
     # Another stack on the radio: bertviz is written again, open on that stack
-    head_html, _, key = attention.refresh_bertviz(analysis, encoder, key, attention.TAB_ID)
+    head_html, _, key = attention.refresh_bertviz(analysis, encoder, key, attention.TAB_ID, True)
     assert key[-1] == encoder and '"default_filter": "0"' in html.unescape(head_html)
 
 
@@ -319,7 +321,7 @@ def test_attention_maps_never_outlive_a_model_switch(registry, current):
     assert analysis is None and "Model changed to **other**" in title and "translate again" in title
     assert (layer, head) == (gr.skip(), gr.skip())  # picked_model_ranges sets them for "other"
     assert attention.refresh_bertviz(None, attention.FIRST_STACK, ("studio-tiny", "x", "y", attention.FIRST_STACK),
-                                     attention.TAB_ID)[:2] == (attention.NO_BERTVIZ,) * 2  # said, not blank
+                                     attention.TAB_ID, True)[:2] == (attention.NO_BERTVIZ,) * 2  # said, not blank
     with pytest.warns(UserWarning, match="translated with studio-tiny, not other"):
         assert "Model changed to **other**" in attention.ablate(registry, current, "other", ["L1 H1"], [], [])
     analysis, *_, drawn = attention.refresh(registry, current, drawn, attention.TAB_ID, "studio-tiny")

@@ -185,11 +185,13 @@ def redraw(analysis: Analysis | None, stack_label: str, average: bool, layer: fl
     return figures(analysis, stack_label, average, layer, head)
 
 
-def refresh_bertviz(analysis: Analysis | None, stack_label: str, rendered: tuple | None, on_screen: str):
-    """bertviz_views() for an analysis or stack whose views are not written yet, when on screen;
-    rendered names the sentence pair and stack the views show."""
+def refresh_bertviz(analysis: Analysis | None, stack_label: str, rendered: tuple | None, on_screen: str,
+                    unfolded: bool):
+    """bertviz_views() for an analysis or stack whose views are not written yet, when on screen and
+    unfolded (bertviz's page is half a megabyte a sentence, and most never open it); rendered names
+    the sentence pair and stack the views show."""
     key = (analysis.model, analysis.source, analysis.translation, stack_label) if analysis else None
-    if on_screen != TAB_ID or key == rendered:
+    if on_screen != TAB_ID or not unfolded or key == rendered:
         return gr.skip(), gr.skip(), gr.skip()
     return *bertviz_views(analysis, stack_label), key
 
@@ -292,7 +294,8 @@ def build(shell: Shell, current: gr.State, tab: gr.Tab, on_screen: gr.State) -> 
         layer = Slider(1, 6, value=1, step=1, label="layer (large view)")
         head = Slider(1, 8, value=1, step=1, label="head (large view)")
     big = gr.Plot(label="One head, large")
-    with gr.Accordion("bertviz: head view and model view", open=False):
+    bertviz_unfolded = gr.State(False)
+    with gr.Accordion("bertviz: head view and model view", open=False) as bertviz_panel:
         gr.Markdown("bertviz counts layers and heads from 0: its layer 0, head 0 is this tab's layer 1, head 1. "
                     "In cross-attention it names each decoder row by the token that goes in (`<bos>`, A, …), "
                     "where this tab names it by the token the row predicts (A, …, `<eos>`): the same weights, "
@@ -311,7 +314,7 @@ def build(shell: Shell, current: gr.State, tab: gr.Tab, on_screen: gr.State) -> 
         ablated = gr.Markdown()
 
     view_inputs = [analysis, stack, average, layer, head, on_screen]
-    bertviz_inputs = [analysis, stack, rendered, on_screen]
+    bertviz_inputs = [analysis, stack, rendered, on_screen, bertviz_unfolded]
 
     def draw(trigger):
         trigger.then(guard(partial(refresh, shell.registry)), inputs=[current, drawn, on_screen, shell.model],
@@ -331,6 +334,9 @@ def build(shell: Shell, current: gr.State, tab: gr.Tab, on_screen: gr.State) -> 
           outputs=[grid, big], trigger_mode="always_last")
     stack.change(guard(refresh_bertviz), inputs=bertviz_inputs, outputs=[head_view, model_view, rendered],
                  trigger_mode="always_last", show_progress="hidden")  # bertviz opens on the stack shown above
+    bertviz_panel.expand(lambda: True, outputs=bertviz_unfolded, show_progress="hidden").then(
+        guard(refresh_bertviz), inputs=bertviz_inputs, outputs=[head_view, model_view, rendered])
+    bertviz_panel.collapse(lambda: False, outputs=bertviz_unfolded, show_progress="hidden")
     gr.on([shell.demo.load, shell.model_key.change], guard(partial(head_choices, shell.registry)),
           inputs=shell.model, outputs=list(groups))
     gr.on([shell.demo.load, shell.model_key.change], guard(partial(picked_model_ranges, shell.registry)),
