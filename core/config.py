@@ -68,7 +68,7 @@ class ModelConfig:
         if self.d_model % self.n_heads:
             divisors = [h for h in range(1, min(self.d_model, 64) + 1) if self.d_model % h == 0]
             raise ValueError(f"ModelConfig.d_model ({self.d_model}) must be divisible by n_heads "
-                             f"({self.n_heads}); allowed n_heads for this d_model: {divisors}")
+                             f"({self.n_heads}); allowed n_heads for this d_model: {', '.join(map(str, divisors))}")
         if self.d_model % 2:
             raise ValueError(f"ModelConfig.d_model must be even for sinusoidal encodings, got {self.d_model}")
         for name in ("dropout", "attention_dropout"):

@@ -136,7 +136,7 @@ def test_tree_layout_keeps_words_apart_and_chains_straight(registry):
             assert n["y"] == max(kept, key=lambda k: k["logprob"])["y"]
         for k in kids:
             if k["status"] == "pruned":
-                assert n["y"] < k["y"] <= n["y"] + beam.PRUNED_FAN < n["y"] + 0.4  # clear of the next row's word
+                assert n["y"] < k["y"] <= n["y"] + beam.PRUNED_FAN < n["y"] + 0.3  # clear of the next row's word
             assert k["parent_y"] == by_key[n["key"]]["y"]
 
 

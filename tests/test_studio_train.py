@@ -300,12 +300,13 @@ def test_a_model_too_large_for_memory_is_refused_before_building(job, monkeypatc
 
 
 def test_a_model_above_a_billion_parameters_is_refused_in_one_line(job, toasts):
-    assert tab.start(job, *panel(d_model=65536)) == gr.skip()  # the picker stays as it was
-    assert tab.start(job, *panel(d_model=64, n_heads=3)) == gr.skip()  # ModelConfig's own check, in the same words
+    assert tab.start(job, *panel(d_model=65536))[0] == gr.skip()  # the picker stays as it was
+    picker, line = tab.start(job, *panel(d_model=64, n_heads=3))  # ModelConfig's own check, in the panel's words
+    assert picker == gr.skip() and line.startswith("**Not started:** d\\_model \\(64\\)")
     assert toasts == ["Cannot start: this model has 103.7B parameters; the studio trains at most 1B (paper-big has "
                       "0.18B). Choose fewer layers or a smaller d_model or d_ff.",
                       "Cannot start: d_model (64) must be divisible by heads (3); allowed heads "
-                      "for this d_model: [1, 2, 4, 8, 16, 32, 64]"]  # the set-up panel's names
+                      "for this d_model: 1, 2, 4, 8, 16, 32, 64"]  # the set-up panel's names
     assert job.view().state == "idle" and job.registry.names() == []
 
 
@@ -365,7 +366,7 @@ def test_a_name_taken_by_another_model_is_refused(tmp_path):
 
 
 def test_start_refusals_come_as_messages(job):
-    assert tab.start(job, *panel(kind=training.SOURCES[1], path="../../etc/passwd")) == gr.skip()
+    assert tab.start(job, *panel(kind=training.SOURCES[1], path="../../etc/passwd"))[0] == gr.skip()
     assert job.view().state == "idle"
     with pytest.raises(ValueError, match="steps must be a whole number"):
         tab.settings_from(dict(zip(tab.FIELDS, panel(max_steps=0))))
@@ -407,8 +408,8 @@ def test_buttons_follow_the_jobs_state_and_pause_says_so_at_once(job):
 
 
 def test_callbacks_start_pause_resume_stop_save(job):
-    picker = tab.start(job, *panel(max_steps=10_000))
-    assert picker.value == "live-numbers" and picker.choices == [("live-numbers", "live-numbers")]
+    picker, line = tab.start(job, *panel(max_steps=10_000))
+    assert picker.value == "live-numbers" and picker.choices == [("live-numbers", "live-numbers")] and line == ""
     assert tab.start(job, *panel()) is not None and job.view().state == "running"  # refused: a warning
     wait_for(job, lambda v: v.step >= 2)
     tab.control(job, "pause")

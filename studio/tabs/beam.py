@@ -26,9 +26,9 @@ from .translate import Current, picked_examples
 
 BEAM_RANGE = (1, 16)
 DEFAULT_BEAM = 4  # the paper's (section 6.1)
-# The search tree's pruned children lie within this much of a row below their parent: the upper third
+# The search tree's pruned children lie within this much of a row below their parent: the upper quarter
 # of the gap, clear of the next row's word, written above its node (at 0.6 a wide beam's marks touched it).
-PRUNED_FAN = 0.35
+PRUNED_FAN = 0.25
 TABLE_HEADERS = ["hypothesis", "cumulative log p", "normalised score", "tokens"]
 SETTINGS_CHANGED = ("*Settings changed: Step or Run to end starts a new search with them (shown: the previous "
                     "search, which Back still walks).*")

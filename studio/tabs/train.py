@@ -150,21 +150,22 @@ def source_visibility(kind: str) -> tuple:
 
 # ----- controls ----------------------------------------------------------------------------
 def start(job: TrainingJob, *values, session: str | None = None):
-    """Start a run; the new model is selected in the picker. Refusals come as warnings."""
+    """Start a run: (the picker, with the new model selected; the line under the buttons). A refusal
+    comes as a warning and stays on that line, beside the set-up panel that can fix it."""
     try:
         settings = settings_from(dict(zip(FIELDS, values)))
         replaced = settings.name in job.registry.names()  # start() refuses a name it did not make
         name = job.start(settings, session)
     except (JobBusy, ValueError) as exc:
         warn(exc)
-        return gr.skip()
+        return gr.skip(), f"**Not started:** {md(str(exc).removeprefix('Cannot start: '))}"
     if replaced:
         warn(f"The earlier run called {name} is replaced by this one (a checkpoint saved from it keeps its own "
              f"name); give the next run another name to keep both.")
     info(f"Training {name}: it is in the model picker now and improves as it trains.")
     if notice := job.view().facts.get("notice"):
         warn(notice)
-    return picker_update(job.registry, name)
+    return picker_update(job.registry, name), ""
 
 
 def session_of(request: gr.Request | None) -> str | None:
@@ -420,7 +421,7 @@ def build(shell: Shell, job: TrainingJob) -> None:
         gr.Markdown(f"*A public studio: one training run at a time for every visitor. Only the browser that "
                     f"starts a run can pause, resume, stop or save it; a run ends {PUBLIC_MAX_MINUTES:.0f} minutes "
                     f"after it starts, and models have at most {PUBLIC_MAX_PARAMETERS / 1e6:.0f}M parameters.*")
-    saved = gr.Markdown()
+    outcome = gr.Markdown()  # a refused start, a saved checkpoint
     download = gr.DownloadButton(visible=False)
     # Below the buttons, which stay on screen; it folds away once a run starts, so the curves
     # come up where the set-up was.
@@ -499,14 +500,14 @@ def build(shell: Shell, job: TrainingJob) -> None:
     def save_run(request: gr.Request, name: str, picked: str | None):
         return save(job, name, picked, session_of(request))
 
-    start_button.click(guard(start_run), inputs=fields, outputs=shell.model, api_name="train_start").then(
+    start_button.click(guard(start_run), inputs=fields, outputs=[shell.model, outcome], api_name="train_start").then(
         partial(fold_setup, job), outputs=setup, show_progress="hidden")
     for button, action in ((pause_button, "pause"), (resume_button, "resume"), (stop_button, "stop")):
         # Their status line comes back with the click (the timer's tick took up to a second more); a
         # trivial call, so no concurrency limit: it never queues behind other sessions' redraws.
         button.click(guard(controller(job, action)), outputs=[state_line, *button_row], api_name=f"train_{action}",
                      concurrency_limit=None, show_progress="hidden")
-    save_button.click(guard(save_run), inputs=[save_name, shell.model], outputs=[saved, shell.model, download])
+    save_button.click(guard(save_run), inputs=[save_name, shell.model], outputs=[outcome, shell.model, download])
     shell.model.change(guard(partial(picked, job)), inputs=shell.model)
     shell.demo.load(warm_up)
     live = [seen, state_line, bar, curve_plot, metrics_line, sample_table, layer, head, *button_row, timeline,
