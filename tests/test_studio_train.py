@@ -530,7 +530,8 @@ def test_defaults_and_lr_line():
     assert settings == replace(tab.DEFAULTS, limit=None, layers=2, d_model=64, n_heads=4, d_ff=256, dropout=0.0,
                                max_tokens=256, warmup=10, eval_every=10, attention_every=5)
     assert "6.25e-03" in tab.peak_lr(64, 100, 0.5)
-    assert "must all be above 0" in tab.peak_lr(64, 100, -1) and "must all be above 0" in tab.peak_lr(-64, 100, 1)
+    assert all("must all be above 0" in tab.peak_lr(*bad) for bad in ((64, 100, -1), (-64, 100, 1), (0, 100, 1)))
+    assert tab.peak_lr(None, 100, 1) == ""  # a box being typed into
     assert tab.preset_values("small") == (3, 256, 4, 1024, 0.1)
 
 

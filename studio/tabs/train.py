@@ -131,12 +131,12 @@ def peak_lr(d_model, warmup, factor) -> str:
     """Eq. 3's peak, reached at step = warmup."""
     try:
         factor, d_model, warmup = float(factor), float(d_model), float(warmup)
-        lr = factor * d_model ** -0.5 * warmup ** -0.5
-    except (TypeError, ValueError, ZeroDivisionError):
+    except (TypeError, ValueError):  # a box being typed into
         return ""
     if not (factor > 0 and d_model > 0 and warmup > 0):  # Start refuses these, and says why
         return "Peak learning rate (eq. 3): the lr factor, d_model and warm-up must all be above 0."
-    return f"Peak learning rate (eq. 3, at step {int(float(warmup))}): factor · d_model^−0.5 · warmup^−0.5 = **{lr:.2e}**"
+    lr = factor * d_model ** -0.5 * warmup ** -0.5
+    return f"Peak learning rate (eq. 3, at step {int(warmup)}): factor · d_model^−0.5 · warmup^−0.5 = **{lr:.2e}**"
 
 
 def task_picked(task: str) -> tuple[str, gr.Dropdown]:
