@@ -118,7 +118,8 @@ def attention_grid(maps: np.ndarray, rows: Sequence[str], cols: Sequence[str], t
             z[block] = maps[l, h]
             if labelled:
                 hover[block] = f"L{l + 1} {column_names[h]}: " + pairs
-    template = ("%{customdata}<br>" if labelled else "") + "weight %{z:.3f}<extra></extra>"
+    template = ("%{customdata}<br>weight %{z:.3f}" if labelled else
+                "weight %{z:.3f}<br>(tokens: in the large view below)") + "<extra></extra>"
     fig = go.Figure(go.Heatmap(z=z, customdata=hover, colorscale=ATTENTION_SCALE, zmin=0.0, zmax=1.0,
                                hoverongaps=False, hovertemplate=template))
     fig.update_xaxes(tickmode="array", tickvals=[h * (k + 1) + (k - 1) / 2 for h in range(n_cols)],

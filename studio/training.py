@@ -180,9 +180,10 @@ def uploaded_tsv_spec(upload: str | None, root: Path | None = None) -> str:
         raise ValueError("That file was not uploaded through the studio.")
     with open(path, "rb") as f:
         gz = f.read(2) == b"\x1f\x8b"
-    # Named as uploaded (core reads a TSV by its .tsv name), so messages about it name the user's file.
-    stem = safe_name(Path(upload).name.removesuffix(".gz").removesuffix(".tsv"), fallback="uploaded")
-    copy = Path(tempfile.mkdtemp(prefix=UPLOAD_COPY_PREFIX)) / f"{stem}.tsv"
+    # Named as uploaded, so messages about it name the user's file; core reads a TSV by its .tsv name,
+    # and a spec's ',' and ':' separate files and languages.
+    name = re.sub(r"[,:]", "-", Path(upload).name.removesuffix(".gz").removesuffix(".tsv")) or "uploaded"
+    copy = Path(tempfile.mkdtemp(prefix=UPLOAD_COPY_PREFIX)) / f"{name}.tsv"
     try:
         _copy_capped(path, copy, gz)
     except BaseException:
@@ -194,7 +195,8 @@ def uploaded_tsv_spec(upload: str | None, root: Path | None = None) -> str:
 def in_users_words(message: str) -> str:
     """message with the studio's copy of an uploaded TSV named as the user's file (bad.tsv, not
     /tmp/studio-tsv-gv5njwqh/bad.tsv)."""
-    return re.sub(r"\S*/" + UPLOAD_COPY_PREFIX + r"[^/\s]*/", "", message)
+    folder = re.escape(os.path.join(tempfile.gettempdir(), UPLOAD_COPY_PREFIX))
+    return re.sub(r"(files:)?" + folder + r"[^/]*/", "", message)
 
 
 def _copy_capped(src: Path, dst: Path, gz: bool) -> None:
@@ -269,9 +271,14 @@ def check_hf_cached(spec: str) -> None:
 
 
 def safe_name(text: str, fallback: str = "live-model") -> str:
-    """A checkpoint folder name: letters of any alphabet (Übung stays Übung), digits, '.', '_' and '-'
-    only; no leading dot."""
-    name = re.sub(r"[^\w.-]+", "-", unicodedata.normalize("NFC", text or "")).strip(".-")[:64]
+    """A checkpoint folder name: letters of any script with their marks (Übung, हिन्दी, مُعَلِّم), digits,
+    '.', '_' and '-'; everything else becomes '-'; no leading dot; at most 120 bytes (a file name
+    holds 255, and the folder's -stepN follows)."""
+    def kept(ch: str) -> bool:  # a letter, mark or number; the joiners some scripts spell with
+        return ch in "._-\u200c\u200d" or unicodedata.category(ch)[0] in "LMN"
+    name = "".join(ch if kept(ch) else " " for ch in unicodedata.normalize("NFC", text or ""))
+    name = "-".join(name.split())  # a run of anything else: one '-'
+    name = name.encode()[:120].decode("utf-8", "ignore").strip(".-")
     return name or fallback
 
 

@@ -223,8 +223,11 @@ def test_names_from_the_ui_cannot_reach_files(registry, tmp_path, toasts):
         assert "Cannot translate" in translate_text(registry, "Hund", name=name)[3]
     for name, safe in (("../../x", "x"), ("/etc/passwd", "etc-passwd"), (".hidden", "hidden"), ("a\x00b", "a-b"),
                        ("..", "live-model"), ("<script>", "script"), ("Übung", "Übung"),
-                       ("Ünïcödé 🙂 name", "Ünïcödé-name"), ("   ", "live-model")):
+                       ("Ünïcödé 🙂 name", "Ünïcödé-name"), ("   ", "live-model"), ("हिन्दी", "हिन्दी"),
+                       ("مُعَلِّم", "مُعَلِّم"), ("می\u200cخواهم", "می\u200cخواهم")):
         assert training.safe_name(name) == safe
+    long = training.safe_name("𝐁" * 64)  # 4 bytes a letter: cut to what a file name can hold
+    assert len(long.encode()) <= 120 and long == "𝐁" * 30
 
 
 # ----- size limits ---------------------------------------------------------------------------

@@ -231,8 +231,9 @@ def test_comparison_uses_the_weights_searched_while_a_model_trains_on(registry):
     registry.add("live", studio_bundle())
     search = act(registry, "run", None, name="live")
     newer = copy.deepcopy(studio_bundle())  # studio_bundle() is shared: never change its weights
+    noise = torch.Generator().manual_seed(0)
     for p in newer.model.parameters():
-        p.data.add_(0.05 * torch.randn_like(p))
+        p.data.add_(0.05 * torch.randn(p.shape, generator=noise))
     newer.info["step"] = 99
     registry.add("live", newer, same_model=True)
     mine, theirs, verdict = beam.comparison(registry, search)

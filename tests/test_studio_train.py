@@ -301,8 +301,8 @@ def test_a_model_too_large_for_memory_is_refused_before_building(job, monkeypatc
 
 def test_a_model_above_a_billion_parameters_is_refused_in_one_line(job, toasts):
     assert tab.start(job, *panel(d_model=65536))[0] == gr.skip()  # the picker stays as it was
-    picker, line = tab.start(job, *panel(d_model=64, n_heads=3))  # ModelConfig's own check, in the panel's words
-    assert picker == gr.skip() and line.startswith("**Not started:** d\\_model \\(64\\)")
+    picker, line, download = tab.start(job, *panel(d_model=64, n_heads=3))  # ModelConfig's own check, in the panel's words
+    assert picker == download == gr.skip() and line.startswith("**Not started:** d\\_model \\(64\\)")
     assert toasts == ["Cannot start: this model has 103.7B parameters; the studio trains at most 1B (paper-big has "
                       "0.18B). Choose fewer layers or a smaller d_model or d_ff.",
                       "Cannot start: d_model (64) must be divisible by heads (3); allowed heads "
@@ -408,8 +408,9 @@ def test_buttons_follow_the_jobs_state_and_pause_says_so_at_once(job):
 
 
 def test_callbacks_start_pause_resume_stop_save(job):
-    picker, line = tab.start(job, *panel(max_steps=10_000))
+    picker, line, download = tab.start(job, *panel(max_steps=10_000))
     assert picker.value == "live-numbers" and picker.choices == [("live-numbers", "live-numbers")] and line == ""
+    assert download.visible is False  # the last save's line and download go together
     assert tab.start(job, *panel()) is not None and job.view().state == "running"  # refused: a warning
     wait_for(job, lambda v: v.step >= 2)
     tab.control(job, "pause")

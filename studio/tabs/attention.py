@@ -281,7 +281,7 @@ def build(shell: Shell, current: gr.State, tab: gr.Tab, on_screen: gr.State) -> 
     """current: the Translate tab's last translation; on_screen: the id of the tab on screen."""
     analysis = gr.State(None)
     drawn = gr.State(None)  # (the Current, the picked model's registry key) that `analysis` was drawn for
-    rendered = gr.State(None)  # the sentence pair bertviz's views show
+    rendered = gr.State(None)  # the sentence pair and stack bertviz's views show
     title = gr.Markdown(header(None))
     with gr.Row():
         source = gr.Textbox(label="Or look at another sentence", scale=4)

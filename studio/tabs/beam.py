@@ -37,22 +37,30 @@ SETTINGS_CHANGED = ("*Settings changed: Step or Run to end starts a new search w
 # On a short screen (a projector at 1280x720) the tree starts below the bottom edge: after a step,
 # bring the buttons to the top of the window with the tree right under them.
 SHOW_TREE_JS = """() => {
+  // Enter in the sentence box took this step: the arrow keys step on from here, not in the box.
+  if (document.activeElement?.closest('#beam-source')) document.activeElement.blur();
   const controls = document.getElementById('beam-controls'), tree = document.getElementById('beam-tree');
   if (controls && tree && tree.getBoundingClientRect().bottom > window.innerHeight) {
     controls.scrollIntoView({block: 'start', behavior: 'smooth'});
   }
 }"""
 
-# The arrow keys (and a presentation clicker sending them) step the search while the tree fills the
-# screen and its buttons have scrolled away: → Step, ← Back. Only with this tab shown and no text
-# box, slider or radio holding the keys; with a modifier the browser keeps them (Alt+← goes back a page).
+# The arrow keys step the search while the tree fills the screen and its buttons have scrolled away:
+# → Step, ← Back; in presenter mode a clicker's Page Down / Page Up too (what most send). Only with this
+# tab shown and no text box, slider, radio or table holding the keys (a key another element acted on
+# is its own), not while a key is held down, and with a modifier the browser keeps them (Alt+← goes back).
 STEP_KEYS_JS = """() => {
+  const keys = {ArrowRight: 'beam-step', ArrowLeft: 'beam-back'};
+  const clicker = {PageDown: 'beam-step', PageUp: 'beam-back'};
   document.addEventListener('keydown', (event) => {
-    const button = {ArrowRight: 'beam-step', ArrowLeft: 'beam-back'}[event.key];
+    const presenter = document.body.classList.contains('presenter');
+    const button = keys[event.key] || (presenter ? clicker[event.key] : undefined);
     const tab = document.getElementById('tab-beam'), focus = document.activeElement;
-    if (!button || event.altKey || event.ctrlKey || event.metaKey || event.shiftKey) return;
+    if (!button || event.defaultPrevented || event.repeat) return;
+    if (event.altKey || event.ctrlKey || event.metaKey || event.shiftKey) return;
     if (!tab || tab.offsetParent === null) return;
-    if (focus && (focus.isContentEditable || ['INPUT', 'TEXTAREA', 'SELECT'].includes(focus.tagName))) return;
+    if (focus && (focus.isContentEditable || ['INPUT', 'TEXTAREA', 'SELECT'].includes(focus.tagName) ||
+                  focus.closest('table, [role=grid]'))) return;
     event.preventDefault();
     document.getElementById(button)?.click();  // a disabled button ignores it
   });
@@ -69,7 +77,8 @@ class Search:
     notices: list[str] = field(default_factory=list)  # what was changed in the input, and why
     model_key: tuple | None = None  # the model's registry key: a new training run under its name is another model
     compared: tuple[str, str, str] | None = None  # comparison() once done: the Translate tab's run is decoded once
-    # The weights searched with: a live training run publishes new ones under the same name meanwhile.
+    # The weights searched with (start() sets them): a live training run publishes new ones under the
+    # same name meanwhile.
     bundle: ModelBundle | None = None
 
     @property
@@ -163,6 +172,14 @@ def act(action: str, registry, search: Search | None, name, text, beam_size, alp
     return search
 
 
+def act_and_render(action: str, registry, search: Search | None, choice: str | None, *settings) -> tuple:
+    """act() and the page it leaves, in one call: a step rendered in a callback of its own could be
+    drawn before a second keypress stepped the same search on, and that second drawing was dropped
+    (an event fired while its previous run is pending is ignored), so the page showed a step behind."""
+    search = act(action, registry, search, *settings)
+    return search, *render(registry, search, choice, *settings)
+
+
 # ----- what is shown ---------------------------------------------------------------------------
 def tree_nodes(views: list[StepView]) -> list[dict]:
     """Every hypothesis considered so far as a node with a y position in rows."""
@@ -245,7 +262,7 @@ def _compare(registry, search: Search) -> tuple[str, str, str]:
     mine = search.stepper.tokenizer.decode([i for i in best.ids if i != EOS_ID]) if best else ""
     # The Translate tab's decoder on the weights the search used: a model training live has newer ones
     # under the same name by now, which would make any comparison "different".
-    searched = search.bundle or registry.get(name)
+    searched = search.bundle
     t = translate_detailed(searched, [text], decode_options(size, alpha, penalty, max_extra))[0]
     same = mine == t.text and best is not None and abs(best.score - t.score) < 1e-4
     verdict = ("**Same result** as the Translate tab with these settings" if same else
@@ -315,7 +332,7 @@ def build(shell: Shell, translated: gr.State, tab: gr.Tab) -> None:
     search = gr.State(None)
     with gr.Row():
         with gr.Column(scale=3):
-            source = gr.Textbox(label="Sentence to search", lines=1, max_lines=4,
+            source = gr.Textbox(label="Sentence to search", lines=1, max_lines=4, elem_id="beam-source",
                                 placeholder="Type a sentence; Enter takes the first step")
             # A one-line dropdown, not a list of examples: on a projector (presenter mode) a list
             # pushed the Step button and everything it draws below the bottom of the screen.
@@ -352,9 +369,8 @@ def build(shell: Shell, translated: gr.State, tab: gr.Tab) -> None:
              notices]
     for button, action in ((step, "step"), (back, "back"), (run, "run"), (reset, "reset")):
         triggers = [button.click, source.submit] if action == "step" else [button.click]
-        gr.on(triggers, guard(partial(act, action, shell.registry)), inputs=[search, *settings], outputs=search,
-              **HEAVY).then(guard(partial(render, shell.registry)), inputs=[search, choice, *settings], outputs=shown,
-                            **HEAVY).then(None, js=SHOW_TREE_JS)
+        gr.on(triggers, guard(partial(act_and_render, action, shell.registry)), inputs=[search, choice, *settings],
+              outputs=[search, *shown], **HEAVY).then(None, js=SHOW_TREE_JS)
     choice.input(guard(attention_figure), inputs=[search, choice], outputs=attention)
     # New settings start a new search on the next Step (see _current): offer Step and Run again
     # even when the last search had finished. The beam size box: typed in only (.input), since

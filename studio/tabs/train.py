@@ -150,22 +150,23 @@ def source_visibility(kind: str) -> tuple:
 
 # ----- controls ----------------------------------------------------------------------------
 def start(job: TrainingJob, *values, session: str | None = None):
-    """Start a run: (the picker, with the new model selected; the line under the buttons). A refusal
-    comes as a warning and stays on that line, beside the set-up panel that can fix it."""
+    """Start a run: (the picker, with the new model selected; the line under the buttons; the last
+    save's download, put away with its line). A refusal comes as a warning and stays on that line,
+    beside the set-up panel that can fix it."""
     try:
         settings = settings_from(dict(zip(FIELDS, values)))
         replaced = settings.name in job.registry.names()  # start() refuses a name it did not make
         name = job.start(settings, session)
     except (JobBusy, ValueError) as exc:
         warn(exc)
-        return gr.skip(), f"**Not started:** {md(str(exc).removeprefix('Cannot start: '))}"
+        return gr.skip(), f"**Not started:** {md(str(exc).removeprefix('Cannot start: '))}", gr.skip()
     if replaced:
         warn(f"The earlier run called {name} is replaced by this one (a checkpoint saved from it keeps its own "
              f"name); give the next run another name to keep both.")
     info(f"Training {name}: it is in the model picker now and improves as it trains.")
     if notice := job.view().facts.get("notice"):
         warn(notice)
-    return picker_update(job.registry, name), ""
+    return picker_update(job.registry, name), "", gr.DownloadButton(visible=False)
 
 
 def session_of(request: gr.Request | None) -> str | None:
@@ -500,7 +501,8 @@ def build(shell: Shell, job: TrainingJob) -> None:
     def save_run(request: gr.Request, name: str, picked: str | None):
         return save(job, name, picked, session_of(request))
 
-    start_button.click(guard(start_run), inputs=fields, outputs=[shell.model, outcome], api_name="train_start").then(
+    start_button.click(guard(start_run), inputs=fields, outputs=[shell.model, outcome, download],
+                       api_name="train_start").then(
         partial(fold_setup, job), outputs=setup, show_progress="hidden")
     for button, action in ((pause_button, "pause"), (resume_button, "resume"), (stop_button, "stop")):
         # Their status line comes back with the click (the timer's tick took up to a second more); a
