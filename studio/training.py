@@ -441,7 +441,8 @@ class TrainingJob:
         self._publish(run, first, new_model=True)
         with self._lock:
             self._run = run
-            self._set("running", f"Training {settings.name} on {run.facts['device']}.")
+            ending = f" {_ends_by_itself(run)}" if self.public else ""
+            self._set("running", f"Training {settings.name} on {run.facts['device']}.{ending}")
         self._thread = threading.Thread(target=self._train, args=(run,), name="studio-training", daemon=True)
         self._thread.start()
         if self.public:
@@ -451,11 +452,20 @@ class TrainingJob:
         return settings.name
 
     def _check_owner(self, session: str | None, action: str) -> None:
-        """On a public studio, only the session that started the run may `action` it."""
+        """On a public studio, only the page (Gradio session) that started the run may `action` it,
+        while it is open: once it closes or reloads (release()), any visitor may."""
         run = self._run
-        if self.public and run is not None and session != run.owner:
+        if self.public and run is not None and run.owner is not None and session != run.owner:
             ending = f" {_ends_by_itself(run)}" if self._state in ACTIVE else ""
-            raise ValueError(f"This run was started in another browser; only that browser can {action} it.{ending}")
+            raise ValueError(f"This run was started on another page; only that page can {action} it while it is "
+                             f"open.{ending}")
+
+    def release(self, session: str | None) -> None:
+        """The page that started the run has closed or reloaded: nobody owns the run now, so any
+        visitor may pause, stop or save it (before, it went on unsaved and unstoppable to its end)."""
+        with self._lock:
+            if self._run is not None and session is not None and self._run.owner == session:
+                self._run.owner = None
 
     def _time_up(self, run: _Run) -> None:
         with self._lock:
@@ -591,7 +601,10 @@ class TrainingJob:
         if self._state != "running" or len(recent) < 2 or recent[-1]["seconds"] <= recent[0]["seconds"]:
             return None
         rate = (recent[-1]["step"] - recent[0]["step"]) / (recent[-1]["seconds"] - recent[0]["seconds"])
-        return (run.settings.max_steps - run.trainer.step_count) / rate
+        eta = (run.settings.max_steps - run.trainer.step_count) / rate
+        if self.public:  # the run ends at the time limit, whatever steps are left
+            eta = min(eta, max(0.0, run.started + limits.PUBLIC_MAX_MINUTES * 60 - time.monotonic()))
+        return eta
 
     def _publish(self, run: _Run, snapshot: ModelBundle, new_model: bool = False) -> None:
         """Offer snapshot in the picker and keep it as the last good weights. new_model: the run's

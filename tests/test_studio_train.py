@@ -411,6 +411,9 @@ def test_callbacks_start_pause_resume_stop_save(job):
     picker, line, download = tab.start(job, *panel(max_steps=10_000))
     assert picker.value == "live-numbers" and picker.choices == [("live-numbers", "live-numbers")] and line == ""
     assert download.visible is False  # the last save's line and download go together
+    assert tab.fold_setup(line).open is False  # started: the set-up folds away for the curves
+    refused = tab.start(job, *panel())[1]  # another run is going: this page's set-up stays open
+    assert refused.startswith("**Not started:**") and tab.fold_setup(refused) == gr.skip()
     assert tab.start(job, *panel()) is not None and job.view().state == "running"  # refused: a warning
     wait_for(job, lambda v: v.step >= 2)
     tab.control(job, "pause")
@@ -544,10 +547,12 @@ def test_a_public_studio_bounds_runs_and_lets_only_their_starter_control_them(tm
         job.start(replace(QUICK, preset="paper-big"), "visitor")
     job.start(replace(QUICK, max_steps=10_000), "lecturer")
     for action in ("pause", "resume", "stop"):
-        with pytest.raises(ValueError, match=f"started in another browser; only that browser can {action} it"):
+        with pytest.raises(ValueError, match=f"started on another page; only that page can {action} it while"):
             getattr(job, action)("visitor")
-    with pytest.raises(ValueError, match="only that browser can save it"):
+    with pytest.raises(ValueError, match="only that page can save it"):
         job.save("mine", "visitor")
+    view = wait_for(job, lambda v: v.eta is not None)
+    assert view.eta <= 3.0  # 10,000 steps to go, but the run ends at the time limit
     with pytest.raises(JobBusy, match="It ends by itself at step 10,000 or 0 minutes after it started"):
         job.start(replace(QUICK, name="mine"), "visitor")
     job.pause("lecturer")
@@ -557,6 +562,11 @@ def test_a_public_studio_bounds_runs_and_lets_only_their_starter_control_them(tm
     job.start(replace(QUICK, name="next", max_steps=5), "visitor")
     names = job.registry.names()  # the previous live model leaves the picker; its saved copy stays
     assert "next" in names and saved in names and "live-numbers" not in names
+    job.release("lecturer")  # a page that did not start this run closing changes nothing
+    with pytest.raises(ValueError, match="only that page can save it"):
+        job.save("x", "stranger")
+    job.release("visitor")  # its starter's page closed (or reloaded): anyone may act on the run now
+    assert job.save("theirs", "stranger").name.startswith("theirs-step")
     job.wait(30)
 
 

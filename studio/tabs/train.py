@@ -180,9 +180,10 @@ def controller(job: TrainingJob, action: str):
     return act
 
 
-def fold_setup(job: TrainingJob) -> gr.Accordion:
-    """Close the set-up panel once a run has started (left open after a refusal, to fix a value)."""
-    return gr.Accordion(open=False) if job.view().state in ("preparing", "running") else gr.skip()
+def fold_setup(outcome: str) -> gr.Accordion:
+    """Close the set-up panel once this page's run has started; left open after a refusal (outcome
+    says it), to fix a value: another visitor's run going does not make this one started."""
+    return gr.skip() if outcome else gr.Accordion(open=False)
 
 
 def control(job: TrainingJob, action: str, session: str | None = None) -> tuple:
@@ -419,9 +420,10 @@ def build(shell: Shell, job: TrainingJob) -> None:
         save_button = gr.Button("Save checkpoint", interactive=False, min_width=210)  # on one line
     button_row = [start_button, pause_button, resume_button, stop_button, save_button]
     if job.public:
-        gr.Markdown(f"*A public studio: one training run at a time for every visitor. Only the browser that "
-                    f"starts a run can pause, resume, stop or save it; a run ends {PUBLIC_MAX_MINUTES:.0f} minutes "
-                    f"after it starts, and models have at most {PUBLIC_MAX_PARAMETERS / 1e6:.0f}M parameters.*")
+        gr.Markdown(f"*A public studio: one training run at a time for every visitor. Only the page that "
+                    f"starts a run can pause, resume, stop or save it, while it stays open (closed or reloaded, "
+                    f"it leaves the run to everyone); a run ends {PUBLIC_MAX_MINUTES:.0f} minutes after it starts, "
+                    f"and models have at most {PUBLIC_MAX_PARAMETERS / 1e6:.0f}M parameters.*")
     outcome = gr.Markdown()  # a refused start, a saved checkpoint
     download = gr.DownloadButton(visible=False)
     # Below the buttons, which stay on screen; it folds away once a run starts, so the curves
@@ -503,7 +505,12 @@ def build(shell: Shell, job: TrainingJob) -> None:
 
     start_button.click(guard(start_run), inputs=fields, outputs=[shell.model, outcome, download],
                        api_name="train_start").then(
-        partial(fold_setup, job), outputs=setup, show_progress="hidden")
+        fold_setup, inputs=outcome, outputs=setup, show_progress="hidden")
+    def release_page(request: gr.Request) -> None:  # its session, from Gradio
+        job.release(session_of(request))
+
+    # A public run's starter closing or reloading its page leaves the run to every visitor.
+    shell.demo.unload(release_page)
     for button, action in ((pause_button, "pause"), (resume_button, "resume"), (stop_button, "stop")):
         # Their status line comes back with the click (the timer's tick took up to a second more); a
         # trivial call, so no concurrency limit: it never queues behind other sessions' redraws.
