@@ -141,6 +141,7 @@ class JobView:
     frames: list[Frame]
     example: tuple[list[str], list[str]] | None  # the frames' (target rows, source columns) tokens
     last_good_step: int | None
+    owner: str | None = None  # on a public studio, the page (session) that controls the run; None: anyone
 
 
 # ----- set-up checks (pure) -----------------------------------------------------------------
@@ -466,6 +467,7 @@ class TrainingJob:
         with self._lock:
             if self._run is not None and session is not None and self._run.owner == session:
                 self._run.owner = None
+                self._version += 1  # every page's buttons come alive
 
     def _time_up(self, run: _Run) -> None:
         with self._lock:
@@ -583,7 +585,8 @@ class TrainingJob:
             example = (tok(tgt_in[1:]) + ["<eos>"], tok(src))
             return JobView(self._version, self._state, self._message, run.settings, dict(run.facts),
                            run.trainer.step_count, run.settings.max_steps, run.elapsed(), self._eta(run),
-                           list(run.history), list(run.evaluations), list(run.frames), example, run.last_good_step)
+                           list(run.history), list(run.evaluations), list(run.frames), example, run.last_good_step,
+                           run.owner if self.public else None)
 
     # ----- inside -------------------------------------------------------------------------
     def _set(self, state: str, message: str) -> None:

@@ -546,6 +546,9 @@ def test_a_public_studio_bounds_runs_and_lets_only_their_starter_control_them(tm
     with pytest.raises(ValueError, match=r"at most 10M parameters, and this one has 184.5M"):
         job.start(replace(QUICK, preset="paper-big"), "visitor")
     job.start(replace(QUICK, max_steps=10_000), "lecturer")
+    view = job.view()  # each page's buttons: only the starter's Pause and Stop act
+    assert enabled(tab.buttons(view, "visitor")) == set()
+    assert {"pause", "stop"} <= enabled(tab.buttons(view, "lecturer"))
     for action in ("pause", "resume", "stop"):
         with pytest.raises(ValueError, match=f"started on another page; only that page can {action} it while"):
             getattr(job, action)("visitor")
@@ -565,7 +568,10 @@ def test_a_public_studio_bounds_runs_and_lets_only_their_starter_control_them(tm
     job.release("lecturer")  # a page that did not start this run closing changes nothing
     with pytest.raises(ValueError, match="only that page can save it"):
         job.save("x", "stranger")
+    job.wait(30)
+    assert enabled(tab.buttons(job.view(), "stranger")) == {"start"}
     job.release("visitor")  # its starter's page closed (or reloaded): anyone may act on the run now
+    assert enabled(tab.buttons(job.view(), "stranger")) == {"start", "save"}
     assert job.save("theirs", "stranger").name.startswith("theirs-step")
     job.wait(30)
 

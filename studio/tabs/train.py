@@ -193,7 +193,7 @@ def control(job: TrainingJob, action: str, session: str | None = None) -> tuple:
     except ValueError as exc:
         warn(exc)
     view = job.view()
-    return status(view), *buttons(view)
+    return status(view), *buttons(view, session)
 
 
 def save(job: TrainingJob, name: str, picked: str | None,
@@ -243,9 +243,12 @@ def status(view: JobView) -> str:
             + (f"  \n**{md(f['notice'])}**" if f.get("notice") else ""))
 
 
-def buttons(view: JobView) -> tuple[gr.Button, ...]:
-    """Start, Pause, Resume, Stop and Save, each enabled only when it can act (Save: with good weights)."""
+def buttons(view: JobView, session: str | None = None) -> tuple[gr.Button, ...]:
+    """Start, Pause, Resume, Stop and Save, each enabled only when it can act (Save: with good weights),
+    and on a public studio only for the page that controls the run (session)."""
     allowed = ALLOWED[view.state] - ({"save"} if view.last_good_step is None else set())
+    if view.owner is not None and session != view.owner:
+        allowed &= {"start"}
     return tuple(gr.Button(interactive=name in allowed) for name in BUTTONS)
 
 
@@ -356,7 +359,7 @@ _rendered: dict[int, tuple[int, tuple]] = {}  # id(job) -> (version, outputs sha
 
 def shared_outputs(job: TrainingJob, view: JobView) -> tuple:
     """(status, progress, curves, metrics, samples, layer slider, head slider, 5 buttons), built once per
-    version."""
+    version (the buttons as for a page that may control the run)."""
     cached = _rendered.get(id(job))
     if cached and cached[0] == view.version:
         return cached[1]
@@ -370,12 +373,13 @@ def shared_outputs(job: TrainingJob, view: JobView) -> tuple:
 
 
 def tick(job: TrainingJob, seen: Seen | None, layer: float, head: float, following: Following, picked: str | None,
-         model_key: tuple | None):
+         model_key: tuple | None, session: str | None = None):
     """Everything the live view shows, or gr.skip() for each output when nothing changed; last, the
     picked model's registry key when it is not model_key: a run started (in any browser) under the
     picked name is another model, and the tabs that show the picked model redraw for it. Only a key of
     model_key's own name is renewed: a tick queued before the user picked another model carries the old
-    name, and the picker's own change sets the new one's key."""
+    name, and the picker's own change sets the new one's key. session: this page, whose buttons act
+    only where it may (buttons())."""
     seen = seen or Seen()
     view = job.view()
     names = tuple(job.registry.names())
@@ -384,7 +388,7 @@ def tick(job: TrainingJob, seen: Seen | None, layer: float, head: float, followi
     if view.version == seen.version and names == seen.names:
         return (*(gr.skip(),) * 16, renewed)
     picker = gr.Dropdown(choices=list(names)) if names != seen.names else gr.skip()
-    shared = shared_outputs(job, view)
+    shared = (*shared_outputs(job, view)[:-len(BUTTONS)], *buttons(view, session))  # this page's
     latest = attention(view, None, layer, head) if following.on else None
     if following.on:  # asked again after drawing: the user may have scrubbed meanwhile
         timeline, plot = timeline_slider(view, True), latest
@@ -521,7 +525,10 @@ def build(shell: Shell, job: TrainingJob) -> None:
     shell.demo.load(warm_up)
     live = [seen, state_line, bar, curve_plot, metrics_line, sample_table, layer, head, *button_row, timeline,
             attention_plot, shell.model, shell.model_key]
-    gr.on([timer.tick, shell.demo.load], guard(partial(tick, job)),
+    def tick_page(request: gr.Request, *values):
+        return tick(job, *values, session=session_of(request))
+
+    gr.on([timer.tick, shell.demo.load], guard(tick_page),
           inputs=[seen, layer, head, following, shell.model, shell.model_key], outputs=live, show_progress="hidden",
           api_name="train_view")
     timeline.input(guard(partial(scrub, job)), inputs=[following, timeline, layer, head],
