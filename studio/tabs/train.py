@@ -510,6 +510,7 @@ def build(shell: Shell, job: TrainingJob) -> None:
     start_button.click(guard(start_run), inputs=fields, outputs=[shell.model, outcome, download],
                        api_name="train_start").then(
         fold_setup, inputs=outcome, outputs=setup, show_progress="hidden")
+
     def release_page(request: gr.Request) -> None:  # its session, from Gradio
         job.release(session_of(request))
 
@@ -525,6 +526,7 @@ def build(shell: Shell, job: TrainingJob) -> None:
     shell.demo.load(warm_up)
     live = [seen, state_line, bar, curve_plot, metrics_line, sample_table, layer, head, *button_row, timeline,
             attention_plot, shell.model, shell.model_key]
+
     def tick_page(request: gr.Request, *values):
         return tick(job, *values, session=session_of(request))
 
