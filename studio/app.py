@@ -69,6 +69,9 @@ body.presenter #open-checkpoint { display: none; }
    readers keep it), and the model's one-line summary keeps the normal type size. */
 body.presenter #model-picker [data-testid="block-info"] { display: none; }
 body.presenter #model-summary p { font-size: 17px; line-height: 1.35; }
+/* The Translate tab's examples are for the presenter to click, not for the room to read: in normal type
+   two share a line, and the probability plot below them starts ~80 px higher. */
+body.presenter #translate-examples .gallery-item { font-size: 16px; }
 /* bertviz's page, in its sandboxed frame, cannot see presenter mode's type sizes: the frame is zoomed
    whole, as the plots are scaled (PRESENTER_PLOT_SCALE); its width stays the column's. */
 body.presenter iframe.bertviz { zoom: 1.4; }

@@ -153,7 +153,7 @@ def build(shell: Shell):
             output = gr.Textbox(label="Translation", lines=2, interactive=False)
             notices = gr.Markdown()
             examples = gr.Dataset(components=[source], samples=[[""]], label="Examples (click one)",
-                                  samples_per_page=8)
+                                  samples_per_page=8, elem_id="translate-examples")
         with gr.Column(scale=2):
             method = gr.Radio(["beam", "greedy", "sample"], value="beam", label="Decoding")
             with gr.Group() as beam_group:
