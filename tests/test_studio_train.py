@@ -391,7 +391,7 @@ def test_buttons_follow_the_jobs_state_and_pause_says_so_at_once(job):
     assert enabled(tab.tick(job, None, 2, 0, tab.Following(True), None, None)[8:13]) == {"start"}  # idle: nothing to pause or save
     tab.start(job, *panel(max_steps=10_000))
     wait_for(job, lambda v: v.step >= 2)
-    assert enabled(tab.shared_outputs(job, job.view())[7:]) == {"pause", "stop", "save"}
+    assert enabled(tab.tick(job, None, 2, 0, tab.Following(True), None, None)[8:13]) == {"pause", "stop", "save"}
     state, *buttons = tab.control(job, "pause")  # the status line and buttons come back with the click
     assert "**Paused**" in state and "The step under way ends first" in state
     assert enabled(buttons) == {"resume", "stop", "save"}

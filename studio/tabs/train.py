@@ -358,8 +358,8 @@ _rendered: dict[int, tuple[int, tuple]] = {}  # id(job) -> (version, outputs sha
 
 
 def shared_outputs(job: TrainingJob, view: JobView) -> tuple:
-    """(status, progress, curves, metrics, samples, layer slider, head slider, 5 buttons), built once per
-    version (the buttons as for a page that may control the run)."""
+    """(status, progress, curves, metrics, samples, layer slider, head slider), built once per version
+    for every page (the buttons are each page's own: tick())."""
     cached = _rendered.get(id(job))
     if cached and cached[0] == view.version:
         return cached[1]
@@ -367,7 +367,7 @@ def shared_outputs(job: TrainingJob, view: JobView) -> tuple:
     outputs = (status(view), progress(view), curves(view), metrics(view), samples(view),
                # The layer slider starts at 1 and Gradio refuses maximum == minimum: at least 2
                # (attention() clamps the layer to the model's).
-               gr.Slider(maximum=max(shape[0], 2)), gr.Slider(maximum=max(shape[1], 1)), *buttons(view))
+               gr.Slider(maximum=max(shape[0], 2)), gr.Slider(maximum=max(shape[1], 1)))
     _rendered[id(job)] = (view.version, outputs)
     return outputs
 
@@ -388,7 +388,7 @@ def tick(job: TrainingJob, seen: Seen | None, layer: float, head: float, followi
     if view.version == seen.version and names == seen.names:
         return (*(gr.skip(),) * 16, renewed)
     picker = gr.Dropdown(choices=list(names)) if names != seen.names else gr.skip()
-    shared = (*shared_outputs(job, view)[:-len(BUTTONS)], *buttons(view, session))  # this page's
+    shared = (*shared_outputs(job, view), *buttons(view, session))
     latest = attention(view, None, layer, head) if following.on else None
     if following.on:  # asked again after drawing: the user may have scrubbed meanwhile
         timeline, plot = timeline_slider(view, True), latest
