@@ -89,7 +89,7 @@ class StepEvent:
     tokens_per_s: float  # target tokens
     grad_norm: float
     padding_ratio: float
-    skipped: bool = False  # non-finite loss: no update was made
+    skipped: bool = False  # non-finite loss or gradients (fp16: the scaler overflowed): no update made
     validation: dict[str, Any] | None = None  # val_loss, val_perplexity, bleu, samples (after evaluation)
 
     def to_dict(self) -> dict[str, Any]:
@@ -238,7 +238,10 @@ class Trainer:
                 self.scaler.step(self.optimizer)  # the fp16 scaler skips non-finite steps itself
                 self.scaler.update()
         skipped = not finite
-        self._count_bad(skipped, loss_sum)
+        # fp16: gradients that overflow at the loss scaler's current scale are its everyday business
+        # (it skips the update and halves the scale), not a sign of divergence; a non-finite loss is.
+        overflow = skipped and self.scaler.is_enabled() and math.isfinite(loss_sum)
+        self._count_bad(skipped and not overflow, loss_sum)
         elapsed = time.perf_counter() - started
         denom = max(n_tokens, 1)
         padding = sum(b.padding_ratio for b in batches) / len(batches)
@@ -252,10 +255,10 @@ class Trainer:
             self.bad_steps = 0
             return
         self.bad_steps += 1
-        warnings.warn(f"step {self.step_count}: non-finite loss ({loss}); update skipped "
+        warnings.warn(f"step {self.step_count}: non-finite loss or gradients (loss {loss}); update skipped "
                       f"({self.bad_steps} in a row)")
         if self.bad_steps >= self.config.max_bad_steps:
-            raise TrainingStopped(f"training stopped: the loss was NaN/inf {self.bad_steps} steps in a row "
+            raise TrainingStopped(f"training stopped: the loss or gradients were NaN/inf {self.bad_steps} steps in a row "
                                   f"(last at step {self.step_count}); try a lower learning rate, a longer "
                                   f"warm-up or gradient clipping")
 

@@ -1,6 +1,7 @@
 """Issue 3: the step-wise trainer — exact resume, thread control, NaN handling, snapshots."""
 from __future__ import annotations
 
+import math
 import threading
 import warnings
 
@@ -113,6 +114,20 @@ def test_non_finite_loss_skips_steps_then_stops():
     assert sum("non-finite" in str(w.message) for w in caught) == 3
     after = trainer.model.state_dict()
     assert all(torch.equal(before[k], after[k]) or torch.isnan(before[k]).any() for k in before)
+
+
+def test_fp16_scaler_overflows_are_not_counted_as_divergence():
+    """Early fp16 steps often overflow at the scaler's starting scale; the scaler skips them and halves
+    its scale. Ten in a row must not stop a run that gives up after three non-finite losses."""
+    trainer = make_trainer(max_bad_steps=3, amp="fp16")
+    trainer.scaler = torch.amp.GradScaler("cpu", init_scale=2.0 ** 28)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        events = [trainer.step() for _ in range(12)]
+    overflowed = [e for e in events if e.skipped]
+    assert len(overflowed) >= 10 and all(math.isfinite(e.loss) for e in overflowed)
+    assert not events[-1].skipped and trainer.bad_steps == 0
+    assert not any("non-finite" in str(w.message) for w in caught)
 
 
 def test_evaluate_reports_loss_bleu_and_samples():
