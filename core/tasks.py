@@ -173,14 +173,16 @@ def _draw(sample: Callable[[random.Random], Sample], rng: random.Random, n: int,
     out, keys = [], set()
     for _ in range(10 * n + 1000):  # bounded: a finite space must not loop forever
         if len(out) == n:
-            return out, keys
+            break
         src, tgt, key = sample(rng)
         if src not in seen and key not in held:
             seen.add(src)
             keys.add(key)
             out.append((src, tgt))
-    raise ValueError(f"task {name!r} ran out of distinct examples for {split} after {len(out)} of {n}; "
-                     f"ask for fewer (n_train/n_valid/n_test)")
+    if len(out) < n:
+        raise ValueError(f"task {name!r} ran out of distinct examples for {split} after {len(out)} of {n}; "
+                         f"ask for fewer (n_train/n_valid/n_test)")
+    return out, keys
 
 
 def make_task(name: str, seed: int = 0, n_train: int | None = None, n_valid: int | None = None,

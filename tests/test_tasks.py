@@ -3,11 +3,13 @@ from __future__ import annotations
 
 import datetime
 import json
+import random
 
 import pytest
 
 from core.data import load_corpus
-from core.tasks import DATE_FORMATS, TASKS, TOKENIZER_KIND, english_number, german_number, iso_date, make_task
+from core.tasks import (DATE_FORMATS, TASKS, TOKENIZER_KIND, _draw, english_number, german_number, iso_date,
+                        make_task)
 from core.tokenizer import UNK_ID, Tokenizer
 
 SMALL = dict(n_train=300, n_valid=40, n_test=40)
@@ -106,6 +108,17 @@ def test_unknown_task_lists_tasks():
         make_task("copy", n_train=-1)
     with pytest.raises(ValueError, match="ran out of distinct examples"):
         make_task("numbers", n_train=2000)
+
+
+def test_a_sample_found_on_the_last_allowed_draw_counts():
+    draws = []
+
+    def only_the_last_draw_is_new(rng):
+        draws.append(1)
+        return ("new", "t", 1) if len(draws) == 10 * 1 + 1000 else ("seen", "t", 0)
+
+    out, keys = _draw(only_the_last_draw_is_new, random.Random(0), 1, {"seen"}, set(), "train", "demo")
+    assert out == [("new", "t")] and keys == {1}
 
 
 def test_load_corpus_synthetic():
