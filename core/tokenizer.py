@@ -69,10 +69,10 @@ class Tokenizer:
     @classmethod
     def load(cls, path: str | Path) -> "Tokenizer":
         path = Path(path)
+        if not path.is_file():  # tokenizers reports a missing file as a bare Exception too
+            raise FileNotFoundError(f"{path}: no such tokenizer file")
         try:
             return cls(HFTokenizer.from_file(str(path)))
-        except FileNotFoundError:
-            raise
         except Exception as exc:  # tokenizers raises a bare Exception on malformed JSON
             raise ValueError(f"{path}: not a valid tokenizer.json ({exc})") from None
 

@@ -50,6 +50,14 @@ def test_specials_and_save_load(subword, tmp_path):
     assert again.encode(text) == subword.encode(text) and again.kind == subword.kind
 
 
+def test_load_names_a_missing_or_broken_file(tmp_path):
+    with pytest.raises(FileNotFoundError, match="no such tokenizer file"):
+        Tokenizer.load(tmp_path / "tokenizer.json")
+    (tmp_path / "tokenizer.json").write_text("{ not json")
+    with pytest.raises(ValueError, match="not a valid tokenizer.json"):
+        Tokenizer.load(tmp_path / "tokenizer.json")
+
+
 def test_word_kind_round_trip_on_spaced_tokens():
     tok = Tokenizer.train(["drei hundert ein und zwanzig", "2 0 2 1 - 0 3 - 0 5"], 100, "word", min_frequency=1)
     for text in ("ein und zwanzig", "2 0 2 1 - 0 3 - 0 5"):
