@@ -202,6 +202,9 @@ class Transformer(nn.Module):
         None when nothing is padded (rows are then (B, S, d_model)), per-layer attention)."""
         self._check_length(src, "source")
         src_padding = src.eq(self.config.pad_id)
+        if bool(src_padding.all(dim=1).any()):  # every key masked: eq. 1's softmax would be 0/0
+            raise ValueError(f"a source row is all padding (pad_id {self.config.pad_id}); every source "
+                             f"needs at least one real token")
         packing = Packing.of(src_padding)
         x = self._embed(src, self.src_embed, packing=packing)
         probs = []

@@ -183,6 +183,16 @@ def test_padding_inside_a_target_is_refused():
         model(batch([4]), tgt)
 
 
+def test_a_source_row_of_only_padding_is_refused():
+    """Every key of such a row is masked: eq. 1 spelled out gives NaN, the fused kernel does not."""
+    model = tiny()
+    src = batch([4, 3])
+    src[1] = 0
+    for need_weights in (False, True):
+        with pytest.raises(ValueError, match="all padding"):
+            model(src, batch([5, 5]), return_attention=need_weights)
+
+
 def test_future_target_tokens_never_change_earlier_logits():
     model = tiny()
     src, tgt = batch([6]), batch([8], seed=5)
