@@ -45,6 +45,8 @@ CSS = """
 /* Gradio draws a disabled Start or Stop in nearly its enabled colours: on a projector nobody could
    tell which of the Train tab's buttons act. */
 button:disabled { opacity: 0.35; cursor: not-allowed; }
+/* ...and on the dark theme 0.35 left their labels unreadable (2.7:1). */
+.dark button:disabled { opacity: 0.55; }
 /* Gradio 6.31's radio button paints itself white on hover, the chosen one too: under the pointer the
    choice vanished (its hover rule comes after, and is as specific as, its checked one). */
 .gradio-container input[type="radio"]:checked:hover {
@@ -94,6 +96,11 @@ CSS += (".ablation-heads { min-width: fit-content !important; }\n"
 PRESENTER_PLOT_SCALE = 1.4
 PRESENTER_JS = """(on) => {
   document.body.classList.toggle('presenter', on);
+  // Presenter mode is black on white whatever theme the browser asked for: its colours (above) would
+  // otherwise put black type on the dark theme's blocks. Switched off, the visitor's theme comes back.
+  const body = document.body;
+  if (on) { body.dataset.wasDark = body.classList.contains('dark'); body.classList.remove('dark'); }
+  else if (body.dataset.wasDark === 'true') body.classList.add('dark');
   const isAxis = (key) => /^[xy]axis[0-9]*$/.test(key);
   // Plotly attribute paths ('margin.t', 'annotations[2].font.size') and values that scale a figure by r,
   // from its current sizes; and the traces whose label size changes.

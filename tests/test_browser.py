@@ -156,9 +156,12 @@ def test_studio_in_headless_chromium(studio):
 
         # Presenter mode switches the body class and enlarges every plot's type, a figure drawn
         # afterwards included (before its first drawing); switched off, the plots return to their own size.
+        # It is black on white on a browser that asked for the dark theme too, which comes back after.
+        page.evaluate("document.body.classList.add('dark')")
         switch = page.get_by_label("Presenter mode (large type, high contrast)")
         switch.check()
         page.wait_for_function("document.body.classList.contains('presenter')", timeout=5000)
+        assert not page.evaluate("document.body.classList.contains('dark')")
         page.get_by_role("tab", name="Translate").click()
         plot = "document.querySelector('#tab-translate .js-plotly-plot')"
         large = round(FONT["size"] * PRESENTER_PLOT_SCALE, 1)
@@ -181,6 +184,7 @@ def test_studio_in_headless_chromium(studio):
         page.screenshot(path=shots / "6-presenter.png", full_page=False)
         switch.uncheck()
         page.wait_for_function(f"{plot}._fullLayout.font.size === {FONT['size']}", timeout=5000)
+        assert page.evaluate("document.body.classList.contains('dark')")
         browser.close()
     print("screenshots:", *sorted(str(p) for p in shots.iterdir()), sep="\n  ")
     assert not outside, f"requests to non-local addresses: {outside}"
