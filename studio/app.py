@@ -82,10 +82,15 @@ body.presenter .tab-wrapper button { font-size: 21px; font-weight: 700; color: #
 # Attention tab, head ablation: a row of boxes per layer, a column per head (heads-N comes with the
 # choices), so narrow columns or presenter mode's large type never put "L2 H1" beside "L1 H4"; a
 # group wider than its third of the row moves to a line of its own.
+# On a phone four boxes do not fit a row: a layer's heads take rows of at most three, evenly (the
+# largest divisor of the head count up to 3), so no row holds two layers' heads.
 CSS += (".ablation-heads { min-width: fit-content !important; }\n"
         ".ablation-heads [data-testid='checkbox-group'] { display: grid; "
         "grid-template-columns: repeat(var(--heads), max-content); }\n"
-        + "".join(f".heads-{n} {{ --heads: {n}; }}\n" for n in range(1, 65)))
+        + "".join(f".heads-{n} {{ --heads: {n}; --heads-narrow: {max(d for d in (1, 2, 3) if n % d == 0)}; }}\n"
+                  for n in range(1, 65))
+        + "@media (max-width: 640px) { .ablation-heads [data-testid='checkbox-group'] { "
+          "grid-template-columns: repeat(var(--heads-narrow), max-content); } }\n")
 
 # Plotly figures keep their own type sizes, so presenter mode scales each figure's fonts (layout,
 # annotations, trace labels) and height by PRESENTER_PLOT_SCALE and lets its axes widen their margins:

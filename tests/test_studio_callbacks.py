@@ -275,7 +275,8 @@ def test_bertviz_views_are_offline_and_escaped(registry):
 def test_head_ablation_switches_heads_off_only_on_the_copy(registry, current):
     groups = attention.head_choices(registry, "studio-tiny")
     assert "L1 H3" in [c[0] for c in groups[2].choices]
-    assert "heads-4" in groups[0].elem_classes and ".heads-4 { --heads: 4; }" in app.CSS  # a row per layer
+    assert "heads-4" in groups[0].elem_classes  # a row per layer; on a phone, rows of 2 heads, 6 heads 3 a row
+    assert all(f".heads-{n} {{ --heads: {n}; --heads-narrow: {k}; }}" in app.CSS for n, k in ((4, 2), (6, 3), (5, 1)))
     assert attention.parse_heads([], ["L2 H1"], ["L1 H3", "L1 H4"]) == {"decoder": {1: [0]}, "cross": {0: [2, 3]}}
     assert list(attention.parse_heads([], [], ["L2 H2", "L1 H4", "L2 H1"])["cross"].items()) == [(0, [3]), (1, [0, 1])]
     assert "Tick one" in attention.ablate(registry, current, "studio-tiny", [], [], [])
