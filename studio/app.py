@@ -51,6 +51,9 @@ button:disabled { opacity: 0.35; cursor: not-allowed; }
    choice vanished (its hover rule comes after, and is as specific as, its checked one). */
 .gradio-container input[type="radio"]:checked:hover {
   background-color: var(--checkbox-background-color-selected); border-color: var(--checkbox-border-color-selected); }
+/* A dropdown's arrow sits over the right end of its box: on a phone a long model name ran under it
+   ("multi30k-de-en▾s"); the name now ends before the arrow, with an ellipsis where it is cut. */
+.gradio-container input[role="combobox"] { padding-right: 28px; text-overflow: ellipsis; }
 body.presenter { --text-xs: 16px; --text-sm: 18px; --text-md: 21px; --text-lg: 24px; --text-xl: 28px;
   --text-xxl: 34px; --body-text-size: 21px; --block-label-text-size: 18px; --block-title-text-size: 20px;
   --input-text-size: 22px; --section-header-text-size: 22px; --prose-text-size: 21px;
