@@ -42,7 +42,6 @@ OPTIONAL_FILES = ("trainer.pt",)
 # call them, so it could run code); of damaged bytes it says other things ("Unsupported operand 149").
 NAMES_CODE = re.compile(r"GLOBAL|unrecognized function|Can only (create new object|build)")
 CODE_OPCODES = {"GLOBAL", "STACK_GLOBAL", "INST", "OBJ", "REDUCE", "NEWOBJ", "NEWOBJ_EX", "BUILD"}
-MAX_POSITIONS = 16_384  # max_len allowed on load: the positional table is allocated, not stored
 
 
 def _unique_state(model: Transformer, dtype: torch.dtype | None) -> dict[str, torch.Tensor]:
@@ -245,10 +244,6 @@ def _check_size(config: ModelConfig, file: Path) -> None:
     """Refuse, before allocating anything, a config.json that asks for far more than
     model.safetensors holds: a 1 KB config (say, an uploaded one) could otherwise demand
     terabytes. The floor counts only the weight matrices, so every real model passes."""
-    if config.max_len > MAX_POSITIONS:
-        table = config.max_len * config.d_model * 4 / 2**30
-        raise ValueError(f"{file.parent / 'config.json'}: max_len {config.max_len} is above {MAX_POSITIONS:,} "
-                         f"(its positional table alone would take {table:,.1f} GiB)")
     try:
         with safe_open(str(file), "pt") as f:
             stored = sum(math.prod(f.get_slice(k).get_shape()) for k in f.keys())

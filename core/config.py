@@ -23,6 +23,9 @@ PRESETS: dict[str, dict[str, Any]] = {
 }
 
 SPECIAL_TOKENS = ("<pad>", "<bos>", "<eos>", "<unk>")  # ids 0, 1, 2, 3
+# The positional table (section 3.5) is built for every position up to max_len, not stored: a config
+# asking for 10**8 positions (a typo, an uploaded config.json) would allocate gigabytes at once.
+MAX_POSITIONS = 16_384
 
 
 @dataclass
@@ -62,6 +65,8 @@ class ModelConfig:
             value = getattr(self, name)
             if not _is_int(value) or value <= 0:
                 raise ValueError(f"ModelConfig.{name} must be a positive integer, got {value!r}")
+        if self.max_len > MAX_POSITIONS:
+            raise ValueError(f"ModelConfig.max_len must be at most {MAX_POSITIONS:,} tokens, got {self.max_len:,}")
         for name in ("shared_vocab", "norm_first"):
             if not isinstance(getattr(self, name), bool):  # the string "false" would count as true
                 raise ValueError(f"ModelConfig.{name} must be true or false, got {getattr(self, name)!r}")

@@ -186,6 +186,9 @@ def test_core_field_names_are_shown_as_options(capsys, tmp_path):
                             "--out", str(tmp_path / "x")], "--d-model (64) must be divisible by --heads (3)")
     one_line_error(capsys, ["train", "--data", "synthetic:copy", "--dropout", "1.5", "--out", str(tmp_path / "x")],
                    "error: --dropout must be a number in [0, 1)")
+    one_line_error(capsys, ["train", "--data", "synthetic:copy", "--max-len", "100000000", "--out", str(tmp_path / "x")],
+                   "error: --max-len must be at most 16,384 tokens")
+    assert not (tmp_path / "x").exists()
     one_line_error(capsys, ["translate", "--method", "sample", "--top-p", "1.5"], "--top-p", "(0, 1]")
 
 

@@ -279,6 +279,7 @@ def test_encoder_and_decoder_depth_may_differ():
     (dict(d_model=64.0), "d_model"),
     (dict(eos_id=5), "eos_id must be 2, the tokenizer's id for <eos>"),  # it would decode with a wrong eos
     (dict(pad_id="0"), "pad_id"),
+    (dict(max_len=16_385), "max_len must be at most 16,384"),  # its positional table is allocated whole
 ])
 def test_invalid_configs_name_the_field(overrides, field):
     with pytest.raises(ValueError, match=field):
