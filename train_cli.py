@@ -611,8 +611,12 @@ def train_loop(trainer, args: argparse.Namespace, rank: int) -> None:
 
 def save(trainer, args: argparse.Namespace) -> Path:
     path = trainer.save(args.out / f"{CHECKPOINT_PREFIX}{trainer.step_count:07d}")
+    # Renamed out of the way first (one atomic step), then deleted: a Ctrl-C inside the deletion leaves
+    # a hidden folder that the next save sweeps away, never a half-deleted step folder.
     for old in run_checkpoints(args.out)[: -args.keep_last]:
-        shutil.rmtree(old)
+        old.rename(old.with_name(f".{old.name}.pruning"))
+    for pruned in args.out.glob(f".{CHECKPOINT_PREFIX}*.pruning"):
+        shutil.rmtree(pruned)
     return path
 
 

@@ -96,6 +96,39 @@ def test_resume_continues_the_run(run, tmp_path):
     assert lr[31] / lr[30] == pytest.approx((30 / 31) ** 0.5)  # eq. 3 past the run's warm-up of 10, not 4000's
 
 
+class CheckpointWriter:
+    """Stands in for a Trainer in train_cli.save: writes a step folder with its config.json."""
+    step_count = 0
+
+    def save(self, path: Path) -> Path:
+        path.mkdir()
+        (path / "config.json").write_text("{}")
+        return path
+
+
+def test_a_ctrl_c_while_pruning_leaves_no_half_deleted_step_folder(tmp_path, monkeypatch):
+    import argparse
+    import shutil
+
+    args, trainer, rmtree = argparse.Namespace(out=tmp_path, keep_last=1), CheckpointWriter(), shutil.rmtree
+    for trainer.step_count in (1, 2):
+        train_cli.save(trainer, args)
+
+    def interrupted(path, *args, **kwargs):  # Ctrl-C after the deletion took config.json
+        (Path(path) / "config.json").unlink()
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(shutil, "rmtree", interrupted)
+    trainer.step_count = 3
+    with pytest.raises(KeyboardInterrupt):
+        train_cli.save(trainer, args)
+    assert [p.name for p in tmp_path.glob("step-*")] == ["step-0000003"]
+    monkeypatch.setattr(shutil, "rmtree", rmtree)
+    trainer.step_count = 4
+    train_cli.save(trainer, args)  # sweeps what the interrupted deletion left
+    assert [p.name for p in tmp_path.iterdir()] == ["step-0000004"]
+
+
 def one_line_error(capsys, argv, *needles) -> None:
     assert train_cli.main(argv) != 0
     err = capsys.readouterr().err.strip()
