@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import hashlib
 import io
 import json
 import math
@@ -340,20 +341,45 @@ def check_out_folder(out: Path, resume: bool) -> None:
 SPLIT_OPTIONS = ("seed", "limit", "vocab_size")  # the tokenizer's kind and the direction: from the checkpoint
 
 
-def check_same_data(args: argparse.Namespace) -> None:
-    """--resume: the options that chose the training pairs, the carved valid/test split and the vocabulary
-    stay the run's (another --seed would put the run's held-out pairs into training). A new --data path
-    is taken, with a note: the run's data may have moved."""
-    from core.data import absolute_spec  # a record written before run.json kept absolute paths
-
+def run_record(out: Path) -> dict:
+    """The run.json of a run folder ({} when missing or unreadable: nothing to compare with)."""
     try:
-        record = json.loads((args.out / "run.json").read_text())
+        record = json.loads((out / "run.json").read_text())
     except (OSError, ValueError):
-        return  # no record to compare with
+        return {}
+    return record if isinstance(record, dict) else {}
+
+
+def check_same_data(args: argparse.Namespace, record: dict) -> None:
+    """--resume: the options that chose the training pairs, the carved valid/test split and the vocabulary
+    stay the run's (another --seed would put the run's held-out pairs into training)."""
     changed = [f"--{key.replace('_', '-')} {getattr(args, key)} (the run's: {record[key]})" for key in SPLIT_OPTIONS
                if key in record and str(getattr(args, key)) != record[key]]
     refuse_changes(changed, "the run's data split and vocabulary come from its own values")
-    if record.get("data") and args.data not in (record["data"], absolute_spec(record["data"])):
+
+
+def data_fingerprint(corpus) -> str:
+    """A digest of the training and validation pairs, which run.json keeps: --resume with data that has
+    moved reads the same pairs (taken), another corpus or task does not (refused)."""
+    digest = hashlib.sha256()
+    for src, tgt in corpus.train + corpus.valid:
+        digest.update(f"{src}\t{tgt}\n".encode())
+    return digest.hexdigest()[:16]
+
+
+def check_same_pairs(args: argparse.Namespace, record: dict, corpus) -> None:
+    """--resume: the data must hold the run's pairs; a new --data path is taken if it does (moved data)."""
+    from core.data import absolute_spec  # a record written before run.json kept absolute paths
+
+    if not record.get("data"):
+        return
+    same_path = args.data in (record["data"], absolute_spec(record["data"]))
+    if "data_fingerprint" in record:
+        if data_fingerprint(corpus) != record["data_fingerprint"]:
+            then = "" if same_path else f" ({record['data']})"
+            raise CLIError(f"--resume: --data {args.data} holds other training or validation pairs than the run "
+                           f"was trained on{then}; give the run's data (moved is fine), or start a new run")
+    elif not same_path:  # a run from before fingerprints: nothing to check against
         print(f"note: --resume reads --data {args.data}, not the run's {record['data']}: its valid and test "
               f"pairs stay the run's only if it holds the same lines", file=sys.stderr)
 
@@ -469,15 +495,20 @@ def command_train(args: argparse.Namespace) -> None:
     from core.trainer import TrainConfig, Trainer
 
     check_out_folder(args.out, args.resume)  # first: a mistyped --resume folder is the problem to name
+    record = run_record(args.out) if args.resume else {}
     if args.data is None:
-        kept = f" ({args.out / 'run.json'} holds none to resume with)" if args.resume else ""
+        kept = ""
+        if args.resume:
+            kept = (f" ({args.out / 'run.json'} holds none to resume with)" if record
+                    else f" (there is no readable {args.out / 'run.json'} to take the run's from)")
         raise CLIError(f"train needs --data{kept} (see --help for its forms)")
     args.data = absolute_spec(args.data)  # run.json's record then reads the same files from any folder
     if args.resume:
-        check_same_data(args)
+        check_same_data(args, record)
     rank, world, device = setup_distributed()
     corpus = load_corpus(args.data, args.src, args.tgt, seed=args.seed, limit=args.limit)
     if args.resume:
+        check_same_pairs(args, record, corpus)
         latest = run_checkpoints(args.out)[-1]
         with damaged_checkpoint_hint(args.out, latest):
             bundle = load_checkpoint(latest)
@@ -541,7 +572,8 @@ def command_train(args: argparse.Namespace) -> None:
         f"{world} process(es); steps {trainer.step_count}->{max_steps}")
     if rank == 0:
         args.out.mkdir(parents=True, exist_ok=True)
-        record = {"options": run_options(build_parser(), args), **{k: str(v) for k, v in vars(args).items()}}
+        record = {"options": run_options(build_parser(), args), **{k: str(v) for k, v in vars(args).items()},
+                  "data_fingerprint": data_fingerprint(corpus)}
         (args.out / "run.json").write_text(json.dumps(record, indent=2))
     train_loop(trainer, args, rank)
 

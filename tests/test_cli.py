@@ -558,8 +558,17 @@ def test_resume_refuses_another_data_split_or_vocabulary_and_keeps_data_paths_ab
         (tmp_path / name).rename(moved / name)
     capsys.readouterr()
     assert train_cli.main(["train", "--out", str(tmp_path / "files-run"), "--resume", "--max-steps", "3",
-                           "--data", f"files:{moved / 'a.txt'},{moved / 'b.txt'}"]) == 0
-    assert "not the run's" in capsys.readouterr().err  # the data moved: taken, with a note
+                           "--data", f"files:{moved / 'a.txt'},{moved / 'b.txt'}"]) == 0  # the data moved: taken
+    (moved / "b.txt").write_text("".join(f"u{i} z\n" for i in range(40)))  # another corpus under the same names
+    capsys.readouterr()
+    one_line_error(capsys, ["train", "--out", str(tmp_path / "files-run"), "--resume", "--max-steps", "4",
+                            "--data", f"files:{moved / 'a.txt'},{moved / 'b.txt'}"],
+                   "holds other training or validation pairs than the run was trained on;", "start a new run")
+    one_line_error(capsys, ["train", "--out", str(tmp_path / "files-run"), "--resume", "--max-steps", "4",
+                            "--data", "synthetic:reverse"], "other training or validation pairs")
+    (tmp_path / "files-run" / "run.json").unlink()
+    one_line_error(capsys, ["train", "--out", str(tmp_path / "files-run"), "--resume"],
+                   "train needs --data (there is no readable", "run.json to take the run's from)")
 
 
 def test_resume_compares_the_tokenizer_and_languages_the_run_used():
@@ -588,7 +597,7 @@ def test_a_damaged_latest_checkpoint_says_how_to_resume_from_the_one_before(run,
     (copy / "run.json").write_text('{"options": ["--data", "synth')  # cut short too
     assert train_cli.main(["train", "--out", str(copy), "--resume", "--max-steps", "50"]) == 2
     err = capsys.readouterr().err
-    assert "run.json cannot be read" in err and "train needs --data (" in err and "holds none to resume" in err
+    assert "run.json cannot be read" in err and "train needs --data (there is no readable" in err
 
 
 def test_n_best_lines_all_have_two_columns_per_hypothesis(run, tmp_path):
