@@ -486,7 +486,7 @@ def shared_tokenizer(corpus, args, rank: int, world: int):
 def command_train(args: argparse.Namespace) -> None:
     import torch
 
-    from core.batching import TokenBatcher, encode_pairs
+    from core.batching import TOO_MANY_UNKNOWN, TokenBatcher, encode_pairs, unknown_share
     from core.bundle import ModelBundle
     from core.checkpoint import load_checkpoint, load_trainer_state
     from core.config import ModelConfig
@@ -535,6 +535,11 @@ def command_train(args: argparse.Namespace) -> None:
     log = print if rank == 0 else (lambda *a, **k: None)
     if dropped:
         log(f"note: {dropped} training pairs longer than {max_len} tokens were left out", file=sys.stderr)
+    unknown = unknown_share(train)
+    if unknown > TOO_MANY_UNKNOWN:
+        log(f"note: {unknown:.0%} of the training tokens are <unk>: a vocabulary of {bundle.tokenizer.vocab_size} "
+            f"({bundle.tokenizer.kind}) does not cover this data, and the model would learn to write <unk>; "
+            f"give a larger --vocab-size", file=sys.stderr)
     max_steps = 10_000 if args.max_steps is None else args.max_steps
     if args.epochs is not None:
         per_epoch = len(TokenBatcher(train, args.max_tokens, seed=args.seed))

@@ -15,7 +15,7 @@ from typing import Any, Iterator, Sequence
 
 import torch
 
-from .tokenizer import BOS_ID, EOS_ID, PAD_ID, Tokenizer
+from .tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Tokenizer
 
 
 @dataclass
@@ -40,6 +40,20 @@ def encode_pairs(pairs: Sequence[tuple[str, str]], tokenizer: Tokenizer,
     examples = [Example(s + [EOS_ID], [BOS_ID] + t + [EOS_ID]) for s, t in zip(srcs, tgts)]
     kept = [e for e in examples if len(e.src) <= max_len and len(e.tgt) <= max_len]
     return kept, len(examples) - len(kept)
+
+
+TOO_MANY_UNKNOWN = 0.01  # a share of <unk> training tokens worth telling the user about
+
+
+def unknown_share(examples: Sequence[Example]) -> float:
+    """The share of the examples' tokens (BOS/EOS aside) that are <unk>: what a vocabulary too small
+    for the data costs. A model trained on mostly <unk> still scores well on token accuracy."""
+    tokens = unknown = 0
+    for e in examples:
+        for ids in (e.src[:-1], e.tgt[1:-1]):
+            tokens += len(ids)
+            unknown += ids.count(UNK_ID)
+    return unknown / max(tokens, 1)
 
 
 @dataclass

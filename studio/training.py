@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from core.batching import encode_pairs
+from core.batching import TOO_MANY_UNKNOWN, encode_pairs, unknown_share
 from core.bundle import ModelBundle, new_bundle, resolve_device
 from core.checkpoint import FILES as CHECKPOINT_FILES
 from core.checkpoint import save_checkpoint
@@ -712,6 +712,15 @@ def _check_size(settings: Settings, public: bool) -> None:
                          f"smaller d_model or d_ff.")
 
 
+def vocabulary_notice(train: list, vocab_size: int) -> str:
+    """A notice that the vocabulary leaves much of the training data <unk>; '' when it does not."""
+    share = unknown_share(train)
+    if share <= TOO_MANY_UNKNOWN:
+        return ""
+    return (f"{share:.0%} of the training tokens are <unk>: a vocabulary of {vocab_size:,} does not cover this "
+            f"data, and the model would learn to write <unk>. Stop it and give a larger vocabulary.")
+
+
 def cpu_notice(params: int, device: torch.device) -> str:
     """A notice that a model is large for live training on a CPU; '' when it is not."""
     if device.type != "cpu" or params <= limits.CPU_NOTICE_PARAMETERS:
@@ -754,7 +763,8 @@ def prepare(settings: Settings) -> _Run:
     example = (src + [config.eos_id], [BOS_ID] + tgt)  # the attention timeline's sentence, teacher-forced
     params = bundle.model.num_parameters()
     facts = {"parameters": f"{params:,}", "device": str(trainer.device),
-             "notice": cpu_notice(params, trainer.device),  # "" for most models
+             "notice": " ".join(filter(None, (cpu_notice(params, trainer.device),  # "" for most models
+                                              vocabulary_notice(train, bundle.tokenizer.vocab_size)))),
              "vocabulary": f"{bundle.tokenizer.vocab_size:,} ({bundle.tokenizer.kind})",
              "pairs": f"{len(train):,} training, {len(corpus.valid):,} validation"
                       + (f" ({dropped:,} too long, left out)" if dropped else "")}

@@ -8,7 +8,8 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core.batching import Example, TokenBatcher, encode_pairs, pad_batch, sentence_batches, source_ids
+from core.batching import (Example, TokenBatcher, encode_pairs, pad_batch, sentence_batches, source_ids,
+                           unknown_share)
 from core.data import load_corpus
 from core.tokenizer import BOS_ID, EOS_ID, PAD_ID, Tokenizer
 
@@ -38,6 +39,12 @@ def test_encode_pairs(word_tokenizer):
     assert encode_pairs(pairs, word_tokenizer, max_len=8)[1] == 0
     with pytest.raises(ValueError, match="max_len must be an integer >= 2"):
         encode_pairs(pairs, word_tokenizer, max_len=1)
+
+
+def test_unknown_share_counts_unk_among_the_words(word_tokenizer):
+    examples, _ = encode_pairs([("ein Haus .", "a house ."), ("ein Boot .", "a boat .")], word_tokenizer, max_len=8)
+    assert unknown_share(examples) == 2 / 12  # "Boot" and "boat"; <bos> and <eos> are not words
+    assert unknown_share([]) == 0
 
 
 def test_pad_batch():

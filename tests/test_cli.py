@@ -33,6 +33,15 @@ def test_a_warmup_longer_than_the_run_is_noted(capsys, tmp_path):
     assert "--warmup 40 is longer than the run (2 steps)" in capsys.readouterr().err
 
 
+def test_a_vocabulary_too_small_for_the_data_is_noted(capsys, tmp_path):
+    assert train_cli.main(TRAIN[:5] + ["--max-steps", "1", "--eval-every", "0", "--limit", "50", "--vocab-size", "5",
+                                       "--out", str(tmp_path / "run")]) == 0
+    assert "% of the training tokens are <unk>: a vocabulary of 5 (word)" in capsys.readouterr().err
+    assert train_cli.main(TRAIN[:5] + ["--max-steps", "1", "--eval-every", "0", "--limit", "50",
+                                       "--out", str(tmp_path / "enough")]) == 0
+    assert "<unk>" not in capsys.readouterr().err
+
+
 def test_train_writes_checkpoints_metrics_and_final(run):
     steps = sorted(p.name for p in run.glob("step-*"))
     assert steps == ["step-0000010", "step-0000020", "step-0000030"]

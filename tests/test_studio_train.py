@@ -325,6 +325,15 @@ def test_a_model_large_for_a_cpu_starts_with_a_notice(job, toasts, monkeypatch):
     assert f"**{tab.md(notice)}**" in tab.status(view)  # and stays on the status line
 
 
+def test_a_vocabulary_that_leaves_the_data_unknown_gives_a_notice():
+    from core.batching import Example
+
+    train = [Example([3, 3, 7, 2], [1, 3, 8, 2])]  # three of five words are <unk>
+    assert training.vocabulary_notice(train, 5).startswith("60% of the training tokens are <unk>: a vocabulary of 5 "
+                                                           "does not cover this data")
+    assert training.vocabulary_notice([Example([7, 2], [1, 8, 2])], 8000) == ""
+
+
 def test_errors_while_building_leave_the_app_usable(job, monkeypatch):
     def no_memory(*args, **kwargs):
         raise RuntimeError("DefaultCPUAllocator: not enough memory")
