@@ -889,7 +889,10 @@ def command_average(args: argparse.Namespace) -> None:
     average = average_checkpoints([load_checkpoint(p) for p in chosen])
     average.info.update(name=args.out.name, averaged_from=[p.name for p in chosen])
     save_checkpoint(args.out, average)
-    print(f"averaged {len(chosen)} checkpoints ({chosen[0].name} .. {chosen[-1].name}) into {args.out}")
+    if len(chosen) == 1:
+        print(f"copied the one checkpoint {chosen[0].name} into {args.out} (nothing to average it with)")
+    else:
+        print(f"averaged {len(chosen)} checkpoints ({chosen[0].name} .. {chosen[-1].name}) into {args.out}")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -95,14 +95,17 @@ def load_corpus(spec: str, src_lang: str | None = None, tgt_lang: str | None = N
 
 
 def _check_langs(corpus: ParallelCorpus, src_lang: str | None, tgt_lang: str | None, spec: str) -> None:
-    for field, asked, have in (("src_lang", src_lang, corpus.src_lang), ("tgt_lang", tgt_lang, corpus.tgt_lang)):
+    for side, asked, have in (("source", src_lang, corpus.src_lang), ("target", tgt_lang, corpus.tgt_lang)):
         if asked is not None and asked != have:
-            raise ValueError(f"{spec} has {field}={have!r}, got {field}={asked!r}; leave it None")
+            raise ValueError(f"{spec} has the {side} language {have!r}, not {asked!r}; leave the {side} language "
+                             f"unset to take the data's")
 
 
 # ----- reading text files ---------------------------------------------------------------
 def read_lines(path: Path) -> list[str]:
     """Lines of a UTF-8 text file (gzip if the name ends in .gz), as split_lines() gives them."""
+    if path.is_dir():
+        raise ValueError(f"{path}: a folder, not a file")
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no such file")
     data = path.read_bytes()
@@ -174,6 +177,9 @@ def load_files(path_spec: str, src_lang: str | None = None, tgt_lang: str | None
     if not path.exists() and match:
         path, columns = Path(match[1]).expanduser(), (match[2], match[3])
     if path.name.endswith((".tsv", ".tsv.gz")):
+        if not path.exists() and "," in path_spec:
+            raise ValueError(f"files:{path_spec}: A,B names two aligned plain-text files (a sentence a line); a "
+                             f".tsv file holds both sides and is read on its own: give one")
         return _load_tsv(path, columns, src_lang, tgt_lang, seed)
     if columns:
         raise ValueError(f"files:{path_spec}: column languages (:LANG1-LANG2) apply to .tsv[.gz] files only")

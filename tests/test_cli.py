@@ -90,6 +90,9 @@ def test_average_last_checkpoints(run, tmp_path, capsys):
     assert card["averaged_from"] == ["step-0000020", "step-0000030"] and card["name"] == "avg"
     # safetensors writes its file 0600; a checkpoint's files all get the umask's mode.
     assert (out / "model.safetensors").stat().st_mode == (out / "config.json").stat().st_mode
+    assert "averaged 2 checkpoints (step-0000020 .. step-0000030)" in capsys.readouterr().out
+    assert train_cli.main(["average", "--run", str(run), "--last", "1", "--out", str(tmp_path / "one")]) == 0
+    assert "copied the one checkpoint step-0000030" in capsys.readouterr().out
 
 
 def test_resume_continues_the_run(run, tmp_path):

@@ -81,6 +81,14 @@ def test_folder_language_errors(tmp_path):
 def test_missing_files(tmp_path):
     with pytest.raises(FileNotFoundError, match="nowhere: no such file or folder"):
         load_corpus(f"files:{tmp_path / 'nowhere'}")
+    (tmp_path / "folder.tsv").mkdir()
+    with pytest.raises(ValueError, match="folder.tsv: a folder, not a file"):
+        load_corpus(f"files:{tmp_path / 'folder.tsv'}:en-de")
+    (tmp_path / "folder.tsv").rmdir()
+    with pytest.raises(ValueError, match="A,B names two aligned plain-text files"):
+        load_corpus(f"files:{tmp_path / 'a.tsv'},{tmp_path / 'b.tsv'}")
+    with pytest.raises(ValueError, match="has the source language 'in', not 'de'; leave the source language unset"):
+        load_corpus("synthetic:reverse", "de")
     with pytest.raises(FileNotFoundError, match=r"no train\.\{lang\}"):
         load_corpus(f"files:{tmp_path}")
     make_folder(tmp_path, (("train", 5), ("test", 2)))
