@@ -118,7 +118,22 @@ def decode_options(args: argparse.Namespace):
                             temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, seed=args.seed,
                             batch_size=args.batch_size)
     options.validate()
+    note_unused_decoding_options(args)
     return options
+
+
+BEAM_ONLY = ("beam", "alpha", "length_penalty")
+SAMPLING_ONLY = ("temperature", "top_k", "top_p", "seed")
+
+
+def note_unused_decoding_options(args: argparse.Namespace) -> None:
+    """A beam option with greedy decoding, a sampling one with beam search: said, not silently ignored."""
+    unused = {"beam": SAMPLING_ONLY, "greedy": BEAM_ONLY + SAMPLING_ONLY, "sample": BEAM_ONLY}[args.method]
+    parser = build_parser().commands[args.command]
+    given = [f"--{dest.replace('_', '-')}" for dest in unused if getattr(args, dest) != parser.get_default(dest)]
+    if given:
+        print(f"note: {', '.join(given)} {'has' if len(given) == 1 else 'have'} no effect with --method "
+              f"{args.method}; ignored", file=sys.stderr)
 
 
 MODEL_FLAGS = {"d_model": "--d-model", "d_ff": "--d-ff", "n_heads": "--heads", "dropout": "--dropout",

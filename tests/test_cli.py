@@ -66,6 +66,16 @@ def test_translate_stdin_to_stdout(run, capsys, monkeypatch):
     assert "empty" in captured.err
 
 
+def test_decoding_options_the_method_ignores_are_noted(run, capsys, monkeypatch):
+    monkeypatch.setattr(sys, "stdin", io.StringIO("a b c\n"))
+    assert train_cli.main(["translate", "--checkpoint", str(run / "final"), "--method", "greedy", "--beam", "8",
+                           "--top-k", "5"]) == 0
+    assert "note: --beam, --top-k have no effect with --method greedy; ignored" in capsys.readouterr().err
+    monkeypatch.setattr(sys, "stdin", io.StringIO("a b c\n"))
+    assert train_cli.main(["translate", "--checkpoint", str(run / "final"), "--beam", "2", "--alpha", "1"]) == 0
+    assert "no effect" not in capsys.readouterr().err
+
+
 def test_translate_n_best(run, tmp_path):
     src = tmp_path / "in.txt"
     src.write_text("a b c\n")
