@@ -644,11 +644,10 @@ def train_loop(trainer, args: argparse.Namespace, rank: int) -> None:
         bar.close()
         if rank == 0:
             print("\ninterrupted: saving a checkpoint first (Ctrl-C is ignored until it is written)", file=sys.stderr)
-            previous = signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C would lose the run's work
-            try:
-                path = save(trainer, args)
-            finally:
-                signal.signal(signal.SIGINT, previous)
+            # Ignored from here to the exit: a second Ctrl-C would lose the run's work, and one after the
+            # save would print a traceback from the interpreter's shutdown.
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+            path = save(trainer, args)
             print(f"saved {path}; continue with: python {sys.argv[0]} train --out {args.out.resolve()} --resume",
                   file=sys.stderr)
         raise SystemExit(130)

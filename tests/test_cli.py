@@ -118,6 +118,27 @@ def test_resume_continues_the_run(run, tmp_path):
     assert lr[31] / lr[30] == pytest.approx((30 / 31) ** 0.5)  # eq. 3 past the run's warm-up of 10, not 4000's
 
 
+def test_ctrl_c_saves_once_and_more_presses_while_it_saves_change_nothing(tmp_path):
+    import signal
+    import time
+
+    out = tmp_path / "run"
+    argv = [sys.executable, str(ROOT / "train_cli.py"), *TRAIN[:5], "--max-steps", "100000", "--eval-every", "0",
+            "--limit", "200", "--out", str(out)]
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while not ((out / "metrics.jsonl").exists() and (out / "metrics.jsonl").read_text().count("\n") >= 3):
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.1)
+    for _ in range(6):  # a lecturer's impatient presses: the first saves, the others must not break it
+        proc.send_signal(signal.SIGINT)
+        time.sleep(0.08)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    assert "saved" in err and "Traceback" not in err and "Exception ignored" not in err
+    assert train_cli.run_checkpoints(out)
+
+
 class CheckpointWriter:
     """Stands in for a Trainer in train_cli.save: writes a step folder with its config.json."""
     step_count = 0
