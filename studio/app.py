@@ -24,6 +24,7 @@ import gradio as gr  # noqa: E402
 
 from core.checkpoint import FILES as CHECKPOINT_FILES  # noqa: E402
 
+from . import plots  # noqa: E402
 from .limits import (DEFAULT_CONCURRENCY, MAX_UPLOAD_BYTES, MAX_UPLOAD_MB, MAX_UPLOADED_MODELS,  # noqa: E402
                      PUBLIC_MAX_MINUTES, PUBLIC_MAX_PARAMETERS, QUEUE_SIZE, check_upload_size)
 from .registry import ModelRegistry, describe  # noqa: E402
@@ -205,10 +206,42 @@ CLAMP_JS = """() => {
 }"""
 
 
+# On a phone, each figure is drawn with the layout changes it carries for a narrow page (plots.narrow):
+# applied before plotly draws it, to the figure Gradio hands over; a figure drawn before plotly could be
+# wrapped (the first one) is redrawn so.
+NARROW_JS = """() => {
+  const narrow = () => window.innerWidth < NARROW_PX;
+  const put = (target, path, value) => {
+    const keys = path.replace(/\\[(\\d+)\\]/g, '.$1').split('.'), last = keys.pop();
+    keys.forEach((key) => { target = target[key] = target[key] || {}; });
+    target[last] = value;
+  };
+  const apply = (layout) => {  // true if the layout changed
+    const changes = layout && layout.meta && layout.meta.narrow;
+    if (!changes || layout.studioNarrow || !narrow()) return false;
+    Object.entries(changes).forEach(([path, value]) => put(layout, path, value));
+    layout.studioNarrow = true;
+    return true;
+  };
+  new MutationObserver(() => {
+    const P = window.Plotly;
+    if (!P) return;
+    if (!P.studioNarrowReact) {
+      const react = P.react;
+      P.react = function (gd, data, layout, config) { apply(layout); return react.call(this, gd, data, layout, config); };
+      P.studioNarrowReact = true;
+    }
+    document.querySelectorAll('.js-plotly-plot').forEach((gd) => {
+      if (gd.layout && apply(gd.layout)) P.react(gd, gd.data, gd.layout);
+    });
+  }).observe(document.body, {subtree: true, childList: true});
+}""".replace("NARROW_PX", str(plots.NARROW_PX))
+
+
 def page_js() -> str:
     """The scripts run once when the page loads (launch(js=...) takes one function)."""
     from .tabs.beam import STEP_KEYS_JS  # the tabs import this module
-    return f"() => {{ ({CLAMP_JS})(); ({STEP_KEYS_JS})(); }}"
+    return f"() => {{ ({CLAMP_JS})(); ({STEP_KEYS_JS})(); ({NARROW_JS})(); }}"
 
 
 @dataclass

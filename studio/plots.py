@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import html
 import math
+import re
 from typing import Sequence
 
 import numpy as np
 import plotly.graph_objects as go
-from plotly.subplots import make_subplots  # masks only
+from plotly.subplots import make_subplots
 
 FONT = dict(family="DejaVu Sans, Arial, sans-serif", size=14, color="#111")
 ATTENTION_SCALE = "Blues"
@@ -48,7 +49,58 @@ def word_start_note(tokens: Sequence[str]) -> str:
 def _layout(fig: go.Figure, title: str, height: int, **kwargs) -> go.Figure:
     kwargs.setdefault("margin", dict(l=70, r=30, t=60, b=60))
     fig.update_layout(title=dict(text=title, x=0.01), height=height, template=TEMPLATE, **kwargs)
+    lines = wrap(title).count("<br>")
+    if lines:  # on a phone, a title on as many lines as it needs, the plot lower by as many
+        narrow(fig, **{"title.text": wrap(title), "title.y": 1, "title.yref": "container", "title.yanchor": "top",
+                       "title.pad.t": 12, "margin.t": kwargs["margin"]["t"] + LINE_PX * lines})
     return fig
+
+
+# ----- on a phone ---------------------------------------------------------------------------
+# A figure cannot know the width it will be drawn at, so a figure that needs another layout on a
+# phone carries it, as plotly attribute paths, in layout.meta["narrow"]: the page's script
+# (app.NARROW_JS) applies them before drawing when the page is narrower than NARROW_PX.
+NARROW_PX = 640
+NARROW_CHARS = 38  # characters of the studio's type that fit a line across a phone's plot
+LINE_PX = 20  # one more line of title
+
+
+def narrow(fig: go.Figure, **changes) -> None:
+    """Add layout changes (plotly attribute paths) to the figure's layout for a phone."""
+    meta = dict(fig.layout.meta or {})
+    meta["narrow"] = {**meta.get("narrow", {}), **changes}
+    fig.update_layout(meta=meta)
+
+
+def wrap(text: str, width: int = NARROW_CHARS) -> str:
+    """text (plotly's HTML subset) broken into lines of at most width visible characters, at spaces
+    outside tags."""
+    lines, line, seen = [], "", 0
+    for word in re.split(r" (?![^<]*>)", text):
+        visible = len(re.sub(r"<[^>]+>", "", html.unescape(word)))
+        if line and seen + 1 + visible > width:
+            lines.append(line)
+            line, seen = word, visible
+        else:
+            line, seen = (f"{line} {word}", seen + 1 + visible) if line else (word, visible)
+    return "<br>".join(lines + [line])
+
+
+def stacked(fig: go.Figure, rows: int, cols: int, height: int, **subplot_options) -> None:
+    """On a phone, a rows × cols grid of subplots (made by make_subplots, titles given) as one column:
+    the narrow layout takes each panel's place in a one-column grid of the same panels."""
+    n = rows * cols
+    titles = [a.text for a in fig.layout.annotations[:n]]
+    column = make_subplots(rows=n, cols=1, subplot_titles=titles, **subplot_options)
+    changes = {"height": height}
+    for i in range(n):
+        suffix = "" if i == 0 else str(i + 1)
+        for axis in ("xaxis", "yaxis"):
+            changes[f"{axis}{suffix}.domain"] = list(column.layout[f"{axis}{suffix}"].domain)
+        changes[f"xaxis{suffix}.showticklabels"] = True
+        changes[f"annotations[{i}].x"] = column.layout.annotations[i].x
+        changes[f"annotations[{i}].y"] = column.layout.annotations[i].y
+    narrow(fig, **changes)
 
 
 def _token_axis(tokens: Sequence[str], max_labels: int = 60, **kwargs) -> dict:
@@ -68,6 +120,7 @@ def empty(message: str, height: int = 300) -> go.Figure:
                        xref="paper", yref="paper", x=0.5, y=0.5)
     fig.update_xaxes(visible=False)
     fig.update_yaxes(visible=False)
+    narrow(fig, **{"annotations[0].text": wrap(label(message), 32)})
     return _layout(fig, "", height)
 
 
@@ -152,6 +205,7 @@ def pe_heatmap(table: np.ndarray, note: str = "") -> go.Figure:
     fig = go.Figure(go.Heatmap(z=table, colorscale="RdBu", zmin=-1, zmax=1,
                                hovertemplate="position %{y}<br>dimension %{x}<br>PE = %{z:.3f}<extra></extra>"))
     fig.update_xaxes(title="dimension: 2i (even, sin) or 2i+1 (odd, cos)")
+    narrow(fig, **{"xaxis.title.text": "dimension: 2i (sin), 2i+1 (cos)"})
     fig.update_yaxes(_positions(len(table)), autorange="reversed")
     return _layout(fig, f"PE for {table.shape[0]} positions × {table.shape[1]} dimensions{note}", 460)
 
@@ -186,6 +240,8 @@ def parameter_shares(groups: dict[str, int]) -> go.Figure:
                            text=[f"{groups[n]:,} ({100 * groups[n] / total:.1f}%)" for n in names],
                            textposition="outside", cliponaxis=False, hoverinfo="skip"))
     fig.update_xaxes(title="parameters", range=[0, 1.3 * max(groups.values(), default=1)])
+    # On a phone, narrower names and a longer axis: the shares written beside the bars stay on the plot.
+    narrow(fig, **{"margin.l": 140, "yaxis.tickfont.size": 11, "xaxis.range": [0, 2.6 * max(groups.values(), default=1)]})
     return _layout(fig, f"Where the {total:,} parameters are", 120 + 34 * len(groups),
                    margin=dict(l=230, r=30, t=60, b=60))
 
@@ -247,6 +303,7 @@ def masks(src_tokens: list[list[str]], src_pad: np.ndarray, tgt_tokens: list[str
     fig.update_yaxes(title="position", autorange="reversed", row=1, col=1)
     fig.update_xaxes(_token_axis(tgt_tokens, tickangle=-45), row=1, col=2)
     fig.update_yaxes(_token_axis(tgt_tokens, autorange="reversed"), row=1, col=2)
+    stacked(fig, 1, 2, 820, vertical_spacing=0.2)  # on a phone, one mask above the other
     return _layout(fig, "Masks of an example batch (blue: may attend, grey: masked)", 420)
 
 
@@ -313,9 +370,12 @@ def beam_tree(nodes: Sequence[dict], current_step: int, best: tuple | None = Non
     # A row holds a word above a marker: a wide beam's tree grows tall (to 2,600 px) rather than overprinting.
     note = word_start_note([n["token"] for n in nodes])
     shown = "band: the result" if best is not None else "shaded: this step; orange ring: chosen in it"
-    return _layout(fig, f"Search tree ({shown}{note})",
-                   int(min(2600, max(380, 160 + 32 * (bottom - top)))), margin=dict(l=30, r=30, t=100, b=60),
-                   legend=dict(orientation="h", x=0, y=1, yanchor="bottom"))
+    title = f"Search tree ({shown}{note})"
+    _layout(fig, title, int(min(2600, max(380, 160 + 32 * (bottom - top)))), margin=dict(l=30, r=30, t=100, b=60),
+            legend=dict(orientation="h", x=0, y=1, yanchor="bottom"))
+    # On a phone the legend takes three rows under the title's lines.
+    narrow(fig, **{"legend.font.size": 12, "margin.t": 150 + LINE_PX * wrap(title).count("<br>")})
+    return fig
 
 
 def cross_attention_rows(layers: Sequence[np.ndarray], source: Sequence[str], title: str) -> go.Figure:

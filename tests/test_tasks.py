@@ -126,5 +126,5 @@ def test_load_corpus_synthetic():
     assert (c.src_lang, c.tgt_lang) == ("en", "de")
     assert len(c.train) == 50 and c.description["source"] == "synthetic:numbers"
     assert c.description["counts"]["train"] == 50 and c.description["train_before_limit"] == 1500
-    with pytest.raises(ValueError, match="tgt_lang='de'"):
+    with pytest.raises(ValueError, match="has the target language 'de', not 'fr'"):
         load_corpus("synthetic:numbers", tgt_lang="fr")

@@ -297,6 +297,9 @@ def curves(view: JobView) -> go.Figure:
     # The legend above the panels, right-aligned: below them it crowded the step titles.
     fig.update_layout(legend=dict(orientation="h", x=1, xanchor="right", y=1.06, yanchor="bottom"),
                       margin=dict(l=60, r=30, t=80, b=50), height=560, template=plots.TEMPLATE)
+    # On a phone, one panel under another, the legend above the first.
+    plots.stacked(fig, 2, 3, 1150, vertical_spacing=0.06)
+    plots.narrow(fig, **{"margin.t": 110, "legend.x": 0, "legend.xanchor": "left", "legend.y": 1.03})
     return fig
 
 
