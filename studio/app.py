@@ -207,23 +207,34 @@ CLAMP_JS = """() => {
 
 
 # On a phone, each figure is drawn with the layout changes it carries for a narrow page (plots.narrow):
-# applied before plotly draws it, to the figure Gradio hands over; a figure drawn before plotly could be
-# wrapped (the first one) is redrawn so.
+# applied before plotly draws it, to the figure Gradio hands over; a figure on screen when the page
+# crosses the width (the first one, drawn before plotly could be wrapped; a window narrowed or widened)
+# is redrawn so. A layout keeps the values the changes replaced (studioWide) to go back to them.
 NARROW_JS = """() => {
   const narrow = () => window.innerWidth < NARROW_PX;
+  const steps = (path) => path.replace(/\\[(\\d+)\\]/g, '.$1').split('.');
+  const get = (target, path) => steps(path).reduce((t, key) => (t == null ? undefined : t[key]), target);
   const put = (target, path, value) => {
-    const keys = path.replace(/\\[(\\d+)\\]/g, '.$1').split('.'), last = keys.pop();
+    const keys = steps(path), last = keys.pop();
     keys.forEach((key) => { target = target[key] = target[key] || {}; });
     target[last] = value;
   };
   const apply = (layout) => {  // true if the layout changed
     const changes = layout && layout.meta && layout.meta.narrow;
-    if (!changes || layout.studioNarrow || !narrow()) return false;
-    Object.entries(changes).forEach(([path, value]) => put(layout, path, value));
-    layout.studioNarrow = true;
+    if (!changes || Boolean(layout.studioWide) === narrow()) return false;
+    if (narrow()) {
+      layout.studioWide = {};
+      Object.entries(changes).forEach(([path, value]) => {
+        layout.studioWide[path] = get(layout, path) ?? null;  // null: plotly's default
+        put(layout, path, value);
+      });
+    } else {
+      Object.entries(layout.studioWide).forEach(([path, value]) => put(layout, path, value));
+      delete layout.studioWide;
+    }
     return true;
   };
-  new MutationObserver(() => {
+  const check = () => {
     const P = window.Plotly;
     if (!P) return;
     if (!P.studioNarrowReact) {
@@ -234,7 +245,9 @@ NARROW_JS = """() => {
     document.querySelectorAll('.js-plotly-plot').forEach((gd) => {
       if (gd.layout && apply(gd.layout)) P.react(gd, gd.data, gd.layout);
     });
-  }).observe(document.body, {subtree: true, childList: true});
+  };
+  new MutationObserver(check).observe(document.body, {subtree: true, childList: true});
+  window.addEventListener('resize', check);
 }""".replace("NARROW_PX", str(plots.NARROW_PX))
 
 

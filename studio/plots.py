@@ -49,10 +49,13 @@ def word_start_note(tokens: Sequence[str]) -> str:
 def _layout(fig: go.Figure, title: str, height: int, **kwargs) -> go.Figure:
     kwargs.setdefault("margin", dict(l=70, r=30, t=60, b=60))
     fig.update_layout(title=dict(text=title, x=0.01), height=height, template=TEMPLATE, **kwargs)
+    # On a phone: smaller type, and a long title on as many lines as it needs, the plot lower by as many.
+    narrow(fig, **{"font.size": NARROW_FONT, "title.font.size": NARROW_TITLE_FONT})
     lines = wrap(title).count("<br>")
-    if lines:  # on a phone, a title on as many lines as it needs, the plot lower by as many
+    if lines:
         narrow(fig, **{"title.text": wrap(title), "title.y": 1, "title.yref": "container", "title.yanchor": "top",
-                       "title.pad.t": 12, "margin.t": kwargs["margin"]["t"] + LINE_PX * lines})
+                       "title.pad.t": TITLE_TOP, "margin.t": max(kwargs["margin"]["t"] + LINE_PX * lines,
+                                                                 title_room(title))})
     return fig
 
 
@@ -61,8 +64,16 @@ def _layout(fig: go.Figure, title: str, height: int, **kwargs) -> go.Figure:
 # phone carries it, as plotly attribute paths, in layout.meta["narrow"]: the page's script
 # (app.NARROW_JS) applies them before drawing when the page is narrower than NARROW_PX.
 NARROW_PX = 640
-NARROW_CHARS = 38  # characters of the studio's type that fit a line across a phone's plot
-LINE_PX = 20  # one more line of title
+NARROW_FONT = 12  # px, for FONT's 14
+NARROW_TITLE_FONT = 14  # px; plotly's default is 1.4 times the font
+NARROW_CHARS = 34  # characters of the title's type that fit a line across a phone's plot
+LINE_PX = 18  # one line of a title
+TITLE_TOP = 40  # px above a wrapped title: Gradio writes the plot's label in the top left corner
+
+
+def title_room(title: str) -> int:
+    """The top margin a title wrapped for a phone needs, below Gradio's label."""
+    return TITLE_TOP + LINE_PX * (wrap(title).count("<br>") + 1) + 12
 
 
 def narrow(fig: go.Figure, **changes) -> None:
@@ -86,11 +97,13 @@ def wrap(text: str, width: int = NARROW_CHARS) -> str:
     return "<br>".join(lines + [line])
 
 
-def stacked(fig: go.Figure, rows: int, cols: int, height: int, **subplot_options) -> None:
+def stacked(fig: go.Figure, rows: int, cols: int, height: int, titles: Sequence[str] | None = None,
+            **subplot_options) -> None:
     """On a phone, a rows × cols grid of subplots (made by make_subplots, titles given) as one column:
-    the narrow layout takes each panel's place in a one-column grid of the same panels."""
+    the narrow layout takes each panel's place in a one-column grid of the same panels. titles: the
+    panels' titles there, if the grid's are too long for a phone."""
     n = rows * cols
-    titles = [a.text for a in fig.layout.annotations[:n]]
+    titles = list(titles or (a.text for a in fig.layout.annotations[:n]))
     column = make_subplots(rows=n, cols=1, subplot_titles=titles, **subplot_options)
     changes = {"height": height}
     for i in range(n):
@@ -98,6 +111,7 @@ def stacked(fig: go.Figure, rows: int, cols: int, height: int, **subplot_options
         for axis in ("xaxis", "yaxis"):
             changes[f"{axis}{suffix}.domain"] = list(column.layout[f"{axis}{suffix}"].domain)
         changes[f"xaxis{suffix}.showticklabels"] = True
+        changes[f"annotations[{i}].text"] = titles[i]
         changes[f"annotations[{i}].x"] = column.layout.annotations[i].x
         changes[f"annotations[{i}].y"] = column.layout.annotations[i].y
     narrow(fig, **changes)
@@ -219,7 +233,13 @@ def pe_curves(table: np.ndarray, dims: Sequence[int]) -> go.Figure:
                                  hovertemplate=f"dim {d}<br>pos %{{x}}<br>%{{y:.3f}}<extra></extra>"))
     fig.update_xaxes(_positions(len(table)))
     fig.update_yaxes(title="PE(pos, i)", range=[-1.1, 1.1])
-    return _layout(fig, "Each dimension is a sinusoid; wavelengths grow from 2π to 10000·2π", 400)
+    title = "Each dimension is a sinusoid; wavelengths grow from 2π to 10000·2π"
+    _layout(fig, title, 400)
+    # On a phone the legend goes above the plot, which keeps the width.
+    narrow(fig, **{"legend.orientation": "h", "legend.entrywidth": 0.5, "legend.entrywidthmode": "fraction",
+                   "legend.x": 0, "legend.y": 1.02, "legend.yanchor": "bottom",
+                   "margin.t": title_room(title) + 2 * LINE_PX + 12, "height": 460})
+    return fig
 
 
 def pe_similarity(table: np.ndarray) -> go.Figure:
@@ -241,9 +261,9 @@ def parameter_shares(groups: dict[str, int]) -> go.Figure:
                            textposition="outside", cliponaxis=False, hoverinfo="skip"))
     fig.update_xaxes(title="parameters", range=[0, 1.3 * max(groups.values(), default=1)])
     # On a phone, narrower names and a longer axis: the shares written beside the bars stay on the plot.
-    narrow(fig, **{"margin.l": 140, "yaxis.tickfont.size": 11, "xaxis.range": [0, 2.6 * max(groups.values(), default=1)]})
-    return _layout(fig, f"Where the {total:,} parameters are", 120 + 34 * len(groups),
-                   margin=dict(l=230, r=30, t=60, b=60))
+    _layout(fig, f"Where the {total:,} parameters are", 120 + 34 * len(groups), margin=dict(l=230, r=30, t=60, b=60))
+    narrow(fig, **{"margin.l": 150, "font.size": 10, "xaxis.range": [0, 3 * max(groups.values(), default=1)]})
+    return fig
 
 
 def lr_schedule(steps: np.ndarray, lrs: np.ndarray, warmup: int, title: str, extended: bool = False,
@@ -303,8 +323,13 @@ def masks(src_tokens: list[list[str]], src_pad: np.ndarray, tgt_tokens: list[str
     fig.update_yaxes(title="position", autorange="reversed", row=1, col=1)
     fig.update_xaxes(_token_axis(tgt_tokens, tickangle=-45), row=1, col=2)
     fig.update_yaxes(_token_axis(tgt_tokens, autorange="reversed"), row=1, col=2)
-    stacked(fig, 1, 2, 820, vertical_spacing=0.2)  # on a phone, one mask above the other
-    return _layout(fig, "Masks of an example batch (blue: may attend, grey: masked)", 420)
+    # On a phone, one mask above the other, each titled on two lines.
+    stacked(fig, 1, 2, 860, titles=["Source padding mask<br>(position × sentence)", "Decoder causal mask<br>(query × key)"],
+            vertical_spacing=0.2)
+    title = "Masks of an example batch (blue: may attend, grey: masked)"
+    _layout(fig, title, 420)
+    narrow(fig, **{"margin.t": title_room(title) + 2 * LINE_PX})
+    return fig
 
 
 # ----- Beam search ------------------------------------------------------------------------
@@ -373,8 +398,9 @@ def beam_tree(nodes: Sequence[dict], current_step: int, best: tuple | None = Non
     title = f"Search tree ({shown}{note})"
     _layout(fig, title, int(min(2600, max(380, 160 + 32 * (bottom - top)))), margin=dict(l=30, r=30, t=100, b=60),
             legend=dict(orientation="h", x=0, y=1, yanchor="bottom"))
-    # On a phone the legend takes three rows under the title's lines.
-    narrow(fig, **{"legend.font.size": 12, "margin.t": 150 + LINE_PX * wrap(title).count("<br>")})
+    # On a phone the legend takes two columns, three rows under the title's lines.
+    narrow(fig, **{"legend.entrywidth": 0.5, "legend.entrywidthmode": "fraction",
+                   "margin.t": title_room(title) + 3 * LINE_PX + 10})
     return fig
 
 

@@ -16,7 +16,7 @@ from _studio import SENTENCES, studio_bundle
 from bench.serving import free_port, wait_for
 from core.checkpoint import save_checkpoint
 from studio.app import PRESENTER_PLOT_SCALE
-from studio.plots import FONT
+from studio.plots import FONT, NARROW_FONT
 
 CHROMIUM = "/usr/bin/chromium"
 ROOT = Path(__file__).resolve().parents[1]
@@ -185,6 +185,14 @@ def test_studio_in_headless_chromium(studio):
         switch.uncheck()
         page.wait_for_function(f"{plot}._fullLayout.font.size === {FONT['size']}", timeout=5000)
         assert page.evaluate("document.body.classList.contains('dark')")
+        # On a page as narrow as a phone a figure takes the layout it carries for one (plots.narrow), and
+        # gives it back on a wide page.
+        page.set_viewport_size({"width": 390, "height": 844})
+        page.wait_for_function(f"{plot}.layout.studioWide !== undefined && {plot}._fullLayout.title.text.includes('<br>')"
+                               f" && {plot}._fullLayout.font.size === {NARROW_FONT}", timeout=5000)
+        page.set_viewport_size({"width": 1400, "height": 1000})
+        page.wait_for_function(f"{plot}.layout.studioWide === undefined && !{plot}._fullLayout.title.text.includes('<br>')"
+                               f" && {plot}._fullLayout.font.size === {FONT['size']}", timeout=5000)
         browser.close()
     print("screenshots:", *sorted(str(p) for p in shots.iterdir()), sep="\n  ")
     assert not outside, f"requests to non-local addresses: {outside}"

@@ -478,3 +478,25 @@ def test_sliders_clamp_typed_values_and_attention_ranges_follow_the_picked_model
     # Layer 6, head 8 shown, then a smaller model picked: the boxes come down to what is drawn.
     layers, heads = attention.picked_model_ranges(registry, "studio-tiny", 6, 8)
     assert (layers.value, heads.value) == (layers.maximum, heads.maximum)
+
+
+# ----- on a phone -----------------------------------------------------------------------------------
+def test_long_titles_wrap_for_a_phone_outside_tags():
+    marked = plots.label("\u2581word")  # the grey word-start marker's <span style="...">
+    wrapped = plots.wrap(f"Probability of each output token (orange: below 0.5; {marked} starts a word)")
+    lines = wrapped.split("<br>")
+    assert len(lines) == 3 and all(len(re.sub(r"<[^>]+>", "", line)) <= plots.NARROW_CHARS for line in lines)
+    assert marked in wrapped  # no break inside the span's tag
+    assert plots.wrap("Short title") == "Short title"
+
+
+def test_figures_carry_their_phone_layout():
+    figure = plots.token_probabilities(["\u2581A", "\u2581dog", "<eos>"], [-0.1, -0.7, -0.05])
+    narrow = figure.layout.meta["narrow"]
+    assert "<br>" in narrow["title.text"] and narrow["font.size"] == plots.NARROW_FONT
+    assert narrow["margin.t"] == plots.title_room(figure.layout.title.text)  # room for its lines below Gradio's label
+    masks = plots.masks([["a", "b"], ["c"]], np.array([[False, False], [False, True]]), ["x", "y"])
+    narrow = masks.layout.meta["narrow"]  # the two masks one above the other, each the column's width
+    assert narrow["xaxis.domain"] == narrow["xaxis2.domain"] == [0.0, 1.0]
+    assert narrow["yaxis2.domain"][1] < narrow["yaxis.domain"][0]
+    assert narrow["annotations[1].y"] == narrow["yaxis2.domain"][1]  # the second title above its panel

@@ -490,6 +490,9 @@ def test_live_view_redraws_only_when_something_changed(job):
     perplexity = curves.layout.yaxis2  # log axis: 1, 2, 5, 10, 20, 50 written in full, not D2's "5, 2, 10, 5"
     assert perplexity.type == "log" and perplexity.dtick is None and perplexity.tickformat == ",d"
     assert {1, 2, 5, 10, 20, 50, 100} <= set(perplexity.tickvals)
+    narrow = curves.layout.meta["narrow"]  # on a phone: the six panels in one column, top to bottom
+    tops = [narrow[f"yaxis{n or ''}.domain"][1] for n in (0, 2, 3, 4, 5, 6)]
+    assert tops == sorted(tops, reverse=True) and all(narrow[f"xaxis{n}.domain"] == [0.0, 1.0] for n in (2, 6))
     assert "Evaluation at step 30" in metrics and "exact match" in metrics
     assert len(samples.value["data"]) == training.SAMPLES_SHOWN
     assert (layer.maximum, head.maximum, timeline.maximum, timeline.value) == (2, 4, 30, 30)

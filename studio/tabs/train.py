@@ -299,7 +299,8 @@ def curves(view: JobView) -> go.Figure:
                       margin=dict(l=60, r=30, t=80, b=50), height=560, template=plots.TEMPLATE)
     # On a phone, one panel under another, the legend above the first.
     plots.stacked(fig, 2, 3, 1150, vertical_spacing=0.06)
-    plots.narrow(fig, **{"margin.t": 110, "legend.x": 0, "legend.xanchor": "left", "legend.y": 1.03})
+    plots.narrow(fig, **{"font.size": plots.NARROW_FONT, "margin.t": 125, "legend.x": 0, "legend.xanchor": "left",
+                         "legend.y": 1.03})
     return fig
 
 
