@@ -643,7 +643,7 @@ def train_loop(trainer, args: argparse.Namespace, rank: int) -> None:
     except KeyboardInterrupt:
         bar.close()
         if rank == 0:
-            print("\ninterrupted: saving a checkpoint first (Ctrl-C is ignored until it is written)", file=sys.stderr)
+            print("\ninterrupted: saving a checkpoint first (further Ctrl-C presses are ignored)", file=sys.stderr)
             # Ignored from here to the exit: a second Ctrl-C would lose the run's work, and one after the
             # save would print a traceback from the interpreter's shutdown.
             signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -665,9 +665,12 @@ def save(trainer, args: argparse.Namespace) -> Path:
     # Renamed out of the way first (one atomic step), then deleted: a Ctrl-C inside the deletion leaves
     # a hidden folder that the next save sweeps away, never a half-deleted step folder.
     for old in run_checkpoints(args.out)[: -args.keep_last]:
-        old.rename(old.with_name(f".{old.name}.pruning"))
-    for pruned in args.out.glob(f".{CHECKPOINT_PREFIX}*.pruning"):
-        shutil.rmtree(pruned)
+        trash = old.with_name(f".{old.name}.pruning")
+        if trash.exists():  # an interrupted pruning of this step's checkpoint before a resume trained it again
+            shutil.rmtree(trash)
+        old.rename(trash)
+    for trash in args.out.glob(f".{CHECKPOINT_PREFIX}*.pruning"):
+        shutil.rmtree(trash)
     return path
 
 

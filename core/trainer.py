@@ -258,8 +258,8 @@ class Trainer:
         warnings.warn(f"step {self.step_count}: non-finite loss or gradients (loss {loss}); update skipped "
                       f"({self.bad_steps} in a row)")
         if self.bad_steps >= self.config.max_bad_steps:
-            raise TrainingStopped(f"training stopped: the loss or gradients were NaN/inf {self.bad_steps} steps in a row "
-                                  f"(last at step {self.step_count}); try a lower learning rate, a longer "
+            raise TrainingStopped(f"training stopped: the loss or gradients were NaN/inf {self.bad_steps} steps in "
+                                  f"a row (last at step {self.step_count}); try a lower learning rate, a longer "
                                   f"warm-up or gradient clipping")
 
     def _all_reduce_sum(self, value: float) -> float:

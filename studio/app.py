@@ -239,7 +239,10 @@ NARROW_JS = """() => {
     if (!P) return;
     if (!P.studioNarrowReact) {
       const react = P.react;
-      P.react = function (gd, data, layout, config) { apply(layout); return react.call(this, gd, data, layout, config); };
+      P.react = function (gd, data, layout, config) {
+        apply(layout);
+        return react.call(this, gd, data, layout, config);
+      };
       P.studioNarrowReact = true;
     }
     document.querySelectorAll('.js-plotly-plot').forEach((gd) => {

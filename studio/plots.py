@@ -324,8 +324,8 @@ def masks(src_tokens: list[list[str]], src_pad: np.ndarray, tgt_tokens: list[str
     fig.update_xaxes(_token_axis(tgt_tokens, tickangle=-45), row=1, col=2)
     fig.update_yaxes(_token_axis(tgt_tokens, autorange="reversed"), row=1, col=2)
     # On a phone, one mask above the other, each titled on two lines.
-    stacked(fig, 1, 2, 860, titles=["Source padding mask<br>(position × sentence)", "Decoder causal mask<br>(query × key)"],
-            vertical_spacing=0.2)
+    stacked(fig, 1, 2, 860, vertical_spacing=0.2,
+            titles=["Source padding mask<br>(position × sentence)", "Decoder causal mask<br>(query × key)"])
     title = "Masks of an example batch (blue: may attend, grey: masked)"
     _layout(fig, title, 420)
     narrow(fig, **{"margin.t": title_room(title) + 2 * LINE_PX})
