@@ -6,6 +6,7 @@ a token that occurs twice keeps two rows.
 """
 from __future__ import annotations
 
+import functools
 import html
 import math
 import re
@@ -97,24 +98,30 @@ def wrap(text: str, width: int = NARROW_CHARS) -> str:
     return "<br>".join(lines + [line])
 
 
-def stacked(fig: go.Figure, rows: int, cols: int, height: int, titles: Sequence[str] | None = None,
-            **subplot_options) -> None:
+def stacked(fig: go.Figure, rows: int, cols: int, height: int, vertical_spacing: float,
+            titles: Sequence[str] | None = None) -> None:
     """On a phone, a rows × cols grid of subplots (made by make_subplots, titles given) as one column:
     the narrow layout takes each panel's place in a one-column grid of the same panels. titles: the
     panels' titles there, if the grid's are too long for a phone."""
     n = rows * cols
-    titles = list(titles or (a.text for a in fig.layout.annotations[:n]))
-    column = make_subplots(rows=n, cols=1, subplot_titles=titles, **subplot_options)
+    titles = tuple(titles or (a.text for a in fig.layout.annotations[:n]))
     changes = {"height": height}
-    for i in range(n):
+    for i, (x_domain, y_domain, title_x, title_y) in enumerate(_column(n, titles, vertical_spacing)):
         suffix = "" if i == 0 else str(i + 1)
-        for axis in ("xaxis", "yaxis"):
-            changes[f"{axis}{suffix}.domain"] = list(column.layout[f"{axis}{suffix}"].domain)
-        changes[f"xaxis{suffix}.showticklabels"] = True
-        changes[f"annotations[{i}].text"] = titles[i]
-        changes[f"annotations[{i}].x"] = column.layout.annotations[i].x
-        changes[f"annotations[{i}].y"] = column.layout.annotations[i].y
+        changes.update({f"xaxis{suffix}.domain": x_domain, f"yaxis{suffix}.domain": y_domain,
+                        f"xaxis{suffix}.showticklabels": True, f"annotations[{i}].text": titles[i],
+                        f"annotations[{i}].x": title_x, f"annotations[{i}].y": title_y})
     narrow(fig, **changes)
+
+
+@functools.lru_cache(maxsize=8)
+def _column(n: int, titles: tuple[str, ...], vertical_spacing: float) -> list[tuple[list, list, float, float]]:
+    """Each panel's x and y domain and title position in a one-column grid of n (a live plot's every
+    update asks again: make_subplots takes ~15 ms)."""
+    column = make_subplots(rows=n, cols=1, subplot_titles=titles, vertical_spacing=vertical_spacing)
+    axes = [("xaxis", "yaxis")] + [(f"xaxis{i}", f"yaxis{i}") for i in range(2, n + 1)]
+    return [(list(column.layout[x].domain), list(column.layout[y].domain), title.x, title.y)
+            for (x, y), title in zip(axes, column.layout.annotations)]
 
 
 def _token_axis(tokens: Sequence[str], max_labels: int = 60, **kwargs) -> dict:
