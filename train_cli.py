@@ -523,11 +523,11 @@ def command_train(args: argparse.Namespace) -> None:
     rank, world, device = setup_distributed()
     corpus = load_corpus(args.data, args.src, args.tgt, seed=args.seed, limit=args.limit)
     if args.resume:
-        check_same_pairs(args, record, corpus)
         latest = run_checkpoints(args.out)[-1]
         with damaged_checkpoint_hint(args.out, latest):
             bundle = load_checkpoint(latest)
-        check_same_vocabulary_and_direction(args, corpus, bundle)
+        check_same_vocabulary_and_direction(args, corpus, bundle)  # first: a reversed direction swaps the pairs
+        check_same_pairs(args, record, corpus)
         wanted = ModelConfig.from_preset(args.preset, src_vocab_size=bundle.tokenizer.vocab_size,
                                          tgt_vocab_size=bundle.tokenizer.vocab_size, **model_overrides(args))
         if wanted != bundle.model.config:
@@ -551,10 +551,14 @@ def command_train(args: argparse.Namespace) -> None:
     if dropped:
         log(f"note: {dropped} training pairs longer than {max_len} tokens were left out", file=sys.stderr)
     unknown = unknown_share(train)
-    if unknown > TOO_MANY_UNKNOWN:
+    if unknown > TOO_MANY_UNKNOWN and not args.resume:  # a resumed run keeps its vocabulary
+        # A vocabulary short of --vocab-size is not full: its <unk> are words seen once (see Tokenizer.train).
+        full = bundle.tokenizer.vocab_size >= args.vocab_size or bundle.tokenizer.kind != "word"
+        advice = ("give a larger --vocab-size" if full else
+                  "they are words seen only once in the training data; --tokenizer bpe writes such words in pieces")
         log(f"note: {unknown:.0%} of the training tokens are <unk>: a vocabulary of {bundle.tokenizer.vocab_size} "
             f"({bundle.tokenizer.kind}) does not cover this data, and the model would learn to write <unk>; "
-            f"give a larger --vocab-size", file=sys.stderr)
+            f"{advice}", file=sys.stderr)
     max_steps = 10_000 if args.max_steps is None else args.max_steps
     if args.epochs is not None:
         per_epoch = len(TokenBatcher(train, args.max_tokens, seed=args.seed))

@@ -69,6 +69,8 @@ class Tokenizer:
     @classmethod
     def load(cls, path: str | Path) -> "Tokenizer":
         path = Path(path)
+        if path.is_dir():
+            raise ValueError(f"{path}: a folder, not a tokenizer.json file")
         if not path.is_file():  # tokenizers reports a missing file as a bare Exception too
             raise FileNotFoundError(f"{path}: no such tokenizer file")
         try:

@@ -96,6 +96,9 @@ class StepEvent:
         return asdict(self)
 
 
+MIN_LOSS_SCALE = 1.0  # fp16: below this scale, non-finite gradients count as divergence
+
+
 class TrainingStopped(RuntimeError):
     """Raised when training cannot go on (e.g. the loss kept being NaN)."""
 
@@ -233,14 +236,18 @@ class Trainer:
             self.scaler.unscale_(self.optimizer)
             grad_norm = nn.utils.clip_grad_norm_(self.model.parameters(),
                                                  self.config.clip_norm if self.config.clip_norm > 0 else math.inf)
-            finite = math.isfinite(loss_sum) and bool(torch.isfinite(grad_norm))
+            # Every rank decides alike (DDP): a rank that gave up alone would leave the others waiting.
+            loss_finite = self._all_reduce_sum(0.0 if math.isfinite(loss_sum) else 1.0) == 0
+            finite = loss_finite and bool(torch.isfinite(grad_norm))
+            scale = self.scaler.get_scale() if self.scaler.is_enabled() else 1.0
             if finite or self.scaler.is_enabled():
                 self.scaler.step(self.optimizer)  # the fp16 scaler skips non-finite steps itself
                 self.scaler.update()
         skipped = not finite
-        # fp16: gradients that overflow at the loss scaler's current scale are its everyday business
-        # (it skips the update and halves the scale), not a sign of divergence; a non-finite loss is.
-        overflow = skipped and self.scaler.is_enabled() and math.isfinite(loss_sum)
+        # fp16: gradients that overflow at the loss scaler's scale are its everyday business (it skips the
+        # update and halves the scale), not a sign of divergence, until the scale is below 1: then they
+        # overflow unscaled.
+        overflow = skipped and loss_finite and self.scaler.is_enabled() and scale >= MIN_LOSS_SCALE
         self._count_bad(skipped and not overflow, loss_sum)
         elapsed = time.perf_counter() - started
         denom = max(n_tokens, 1)

@@ -87,6 +87,8 @@ def narrow(fig: go.Figure, **changes) -> None:
 def wrap(text: str, width: int = NARROW_CHARS) -> str:
     """text (plotly's HTML subset) broken into lines of at most width visible characters, at spaces
     outside tags."""
+    if "<br>" in text:  # lines of its own: each wrapped alone
+        return "<br>".join(wrap(part, width) for part in text.split("<br>"))
     lines, line, seen = [], "", 0
     for word in re.split(r" (?![^<]*>)", text):
         visible = len(re.sub(r"<[^>]+>", "", html.unescape(word)))
@@ -105,6 +107,8 @@ def stacked(fig: go.Figure, rows: int, cols: int, height: int, vertical_spacing:
     panels' titles there, if the grid's are too long for a phone."""
     n = rows * cols
     titles = tuple(titles or (a.text for a in fig.layout.annotations[:n]))
+    if len(titles) != n or not all(titles):  # make_subplots writes no annotation for an empty title
+        raise ValueError(f"stacked needs a title for each of the {n} panels, got {titles}")
     changes = {"height": height}
     for i, (x_domain, y_domain, title_x, title_y) in enumerate(_column(n, titles, vertical_spacing)):
         suffix = "" if i == 0 else str(i + 1)

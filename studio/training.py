@@ -712,13 +712,17 @@ def _check_size(settings: Settings, public: bool) -> None:
                          f"smaller d_model or d_ff.")
 
 
-def vocabulary_notice(train: list, vocab_size: int) -> str:
-    """A notice that the vocabulary leaves much of the training data <unk>; '' when it does not."""
+def vocabulary_notice(train: list, vocab_size: int, asked: int) -> str:
+    """A notice that the vocabulary (vocab_size entries of the asked) leaves much of the training data
+    <unk>; '' when it does not. A vocabulary short of the asked size is not full: its <unk> are words
+    seen once (Tokenizer.train), which a larger one would not take in."""
     share = unknown_share(train)
     if share <= TOO_MANY_UNKNOWN:
         return ""
+    why = ("Stop it and give a larger vocabulary." if vocab_size >= asked else
+           "They are words seen only once in the training data.")
     return (f"{share:.0%} of the training tokens are <unk>: a vocabulary of {vocab_size:,} does not cover this "
-            f"data, and the model would learn to write <unk>. Stop it and give a larger vocabulary.")
+            f"data, and the model would learn to write <unk>. {why}")
 
 
 def cpu_notice(params: int, device: torch.device) -> str:
@@ -764,7 +768,8 @@ def prepare(settings: Settings) -> _Run:
     params = bundle.model.num_parameters()
     facts = {"parameters": f"{params:,}", "device": str(trainer.device),
              "notice": " ".join(filter(None, (cpu_notice(params, trainer.device),  # "" for most models
-                                              vocabulary_notice(train, bundle.tokenizer.vocab_size)))),
+                                              vocabulary_notice(train, bundle.tokenizer.vocab_size,
+                                                                settings.vocab_size)))),
              "vocabulary": f"{bundle.tokenizer.vocab_size:,} ({bundle.tokenizer.kind})",
              "pairs": f"{len(train):,} training, {len(corpus.valid):,} validation"
                       + (f" ({dropped:,} too long, left out)" if dropped else "")}

@@ -586,6 +586,8 @@ def test_resume_refuses_another_data_split_or_vocabulary_and_keeps_data_paths_ab
                    "--seed 5 (the run's: 0)", "data split")
     one_line_error(capsys, ["train", "--out", str(run), "--resume", "--vocab-size", "99", "--max-steps", "40"],
                    "--vocab-size 99 (the run's: 8000)")
+    one_line_error(capsys, ["train", "--out", str(run), "--resume", "--data", "synthetic:reverse", "--max-steps", "40"],
+                   "--data synthetic:reverse holds other training or validation pairs")  # same words, another task
     (tmp_path / "a.txt").write_text("".join(f"w{i} x\n" for i in range(40)))
     (tmp_path / "b.txt").write_text("".join(f"v{i} y\n" for i in range(40)))
     monkeypatch.chdir(tmp_path)
@@ -608,7 +610,7 @@ def test_resume_refuses_another_data_split_or_vocabulary_and_keeps_data_paths_ab
                             "--data", f"files:{moved / 'a.txt'},{moved / 'b.txt'}"],
                    "holds other training or validation pairs than the run was trained on;", "start a new run")
     one_line_error(capsys, ["train", "--out", str(tmp_path / "files-run"), "--resume", "--max-steps", "4",
-                            "--data", "synthetic:reverse"], "other training or validation pairs")
+                            "--data", "synthetic:reverse"], "--tokenizer word (the run's: bpe)")  # checked first
     (tmp_path / "files-run" / "run.json").unlink()
     one_line_error(capsys, ["train", "--out", str(tmp_path / "files-run"), "--resume"],
                    "train needs --data (there is no readable", "run.json to take the run's from)")

@@ -9,6 +9,7 @@ import zipfile
 import gradio as gr
 import numpy as np
 import plotly.graph_objects as go
+from plotly.subplots import make_subplots
 import pytest
 import torch
 
@@ -488,6 +489,10 @@ def test_long_titles_wrap_for_a_phone_outside_tags():
     assert len(lines) == 3 and all(len(re.sub(r"<[^>]+>", "", line)) <= plots.NARROW_CHARS for line in lines)
     assert marked in wrapped  # no break inside the span's tag
     assert plots.wrap("Short title") == "Short title"
+    assert plots.wrap("Encoder self-attention<br>every layer (rows) × head") == \
+        "Encoder self-attention<br>every layer (rows) × head"  # lines of its own, each short enough, kept
+    with pytest.raises(ValueError, match="a title for each of the 2 panels"):
+        plots.stacked(make_subplots(rows=1, cols=2, subplot_titles=["Loss", ""]), 1, 2, 600, vertical_spacing=0.1)
 
 
 def test_figures_carry_their_phone_layout():

@@ -53,6 +53,8 @@ def test_specials_and_save_load(subword, tmp_path):
 def test_load_names_a_missing_or_broken_file(tmp_path):
     with pytest.raises(FileNotFoundError, match="no such tokenizer file"):
         Tokenizer.load(tmp_path / "tokenizer.json")
+    with pytest.raises(ValueError, match="a folder, not a tokenizer.json file"):
+        Tokenizer.load(tmp_path)
     (tmp_path / "tokenizer.json").write_text("{ not json")
     with pytest.raises(ValueError, match="not a valid tokenizer.json"):
         Tokenizer.load(tmp_path / "tokenizer.json")

@@ -130,6 +130,20 @@ def test_fp16_scaler_overflows_are_not_counted_as_divergence():
     assert not any("non-finite" in str(w.message) for w in caught)
 
 
+def test_fp16_gradients_that_overflow_even_unscaled_stop_the_run():
+    """A NaN in backward with a finite loss: the scaler halves its scale step after step; below 1 the
+    overflows count as divergence (they used to be skipped silently for ever)."""
+    trainer = make_trainer(max_bad_steps=3, amp="fp16")
+    trainer.scaler = torch.amp.GradScaler("cpu", init_scale=4.0)
+    trainer.model.src_embed.weight.register_hook(lambda grad: torch.full_like(grad, float("nan")))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with pytest.raises(TrainingStopped, match="NaN"):
+            for _ in range(20):
+                trainer.step()
+    assert trainer.step_count <= 3 + 3  # scales 4, 2 and 1 overflow as the scaler's business, then 3 in a row
+
+
 def test_evaluate_reports_loss_bleu_and_samples():
     trainer = make_trainer(sample_translations=2, bleu_sentences=10)
     trainer.step()
