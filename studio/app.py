@@ -206,12 +206,26 @@ CLAMP_JS = """() => {
 }"""
 
 
-# On a phone, each figure is drawn with the layout changes it carries for a narrow page (plots.narrow):
-# applied before plotly draws it, to the figure Gradio hands over; a figure on screen when the page
-# crosses the width (the first one, drawn before plotly could be wrapped; a window narrowed or widened)
-# is redrawn so. A layout keeps the values the changes replaced (studioWide) to go back to them.
-NARROW_JS = """() => {
-  const narrow = () => window.innerWidth < NARROW_PX;
+# Each figure is drawn for the page it is on: with the layout it carries for a phone (plots.narrow) on a
+# page narrower than NARROW_PX, and in light type on the page's own background under the dark theme
+# (plots.TEMPLATE is black on white). The changes are applied before plotly draws a figure, to the figure
+# Gradio hands over; a figure on screen when the page changes (the first one, drawn before plotly could
+# be wrapped; a window narrowed or widened; the theme switched) is redrawn so. A layout keeps the values
+# each kind of change replaced (studioWas.narrow, studioWas.dark) to go back to them.
+PAGE_PLOTS_JS = """() => {
+  const isAxis = (key) => /^[xy]axis[0-9]*$/.test(key);
+  const dark = (layout) => {
+    const changes = {'paper_bgcolor': 'rgba(0,0,0,0)', 'plot_bgcolor': 'rgba(0,0,0,0)', 'font.color': '#e4e4e7'};
+    new Set(['xaxis', 'yaxis', ...Object.keys(layout).filter(isAxis)]).forEach((axis) => {
+      Object.assign(changes, {[axis + '.gridcolor']: '#3f3f46', [axis + '.linecolor']: '#71717a',
+                              [axis + '.zerolinecolor']: '#52525b'});
+    });
+    return changes;
+  };
+  const kinds = {
+    narrow: {on: () => window.innerWidth < NARROW_PX, changes: (layout) => layout.meta && layout.meta.narrow},
+    dark: {on: () => document.body.classList.contains('dark'), changes: dark},
+  };
   const steps = (path) => path.replace(/\\[(\\d+)\\]/g, '.$1').split('.');
   const get = (target, path) => steps(path).reduce((t, key) => (t == null ? undefined : t[key]), target);
   const put = (target, path, value) => {
@@ -220,36 +234,44 @@ NARROW_JS = """() => {
     target[last] = value;
   };
   const apply = (layout) => {  // true if the layout changed
-    const changes = layout && layout.meta && layout.meta.narrow;
-    if (!changes || Boolean(layout.studioWide) === narrow()) return false;
-    if (narrow()) {
-      layout.studioWide = {};
-      Object.entries(changes).forEach(([path, value]) => {
-        layout.studioWide[path] = get(layout, path) ?? null;  // null: plotly's default
-        put(layout, path, value);
-      });
-    } else {
-      Object.entries(layout.studioWide).forEach(([path, value]) => put(layout, path, value));
-      delete layout.studioWide;
-    }
-    return true;
+    if (!layout) return false;
+    let changed = false;
+    Object.entries(kinds).forEach(([kind, {on, changes}]) => {
+      const was = layout.studioWas = layout.studioWas || {};
+      if (Boolean(was[kind]) === on()) return;
+      if (on()) {
+        const paths = changes(layout);
+        if (!paths) return;
+        was[kind] = {};
+        Object.entries(paths).forEach(([path, value]) => {
+          was[kind][path] = get(layout, path) ?? null;  // null: plotly's default
+          put(layout, path, value);
+        });
+      } else {
+        Object.entries(was[kind]).forEach(([path, value]) => put(layout, path, value));
+        delete was[kind];
+      }
+      changed = true;
+    });
+    return changed;
   };
   const check = () => {
     const P = window.Plotly;
     if (!P) return;
-    if (!P.studioNarrowReact) {
+    if (!P.studioPageReact) {
       const react = P.react;
       P.react = function (gd, data, layout, config) {
         apply(layout);
         return react.call(this, gd, data, layout, config);
       };
-      P.studioNarrowReact = true;
+      P.studioPageReact = true;
     }
     document.querySelectorAll('.js-plotly-plot').forEach((gd) => {
       if (gd.layout && apply(gd.layout)) P.react(gd, gd.data, gd.layout);
     });
   };
   new MutationObserver(check).observe(document.body, {subtree: true, childList: true});
+  new MutationObserver(check).observe(document.body, {attributes: true, attributeFilter: ['class']});  // the theme
   window.addEventListener('resize', check);
 }""".replace("NARROW_PX", str(plots.NARROW_PX))
 
@@ -257,7 +279,7 @@ NARROW_JS = """() => {
 def page_js() -> str:
     """The scripts run once when the page loads (launch(js=...) takes one function)."""
     from .tabs.beam import STEP_KEYS_JS  # the tabs import this module
-    return f"() => {{ ({CLAMP_JS})(); ({STEP_KEYS_JS})(); ({NARROW_JS})(); }}"
+    return f"() => {{ ({CLAMP_JS})(); ({STEP_KEYS_JS})(); ({PAGE_PLOTS_JS})(); }}"
 
 
 @dataclass

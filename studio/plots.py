@@ -63,7 +63,7 @@ def _layout(fig: go.Figure, title: str, height: int, **kwargs) -> go.Figure:
 # ----- on a phone ---------------------------------------------------------------------------
 # A figure cannot know the width it will be drawn at, so a figure that needs another layout on a
 # phone carries it, as plotly attribute paths, in layout.meta["narrow"]: the page's script
-# (app.NARROW_JS) applies them before drawing when the page is narrower than NARROW_PX.
+# (app.PAGE_PLOTS_JS) applies them before drawing when the page is narrower than NARROW_PX.
 NARROW_PX = 640
 NARROW_FONT = 12  # px, for FONT's 14
 NARROW_TITLE_FONT = 14  # px; plotly's default is 1.4 times the font
@@ -141,7 +141,7 @@ def _token_axis(tokens: Sequence[str], max_labels: int = 60, **kwargs) -> dict:
 def empty(message: str, height: int = 300) -> go.Figure:
     """A blank figure that says why it is blank."""
     fig = go.Figure()
-    fig.add_annotation(text=label(message), showarrow=False, font=dict(size=16, color="#555"),
+    fig.add_annotation(text=label(message), showarrow=False, font=dict(size=16),  # the figure's colour: either theme
                        xref="paper", yref="paper", x=0.5, y=0.5)
     fig.update_xaxes(visible=False)
     fig.update_yaxes(visible=False)
@@ -345,7 +345,7 @@ def masks(src_tokens: list[list[str]], src_pad: np.ndarray, tgt_tokens: list[str
 
 # ----- Beam search ------------------------------------------------------------------------
 NODE_STYLE = {  # status -> (name in legend, marker)
-    "root": ("start", dict(symbol="circle", size=12, color="#111")),
+    "root": ("start", dict(symbol="circle", size=12, color="#111", line=dict(color="#fff", width=1.5))),  # dark theme too
     "live": ("kept (live)", dict(symbol="circle", size=13, color="#1b6ca8")),
     "finished": ("finished (<eos>)", dict(symbol="star", size=17, color="#1a9850")),
     "pruned": ("pruned", dict(symbol="x", size=8, color="#b0b0b0")),

@@ -156,14 +156,17 @@ def test_studio_in_headless_chromium(studio):
 
         # Presenter mode switches the body class and enlarges every plot's type, a figure drawn
         # afterwards included (before its first drawing); switched off, the plots return to their own size.
-        # It is black on white on a browser that asked for the dark theme too, which comes back after.
+        # Under the dark theme the plots take light type on the page's own background; presenter mode is
+        # black on white there too, and the dark theme comes back after it.
+        page.get_by_role("tab", name="Translate").click()
+        plot = "document.querySelector('#tab-translate .js-plotly-plot')"
         page.evaluate("document.body.classList.add('dark')")
+        page.wait_for_function(f"{plot}._fullLayout.font.color === '#e4e4e7'", timeout=5000)
         switch = page.get_by_label("Presenter mode (large type, high contrast)")
         switch.check()
         page.wait_for_function("document.body.classList.contains('presenter')", timeout=5000)
         assert not page.evaluate("document.body.classList.contains('dark')")
-        page.get_by_role("tab", name="Translate").click()
-        plot = "document.querySelector('#tab-translate .js-plotly-plot')"
+        page.wait_for_function(f"{plot}._fullLayout.font.color === '#111'", timeout=5000)
         large = round(FONT["size"] * PRESENTER_PLOT_SCALE, 1)
         page.wait_for_function(f"{plot}._fullLayout.font.size === {large}", timeout=5000)
         # Enlarged on screen, it still follows the window's width (a projector's 1280x720, say).
@@ -185,13 +188,14 @@ def test_studio_in_headless_chromium(studio):
         switch.uncheck()
         page.wait_for_function(f"{plot}._fullLayout.font.size === {FONT['size']}", timeout=5000)
         assert page.evaluate("document.body.classList.contains('dark')")
+        page.wait_for_function(f"{plot}._fullLayout.font.color === '#e4e4e7'", timeout=5000)
         # On a page as narrow as a phone a figure takes the layout it carries for one (plots.narrow), and
         # gives it back on a wide page.
         page.set_viewport_size({"width": 390, "height": 844})
-        page.wait_for_function(f"{plot}.layout.studioWide !== undefined && {plot}._fullLayout.title.text.includes('<br>')"
+        page.wait_for_function(f"{plot}.layout.studioWas.narrow !== undefined && {plot}._fullLayout.title.text.includes('<br>')"
                                f" && {plot}._fullLayout.font.size === {NARROW_FONT}", timeout=5000)
         page.set_viewport_size({"width": 1400, "height": 1000})
-        page.wait_for_function(f"{plot}.layout.studioWide === undefined && !{plot}._fullLayout.title.text.includes('<br>')"
+        page.wait_for_function(f"{plot}.layout.studioWas.narrow === undefined && !{plot}._fullLayout.title.text.includes('<br>')"
                                f" && {plot}._fullLayout.font.size === {FONT['size']}", timeout=5000)
         browser.close()
     print("screenshots:", *sorted(str(p) for p in shots.iterdir()), sep="\n  ")
