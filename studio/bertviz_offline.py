@@ -57,8 +57,8 @@ def _page(view_html: str) -> str:
             "<style>body{margin:8px;background:#fff;color:#111}</style></head><body>" + body + "</body></html>")
 
 
-def iframe(page: str, height: int) -> str:
-    return (f'<iframe class="bertviz" sandbox="allow-scripts" style="width:100%;height:{height}px;'
+def iframe(page: str, height: int, view: str) -> str:
+    return (f'<iframe class="bertviz" sandbox="allow-scripts" data-view="{view}" style="width:100%;height:{height}px;'
             f'border:1px solid #ccc;border-radius:6px;background:#fff" srcdoc="{html.escape(page, quote=True)}">'
             "</iframe>")
 
@@ -79,7 +79,7 @@ def head_view(attention: dict[str, Sequence[torch.Tensor]], source: list[str], t
     view = bv_head_view(**_stacks(attention), encoder_tokens=list(source), decoder_tokens=list(target),
                         html_action="return")
     rows = max(len(source), len(target))
-    return iframe(_page(_open_on(view.data, attention, stack)), height=min(1400, 140 + 26 * rows))
+    return iframe(_page(_open_on(view.data, attention, stack)), height=min(1400, 140 + 26 * rows), view="head")
 
 
 def model_view(attention: dict[str, Sequence[torch.Tensor]], source: list[str], target: list[str],
@@ -88,7 +88,7 @@ def model_view(attention: dict[str, Sequence[torch.Tensor]], source: list[str], 
     view = bv_model_view(**_stacks(attention), encoder_tokens=list(source), decoder_tokens=list(target),
                          html_action="return", display_mode="light")
     rows = max(len(source), len(target))
-    return iframe(_page(_open_on(view.data, attention, stack)), height=model_view_height(attention, rows))
+    return iframe(_page(_open_on(view.data, attention, stack)), height=model_view_height(attention, rows), view="model")
 
 
 def _open_on(view_html: str, attention: dict[str, Sequence[torch.Tensor]], stack: str) -> str:
