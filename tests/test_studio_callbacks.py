@@ -215,6 +215,14 @@ def test_examples_come_from_the_model_or_german_for_de_en():
     assert translate.examples_for(type(bundle)(bundle.model, bundle.tokenizer, {"name": "x"})) == []
 
 
+def test_a_synthetic_tasks_model_says_its_task_over_its_examples():
+    """It reads only its task's form ("forty - two"; "forty two" gave "zwei"): the examples' label says it."""
+    registry = ModelRegistry()  # the shipped checkpoints
+    label = translate.examples_update(registry, "numbers-en-de-tiny").label
+    assert label.startswith("Examples (click one) · its task: English number 0-999, as lower-case words ('twenty - one')")
+    assert translate.examples_update(registry, "multi30k-de-en-small").label == "Examples (click one)"
+
+
 # ----- Attention ----------------------------------------------------------------------------------
 @pytest.fixture
 def current(registry):

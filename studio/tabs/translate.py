@@ -128,9 +128,21 @@ def picked_examples(registry, name: str | None) -> list[str]:
         return []
 
 
+def trained_task(registry, name: str | None) -> str:
+    """The synthetic task the picked model learnt ('' for others): it reads only that task's input
+    form ("forty - two", not "forty two"), which its examples alone do not say."""
+    try:
+        data = registry.get(name).info.get("data")
+    except (LookupError, ValueError, FileNotFoundError):
+        return ""
+    return str(data.get("task", "")) if isinstance(data, dict) else ""
+
+
 def examples_update(registry, name: str | None) -> gr.Dataset:
     samples = picked_examples(registry, name)
-    return gr.Dataset(samples=[[s] for s in samples] or [[""]], visible=bool(samples))
+    task = trained_task(registry, name)
+    label = f"Examples (click one) · its task: {task}" if task else "Examples (click one)"
+    return gr.Dataset(samples=[[s] for s in samples] or [[""]], visible=bool(samples), label=label)
 
 
 def method_visibility(method: str):
