@@ -382,15 +382,16 @@ def data_fingerprint(corpus) -> str:
     return digest.hexdigest()[:16]
 
 
-def check_same_pairs(args: argparse.Namespace, record: dict, corpus) -> None:
-    """--resume: the data must hold the run's pairs; a new --data path is taken if it does (moved data)."""
+def check_same_pairs(args: argparse.Namespace, record: dict, fingerprint: str) -> None:
+    """--resume: the data must hold the run's pairs (fingerprint: data_fingerprint of the corpus read now);
+    a new --data path is taken if it does (moved data)."""
     from core.data import absolute_spec  # a record written before run.json kept absolute paths
 
     if not record.get("data"):
         return
     same_path = args.data in (record["data"], absolute_spec(record["data"]))
     if "data_fingerprint" in record:
-        if data_fingerprint(corpus) != record["data_fingerprint"]:
+        if fingerprint != record["data_fingerprint"]:
             then = "" if same_path else f" ({record['data']})"
             raise CLIError(f"--resume: --data {args.data} holds other training or validation pairs than the run "
                            f"was trained on{then}; give the run's data (moved is fine), or start a new run")
@@ -501,7 +502,7 @@ def shared_tokenizer(corpus, args, rank: int, world: int):
 def command_train(args: argparse.Namespace) -> None:
     import torch
 
-    from core.batching import TOO_MANY_UNKNOWN, TokenBatcher, encode_pairs, unknown_share
+    from core.batching import TOO_MANY_UNKNOWN, TokenBatcher, encode_pairs, unknown_from_rare_words, unknown_share
     from core.bundle import ModelBundle
     from core.checkpoint import load_checkpoint, load_trainer_state
     from core.config import ModelConfig
@@ -522,12 +523,13 @@ def command_train(args: argparse.Namespace) -> None:
         check_same_data(args, record)
     rank, world, device = setup_distributed()
     corpus = load_corpus(args.data, args.src, args.tgt, seed=args.seed, limit=args.limit)
+    fingerprint = data_fingerprint(corpus)
     if args.resume:
         latest = run_checkpoints(args.out)[-1]
         with damaged_checkpoint_hint(args.out, latest):
             bundle = load_checkpoint(latest)
         check_same_vocabulary_and_direction(args, corpus, bundle)  # first: a reversed direction swaps the pairs
-        check_same_pairs(args, record, corpus)
+        check_same_pairs(args, record, fingerprint)
         wanted = ModelConfig.from_preset(args.preset, src_vocab_size=bundle.tokenizer.vocab_size,
                                          tgt_vocab_size=bundle.tokenizer.vocab_size, **model_overrides(args))
         if wanted != bundle.model.config:
@@ -552,10 +554,8 @@ def command_train(args: argparse.Namespace) -> None:
         log(f"note: {dropped} training pairs longer than {max_len} tokens were left out", file=sys.stderr)
     unknown = unknown_share(train)
     if unknown > TOO_MANY_UNKNOWN and not args.resume:  # a resumed run keeps its vocabulary
-        # A vocabulary short of --vocab-size is not full: its <unk> are words seen once (see Tokenizer.train).
-        full = bundle.tokenizer.vocab_size >= args.vocab_size or bundle.tokenizer.kind != "word"
-        advice = ("give a larger --vocab-size" if full else
-                  "they are words seen only once in the training data; --tokenizer bpe writes such words in pieces")
+        advice = ("they are words seen only once in the training data; --tokenizer bpe writes such words in pieces"
+                  if unknown_from_rare_words(bundle.tokenizer, args.vocab_size) else "give a larger --vocab-size")
         log(f"note: {unknown:.0%} of the training tokens are <unk>: a vocabulary of {bundle.tokenizer.vocab_size} "
             f"({bundle.tokenizer.kind}) does not cover this data, and the model would learn to write <unk>; "
             f"{advice}", file=sys.stderr)
@@ -597,7 +597,7 @@ def command_train(args: argparse.Namespace) -> None:
     if rank == 0:
         args.out.mkdir(parents=True, exist_ok=True)
         record = {"options": run_options(build_parser(), args), **{k: str(v) for k, v in vars(args).items()},
-                  "data_fingerprint": data_fingerprint(corpus)}
+                  "data_fingerprint": fingerprint}
         (args.out / "run.json").write_text(json.dumps(record, indent=2))
     train_loop(trainer, args, rank)
 

@@ -56,6 +56,12 @@ def unknown_share(examples: Sequence[Example]) -> float:
     return unknown / max(tokens, 1)
 
 
+def unknown_from_rare_words(tokenizer: Tokenizer, asked_size: int) -> bool:
+    """Whether a vocabulary's <unk> are words seen only once (Tokenizer.train keeps a word seen twice),
+    not words a larger vocabulary would take in: a word vocabulary that stayed short of the size asked."""
+    return tokenizer.kind == "word" and tokenizer.vocab_size < asked_size
+
+
 @dataclass
 class Batch:
     src: torch.Tensor  # (B, S) long, right-padded with PAD_ID

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from core.batching import TOO_MANY_UNKNOWN, encode_pairs, unknown_share
+from core.batching import TOO_MANY_UNKNOWN, encode_pairs, unknown_from_rare_words, unknown_share
 from core.bundle import ModelBundle, new_bundle, resolve_device
 from core.checkpoint import FILES as CHECKPOINT_FILES
 from core.checkpoint import save_checkpoint
@@ -712,15 +712,15 @@ def _check_size(settings: Settings, public: bool) -> None:
                          f"smaller d_model or d_ff.")
 
 
-def vocabulary_notice(train: list, vocab_size: int, asked: int) -> str:
-    """A notice that the vocabulary (vocab_size entries of the asked) leaves much of the training data
-    <unk>; '' when it does not. A vocabulary short of the asked size is not full: its <unk> are words
-    seen once (Tokenizer.train), which a larger one would not take in."""
+def vocabulary_notice(train: list, vocab_size: int, rare_words: bool) -> str:
+    """A notice that the vocabulary (vocab_size entries) leaves much of the training data <unk>; '' when
+    it does not. rare_words: its <unk> are words seen once (core.batching.unknown_from_rare_words), which a
+    larger vocabulary would not take in."""
     share = unknown_share(train)
     if share <= TOO_MANY_UNKNOWN:
         return ""
-    why = ("Stop it and give a larger vocabulary." if vocab_size >= asked else
-           "They are words seen only once in the training data.")
+    why = ("They are words seen only once in the training data." if rare_words else
+           "Stop it and give a larger vocabulary.")
     return (f"{share:.0%} of the training tokens are <unk>: a vocabulary of {vocab_size:,} does not cover this "
             f"data, and the model would learn to write <unk>. {why}")
 
@@ -766,10 +766,10 @@ def prepare(settings: Settings) -> _Run:
     src, tgt = (bundle.tokenizer.encode(text)[: config.max_len - 1] for text in (corpus.test or corpus.valid)[0])
     example = (src + [config.eos_id], [BOS_ID] + tgt)  # the attention timeline's sentence, teacher-forced
     params = bundle.model.num_parameters()
+    rare_words = unknown_from_rare_words(bundle.tokenizer, settings.vocab_size)
+    notices = (cpu_notice(params, trainer.device), vocabulary_notice(train, bundle.tokenizer.vocab_size, rare_words))
     facts = {"parameters": f"{params:,}", "device": str(trainer.device),
-             "notice": " ".join(filter(None, (cpu_notice(params, trainer.device),  # "" for most models
-                                              vocabulary_notice(train, bundle.tokenizer.vocab_size,
-                                                                settings.vocab_size)))),
+             "notice": " ".join(filter(None, notices)),  # "" for most models
              "vocabulary": f"{bundle.tokenizer.vocab_size:,} ({bundle.tokenizer.kind})",
              "pairs": f"{len(train):,} training, {len(corpus.valid):,} validation"
                       + (f" ({dropped:,} too long, left out)" if dropped else "")}

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from core.batching import (Example, TokenBatcher, encode_pairs, pad_batch, sentence_batches, source_ids,
-                           unknown_share)
+                           unknown_from_rare_words, unknown_share)
 from core.data import load_corpus
 from core.tokenizer import BOS_ID, EOS_ID, PAD_ID, Tokenizer
 
@@ -45,6 +45,13 @@ def test_unknown_share_counts_unk_among_the_words(word_tokenizer):
     examples, _ = encode_pairs([("ein Haus .", "a house ."), ("ein Boot .", "a boat .")], word_tokenizer, max_len=8)
     assert unknown_share(examples) == 2 / 12  # "Boot" and "boat"; <bos> and <eos> are not words
     assert unknown_share([]) == 0
+
+
+def test_unknown_from_rare_words_only_for_a_word_vocabulary_short_of_its_size(word_tokenizer):
+    assert unknown_from_rare_words(word_tokenizer, word_tokenizer.vocab_size + 1)  # not full: words seen once
+    assert not unknown_from_rare_words(word_tokenizer, word_tokenizer.vocab_size)  # full: too small
+    bpe = Tokenizer.train(["ein Haus am See .", "a house by the lake ."] * 3, 40, "bpe")
+    assert not unknown_from_rare_words(bpe, bpe.vocab_size + 100)  # pieces: more entries would help
 
 
 def test_pad_batch():

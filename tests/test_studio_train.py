@@ -329,11 +329,11 @@ def test_a_vocabulary_that_leaves_the_data_unknown_gives_a_notice():
     from core.batching import Example
 
     train = [Example([3, 3, 7, 2], [1, 3, 8, 2])]  # three of five words are <unk>
-    notice = training.vocabulary_notice(train, 5, 5)
+    notice = training.vocabulary_notice(train, 5, rare_words=False)
     assert notice.startswith("60% of the training tokens are <unk>: a vocabulary of 5 does not cover this data")
     assert notice.endswith("give a larger vocabulary.")
-    assert training.vocabulary_notice(train, 40, 8000).endswith("words seen only once in the training data.")
-    assert training.vocabulary_notice([Example([7, 2], [1, 8, 2])], 8000, 8000) == ""
+    assert training.vocabulary_notice(train, 40, rare_words=True).endswith("words seen only once in the training data.")
+    assert training.vocabulary_notice([Example([7, 2], [1, 8, 2])], 8000, rare_words=False) == ""
 
 
 def test_errors_while_building_leave_the_app_usable(job, monkeypatch):
