@@ -52,9 +52,10 @@ def _layout(fig: go.Figure, title: str, height: int, **kwargs) -> go.Figure:
     fig.update_layout(title=dict(text=title, x=0.01), height=height, template=TEMPLATE, **kwargs)
     # On a phone: smaller type, and a long title on as many lines as it needs, the plot lower by as many.
     narrow(fig, **{"font.size": NARROW_FONT, "title.font.size": NARROW_TITLE_FONT})
-    lines = wrap(title).count("<br>")
+    wrapped = wrap(title)
+    lines = wrapped.count("<br>")
     if lines:
-        narrow(fig, **{"title.text": wrap(title), "title.y": 1, "title.yref": "container", "title.yanchor": "top",
+        narrow(fig, **{"title.text": wrapped, "title.y": 1, "title.yref": "container", "title.yanchor": "top",
                        "title.pad.t": TITLE_TOP, "margin.t": max(kwargs["margin"]["t"] + LINE_PX * lines,
                                                                  title_room(title))})
     return fig
