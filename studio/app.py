@@ -84,6 +84,10 @@ body.presenter iframe.bertviz { zoom: 1.4; }
 /* ...but the model view, a row of heads, less: at 1.4 a 4-head model's was wider than a 1280 px projector. */
 body.presenter iframe.bertviz[data-view="model"] { zoom: 1.15; }
 body.presenter .tab-wrapper button { font-size: 21px; font-weight: 700; color: #000; }
+/* bertviz draws black on white in its sandboxed frame, which cannot see the page's theme: on the dark
+   theme the frame is inverted and its hues turned back, so the background goes dark, the type light,
+   and a weight's colour keeps its hue (a faint line fades into the background, as on white). */
+.dark iframe.bertviz { filter: invert(0.9) hue-rotate(180deg); border-color: #555 !important; }
 """
 # Attention tab, head ablation: a row of boxes per layer, a column per head (heads-N comes with the
 # choices), so narrow columns or presenter mode's large type never put "L2 H1" beside "L1 H4"; a

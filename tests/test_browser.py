@@ -162,10 +162,13 @@ def test_studio_in_headless_chromium(studio):
         plot = "document.querySelector('#tab-translate .js-plotly-plot')"
         page.evaluate("document.body.classList.add('dark')")
         page.wait_for_function(f"{plot}._fullLayout.font.color === '#e4e4e7'", timeout=5000)
+        bertviz_filter = "getComputedStyle(document.querySelector('iframe.bertviz')).filter"
+        assert "invert" in page.evaluate(bertviz_filter)  # bertviz's white page, inverted to the dark theme
         switch = page.get_by_label("Presenter mode (large type, high contrast)")
         switch.check()
         page.wait_for_function("document.body.classList.contains('presenter')", timeout=5000)
         assert not page.evaluate("document.body.classList.contains('dark')")
+        assert page.evaluate(bertviz_filter) == "none"
         page.wait_for_function(f"{plot}._fullLayout.font.color === '#111'", timeout=5000)
         large = round(FONT["size"] * PRESENTER_PLOT_SCALE, 1)
         page.wait_for_function(f"{plot}._fullLayout.font.size === {large}", timeout=5000)
