@@ -98,7 +98,10 @@ def test_batches_group_similar_lengths_and_epochs_differ():
     examples = numbered([(rng.randint(3, 30), rng.randint(3, 30)) for _ in range(500)])
     batcher = TokenBatcher(examples, max_tokens=300, seed=5)
     first, second = [ids_of(b) for b in batcher], [ids_of(b) for b in batcher]
-    assert first != second  # a new shuffle each epoch
+    assert first != second  # a new shuffle each epoch:
+    assert sorted(map(sorted, first)) != sorted(map(sorted, second))  # equal lengths meet new neighbours,
+    longest = [max(len(examples[i].src) for i in batch) for batch in first]
+    assert longest != sorted(longest)  # and an epoch does not run from short to long sentences
     assert [ids_of(b) for b in TokenBatcher(examples, 300, seed=5)] == first  # but the same per (seed, epoch)
     ordered = [ids_of(b) for b in TokenBatcher(examples, 300, shuffle=False)]
     src_lengths = [len(examples[i].src) for batch in ordered for i in batch]

@@ -91,16 +91,18 @@ def test_average_last_checkpoints(run, tmp_path, capsys):
     from core.checkpoint import load_checkpoint
 
     out = tmp_path / "avg"
-    assert train_cli.main(["average", "--run", str(run), "--last", "2", "--out", str(out)]) == 0
+    assert train_cli.main(["average", "--run", str(run), "--last", "3", "--out", str(out)]) == 0
     averaged = load_checkpoint(out).model.state_dict()
-    a, b = (load_checkpoint(run / name).model.state_dict() for name in ("step-0000020", "step-0000030"))
-    for name in ("encoder_layers.0.ffn.w1.weight", "src_embed.weight", "generator.weight"):  # tied ones too
-        torch.testing.assert_close(averaged[name], (a[name] + b[name]) / 2)
+    steps = ("step-0000010", "step-0000020", "step-0000030")
+    states = [load_checkpoint(run / name).model.state_dict() for name in steps]
+    assert averaged.keys() == states[0].keys()
+    for name, value in averaged.items():  # every tensor (biases, norms, tied embeddings) the mean of all three
+        torch.testing.assert_close(value, sum(state[name] for state in states) / 3)
     card = json.loads((out / "config.json").read_text())
-    assert card["averaged_from"] == ["step-0000020", "step-0000030"] and card["name"] == "avg"
+    assert card["averaged_from"] == list(steps) and card["name"] == "avg"
     # safetensors writes its file 0600; a checkpoint's files all get the umask's mode.
     assert (out / "model.safetensors").stat().st_mode == (out / "config.json").stat().st_mode
-    assert "averaged 2 checkpoints (step-0000020 .. step-0000030)" in capsys.readouterr().out
+    assert "averaged 3 checkpoints (step-0000010 .. step-0000030)" in capsys.readouterr().out
     assert train_cli.main(["average", "--run", str(run), "--last", "1", "--out", str(tmp_path / "one")]) == 0
     assert "copied the one checkpoint step-0000030" in capsys.readouterr().out
 

@@ -17,8 +17,8 @@ import torch
 from _models import reverse_task, tiny_bundle
 from core import decoding
 from core.batching import pad_ids
-from core.decoding import (DecodeOptions, Translation, beam_search, filter_logits, greedy_decode, length_penalty,
-                           max_output_length, prepare_source, sample, translate, translate_detailed)
+from core.decoding import (DecodeOptions, Translation, _repeated_ngrams, beam_search, filter_logits, greedy_decode,
+                           length_penalty, max_output_length, prepare_source, sample, translate, translate_detailed)
 from core.tokenizer import BOS_ID, EOS_ID, PAD_ID
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -124,8 +124,12 @@ def test_batched_equals_each_sentence_alone(bundle, sentences, method, monkeypat
 def test_sampling_with_a_seed_takes_sources_in_groups(bundle, sentences):
     src, max_out = encode(bundle, sentences[:4])
     groups = [src[:2], src[2:]]
+    # Each row draws from its own sentence's distribution: cut to its top token, the greedy outputs
+    # of the four sentences decoded as one batch.
+    assert [h.ids for h in sample(bundle.model, groups, max_out, seed=3, top_k=1, temperature=3.0)] == \
+        [h.ids for h in greedy_decode(bundle.model, src, max_out)]
     assert [h.ids for h in sample(bundle.model, groups, max_out, seed=3)] == \
-        [h.ids for h in sample(bundle.model, groups, max_out, seed=3)]
+        [h.ids for h in sample(bundle.model, groups, max_out, seed=3)]  # and a seed repeats its draws
 
 
 def test_batch_size_defaults_to_about_1024_rows():
@@ -235,6 +239,17 @@ def test_no_repeat_ngram(bundle, n):
         [result] = translate_detailed(bundle, [text], method=method, no_repeat_ngram=n)
         grams = [tuple(result.ids[i:i + n]) for i in range(len(result.ids) - n + 1)]
         assert len(grams) == len(set(grams)) and result.ids
+
+
+def test_repeated_ngrams_bans_only_the_token_that_completes_a_seen_ngram():
+    # Row [5, 6, 5]: with n=2 the prefix "5" was followed by 6, so only 6 is banned (5 may repeat);
+    # with n=1 every token seen is; with n=3, "6 5" has not been seen before, so nothing is.
+    tokens = torch.tensor([[5, 6, 5], [1, 2, 3]])
+    banned = lambda n: [row.nonzero().flatten().tolist() for row in _repeated_ngrams(tokens, n, 8)]  # noqa: E731
+    assert banned(2) == [[6], []]
+    assert banned(1) == [[5, 6], [1, 2, 3]]
+    assert banned(3) == [[], []]
+    assert _repeated_ngrams(tokens, 4, 8) is None  # shorter than n: nothing to match yet
 
 
 @pytest.mark.parametrize("bad", [

@@ -6,9 +6,15 @@ import random
 import pytest
 import sacrebleu
 
+import torch
+
 from _models import reverse_task, tiny_bundle
+from core.bundle import ModelBundle
+from core.config import ModelConfig
 from core.decoding import DecodeOptions, translate
 from core.evaluation import EvalResult, evaluate_bleu, evaluate_bundle
+from core.model import Transformer
+from core.tokenizer import Tokenizer
 
 HYPS = ["The cat sat on the mat.", "A man rides a red bike down the street."]
 REFS = ["The cat sat on the mat.", "A man is riding a red bicycle down the road."]
@@ -56,3 +62,20 @@ def test_evaluate_bundle_translates_then_scores(capsys):
     assert "12/12" in capsys.readouterr().err  # the progress bar reached the end
     evaluate_bundle(bundle, sources[:2], references[:2], options, progress=False)
     assert capsys.readouterr().err == ""
+
+
+@pytest.mark.filterwarnings("ignore:output stopped at the maximum length")  # an untrained model's
+def test_evaluate_bundle_scores_detokenized_text():
+    # A BPE model's tokens are pieces of words; BLEU must read the text they decode to. The untrained
+    # model's own outputs as references: 100 on the text, less on the tokens joined by spaces.
+    texts = ["the cat sat on the mat", "a man rides a bike", "dogs run in the snow"] * 5
+    tokenizer = Tokenizer.train(texts, vocab_size=40, kind="bpe", min_frequency=1)
+    torch.manual_seed(4)  # a model that writes words ("m m m ..."): BLEU counts 4-grams
+    config = ModelConfig.from_preset("tiny", src_vocab_size=tokenizer.vocab_size,
+                                     tgt_vocab_size=tokenizer.vocab_size, max_len=24)
+    bundle = ModelBundle(Transformer(config).eval(), tokenizer)
+    outputs = translate(bundle, texts[:3], method="greedy", max_len_b=6)
+    result, translations = evaluate_bundle(bundle, texts[:3], outputs, progress=False, method="greedy", max_len_b=6)
+    assert [t.text for t in translations] == outputs and all(len(text.split()) >= 4 for text in outputs)
+    assert any(t.text != " ".join(t.tokens) for t in translations)  # BLEU on the tokens would be lower
+    assert result.bleu == pytest.approx(100.0)

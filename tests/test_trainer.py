@@ -2,15 +2,20 @@
 from __future__ import annotations
 
 import math
+import random
 import threading
 import warnings
 
 import pytest
 import torch
 
+from _models import reverse_task, tiny_bundle
 from core.batching import encode_pairs
 from core.bundle import new_bundle
 from core.checkpoint import load_checkpoint, load_trainer_state
+from core.decoding import translate
+from core.schedule import learning_rate
+from core.evaluation import evaluate_bleu
 from core.tasks import make_task
 from core.trainer import TrainConfig, Trainer, TrainingStopped
 
@@ -56,6 +61,26 @@ def test_bf16_autocast_keeps_the_loss_curve():
     bf16 = losses(make_trainer(steps=40, amp="bf16"), 40)
     assert fp32[-1] < 0.8 * fp32[0]  # the curve goes somewhere
     assert max(abs(a - b) / a for a, b in zip(fp32, bf16)) < 0.03
+    assert fp32 != bf16  # bf16 was in effect: the same curve to the last bit would mean fp32 twice
+
+
+def test_loss_is_label_smoothed_by_the_config():
+    """Section 5.4: ε_ls = 0.1. The same first batch and weights: the perplexity (unsmoothed) is the
+    same, the loss differs, and without smoothing the loss is the log-perplexity."""
+    plain, smoothed = (make_trainer(label_smoothing=eps).step() for eps in (0.0, 0.1))
+    assert plain.perplexity == pytest.approx(smoothed.perplexity, rel=1e-6)
+    assert plain.loss == pytest.approx(math.log(plain.perplexity), rel=1e-5)
+    assert smoothed.loss != pytest.approx(plain.loss, rel=1e-3)
+
+
+def test_steps_take_the_warm_up_rate():
+    """Eq. 3's warm-up, at every step the optimizer takes (not only the schedule function)."""
+    trainer = make_trainer(warmup=20)
+    for step in range(1, 6):
+        event = trainer.step()
+        expected = learning_rate(step, schedule="noam", d_model=trainer.model.config.d_model, warmup=20,
+                                 factor=0.5, peak_lr=0.0)
+        assert event.lr == pytest.approx(expected) == trainer.optimizer.param_groups[0]["lr"]
 
 
 def test_events_carry_the_metrics():
@@ -145,12 +170,22 @@ def test_fp16_gradients_that_overflow_even_unscaled_stop_the_run():
 
 
 def test_evaluate_reports_loss_bleu_and_samples():
-    trainer = make_trainer(sample_translations=2, bleu_sentences=10)
-    trainer.step()
-    result = trainer.evaluate()
+    # The trained reverse model (tests/_models.py): its outputs match the references, not the sources,
+    # so a score or exact match taken against the sources would show.
+    bundle, rng = tiny_bundle(), random.Random(7)
+    pairs = [reverse_task(rng) for _ in range(12)]
+    encoded, _ = encode_pairs(pairs, bundle.tokenizer, bundle.model.config.max_len)
+    config = TrainConfig(max_steps=1, device="cpu", amp="off", sample_translations=2, bleu_sentences=10)
+    result = Trainer(bundle, encoded, config, valid_pairs=pairs, valid=encoded).evaluate()
     assert {"val_loss", "val_perplexity", "val_accuracy", "bleu", "exact_match", "samples"} <= set(result)
-    assert result["val_loss"] > 0 and 0 <= result["bleu"] <= 100
-    assert len(result["samples"]) == 2 and {"source", "reference", "output"} <= set(result["samples"][0])
+    assert result["val_loss"] > 0 and result["val_accuracy"] > 0.9
+    sources, references = [s for s, _ in pairs[:10]], [t for _, t in pairs[:10]]
+    assert sum(s != t for s, t in zip(sources, references)) >= 8
+    outputs = translate(bundle, sources, method="greedy")
+    assert result["bleu"] == pytest.approx(evaluate_bleu(outputs, references).bleu) and result["bleu"] > 50
+    assert result["exact_match"] == sum(o == t for o, t in zip(outputs, references)) / 10 >= 0.8
+    assert result["samples"] == [{"source": s, "reference": t, "output": o}
+                                 for s, t, o in list(zip(sources, references, outputs))[:2]]
 
 
 @pytest.mark.parametrize("field,value", [("max_steps", 0), ("schedule", "cosine"), ("amp", "fp8"),
@@ -163,7 +198,6 @@ def test_bad_train_config_names_the_field(field, value):
 
 def test_tiny_model_learns_reverse_to_95_percent_exact_match():
     """The lecture promise: the tiny preset learns `reverse` within a fixed step budget."""
-    from core.decoding import translate
 
     corpus = make_task("reverse", seed=0)
     torch.manual_seed(0)
@@ -179,7 +213,6 @@ def test_tiny_model_learns_reverse_to_95_percent_exact_match():
 
 
 def test_learning_rate_schedules_follow_eq_3_and_fairseq():
-    from core.schedule import learning_rate
 
     noam = lambda step: learning_rate(step, schedule="noam", d_model=512, warmup=4000, factor=1.0, peak_lr=0.0)
     assert noam(4000) == pytest.approx(512 ** -0.5 * 4000 ** -0.5)  # the peak, ~7.0e-4
