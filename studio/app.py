@@ -33,7 +33,31 @@ from .text import clip, guard, info, md, warn  # noqa: E402
 # Ends every refusal of an upload that is not a checkpoint: what to upload instead.
 UPLOAD_EXPECTED = ("The studio opens a .zip of a checkpoint folder, or the checkpoint's files uploaded together: "
                    "config.json, model.safetensors and tokenizer.json.")
+# Gradio's default theme, with colours that read (WCAG AA, 4.5:1): white on its orange buttons was 2.8:1,
+# the selected tab's orange 2.8:1, slider ends, placeholders and hints in #bbbbc2 1.9:1, and box and
+# check-box borders next to invisible on the dark theme.
+THEME = gr.themes.Default().set(
+    button_primary_background_fill="*primary_700", button_primary_background_fill_hover="*primary_600",
+    button_primary_background_fill_dark="*primary_700", button_primary_background_fill_hover_dark="*primary_600",
+    button_cancel_background_fill="#b91c1c", button_cancel_background_fill_hover="#dc2626",  # red 700, 600
+    button_cancel_background_fill_dark="#b91c1c", button_cancel_background_fill_hover_dark="#dc2626",
+    color_accent="*primary_700", body_text_color_subdued="*neutral_500", input_placeholder_color="*neutral_500",
+    input_placeholder_color_dark="*neutral_400", checkbox_border_color="*neutral_500",
+    checkbox_border_color_dark="*neutral_500", input_border_color_dark="*neutral_500")
 CSS = """
+/* The accent (selected tab, slider) has one value for both themes: on the dark one, the lighter orange. */
+.dark { --color-accent: var(--primary-500); }
+/* Keyboard focus shows on every control: Gradio's sliders, radio buttons and several boxes showed none. */
+/* (Important: the components' own "outline: none" rules load after this sheet.) */
+.gradio-container :is(input, textarea, button, select, [role=tab], [tabindex]):focus-visible {
+  outline: 3px solid #1d4ed8 !important; outline-offset: 2px; }
+.dark .gradio-container :is(input, textarea, button, select, [role=tab], [tabindex]):focus-visible {
+  outline-color: #93c5fd !important; }
+/* A box's ring inside its edge: the number boxes beside the sliders cut an outer one off. */
+.gradio-container :is(input:not([type=radio], [type=checkbox], [type=range]), textarea):focus-visible {
+  outline-offset: -3px !important; }
+/* The page title's block scrolls (Gradio's prose), which made it a Tab stop that does nothing. */
+#studio-title, #studio-title .prose { overflow: visible !important; }
 /* Gradio's bundled Source Sans Pro SemiBold (600) holds a few dozen glyphs only: bold text mixed two
    fonts (the A of "Attention", the B of "Beam" drawn apart from their words). Its complete Bold serves
    600 and 700; declared once per weight, after Gradio's 600, so the browser takes it (a 600-700 range
@@ -282,10 +306,42 @@ PAGE_PLOTS_JS = """() => {
 }""".replace("NARROW_PX", str(plots.NARROW_PX))
 
 
+# Names for assistive technology where Gradio 6.31 gives none, kept after every redraw:
+# - a radio group's buttons each had a name of their own ("radio-1", "radio-2"), so the arrow keys did not
+#   move between a group's options and each was a Tab stop; they get their group's one name;
+# - a group (radio or checkbox) is named by the label shown above it (its <fieldset> had no legend);
+# - a plot was an unnamed image read out as its tick labels; it is named by its figure's title.
+NAMES_JS = """() => {
+  let groups = 0;
+  const text = (html) => String(html || '').replace(/<br>/g, ' ').replace(/<[^>]+>/g, '').trim();
+  const name = () => {
+    document.querySelectorAll('.gradio-container fieldset').forEach((set) => {
+      set.dataset.group = set.dataset.group || 'studio-group-' + (groups++);
+      set.querySelectorAll('input[type=radio]').forEach((r) => { if (r.name !== set.dataset.group) r.name = set.dataset.group; });
+      const info = set.querySelector('[data-testid=block-info]');
+      if (info && !set.hasAttribute('aria-labelledby')) {
+        info.id = info.id || set.dataset.group + '-label';
+        set.setAttribute('aria-labelledby', info.id);
+      }
+    });
+    document.querySelectorAll('.js-plotly-plot').forEach((gd) => {
+      const title = text(gd.layout && gd.layout.title && (gd.layout.title.text ?? gd.layout.title));
+      if (title && gd.getAttribute('aria-label') !== title) {
+        gd.setAttribute('role', 'img');
+        gd.setAttribute('aria-label', title);
+      }
+    });
+  };
+  name();
+  new MutationObserver(name).observe(document.body, {subtree: true, childList: true, attributes: true,
+                                                     attributeFilter: ['name']});
+}"""
+
+
 def page_js() -> str:
     """The scripts run once when the page loads (launch(js=...) takes one function)."""
     from .tabs.beam import STEP_KEYS_JS  # the tabs import this module
-    return f"() => {{ ({CLAMP_JS})(); ({STEP_KEYS_JS})(); ({PAGE_PLOTS_JS})(); }}"
+    return f"() => {{ ({CLAMP_JS})(); ({STEP_KEYS_JS})(); ({PAGE_PLOTS_JS})(); ({NAMES_JS})(); }}"
 
 
 @dataclass
@@ -489,7 +545,7 @@ def main(argv: list[str] | None = None) -> None:
     demo = build_app(registry, selected, args.checkpoints_dir, args.public)
     try:
         demo.queue(max_size=QUEUE_SIZE, default_concurrency_limit=DEFAULT_CONCURRENCY, status_update_rate=1).launch(
-            server_name=args.host, server_port=args.port, share=args.share, css=CSS, js=page_js(), show_error=False,
+            server_name=args.host, server_port=args.port, share=args.share, css=CSS, js=page_js(), theme=THEME, show_error=False,
             max_file_size=MAX_UPLOAD_BYTES)
     except OSError as exc:  # the port is taken, or the host is not an address of this machine
         reason = str(exc).split(". ")[0]  # Gradio goes on about launch() parameters

@@ -57,8 +57,14 @@ def _page(view_html: str) -> str:
             "<style>body{margin:8px;background:#fff;color:#111}</style></head><body>" + body + "</body></html>")
 
 
+FRAME_TITLES = {"head": "bertviz head view: each token's attention to the other tokens, one colour per head",
+                "model": "bertviz model view: the attention of every layer and head, as thumbnails"}
+
+
 def iframe(page: str, height: int, view: str) -> str:
-    return (f'<iframe class="bertviz" sandbox="allow-scripts" data-view="{view}" style="width:100%;height:{height}px;'
+    """The page in a sandboxed frame; its title names the view to a screen reader."""
+    return (f'<iframe class="bertviz" sandbox="allow-scripts" data-view="{view}" title="{FRAME_TITLES[view]}" '
+            f'style="width:100%;height:{height}px;'
             f'border:1px solid #ccc;border-radius:6px;background:#fff" srcdoc="{html.escape(page, quote=True)}">'
             "</iframe>")
 

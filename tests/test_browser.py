@@ -85,6 +85,15 @@ def test_studio_in_headless_chromium(studio):
         page.locator("#tab-translate .js-plotly-plot .bars").first.wait_for(timeout=20000)
         assert page.get_by_label("Translation").input_value() != ""
         page.screenshot(path=shots / "1-translate.png", full_page=True)
+        # For the keyboard and screen readers: a radio group's arrow keys move its choice (Gradio named
+        # each button apart), the group is named by its label, and a plot by its title.
+        page.locator("#tab-translate input[value=beam]").focus()
+        page.keyboard.press("ArrowRight")
+        page.wait_for_function("document.querySelector('#tab-translate input[value=greedy]').checked", timeout=5000)
+        page.keyboard.press("ArrowLeft")
+        page.wait_for_function("document.querySelector('#tab-translate input[value=beam]').checked", timeout=5000)
+        assert page.get_by_role("radiogroup", name="Decoding").count() + page.get_by_role("group", name="Decoding").count()
+        assert page.get_by_role("img", name="Probability of each output token").count() == 1
 
         # Attention: grid and large head follow the translation; bertviz renders in its iframe.
         page.get_by_role("tab", name="Attention").click()
@@ -94,7 +103,7 @@ def test_studio_in_headless_chromium(studio):
         frame.locator("svg text").first.wait_for(timeout=15000)
         assert frame.locator("svg text").count() >= 4
         assert frame.locator("select#filter").input_value() == "2"  # opens on cross-attention
-        page.get_by_label("Encoder self-attention").check()  # and follows the tab's stack
+        page.get_by_role("radio", name="Encoder self-attention").check()  # and follows the tab's stack
         page.frame_locator("iframe.bertviz").first.locator("select#filter option[value='0'][selected]").wait_for(
             state="attached", timeout=15000)
         # The model view's frame is tall enough for every layer: nothing hides below its edge.
