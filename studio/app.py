@@ -338,10 +338,24 @@ NAMES_JS = """() => {
 }"""
 
 
+# A button that disables itself once pressed (Start, Stop, Run to end) took the keyboard focus with it, to
+# the page: a keyboard or screen-reader user had to find their way back from the top. The focus goes to
+# the first enabled button of its row instead (Start: Pause; Run to end: Back).
+FOCUS_JS = """() => {
+  let last = null;
+  document.addEventListener('focusin', (event) => { last = event.target; });
+  new MutationObserver(() => {
+    if (!last || !last.disabled || (document.activeElement && document.activeElement !== document.body)) return;
+    const next = last.closest('.row')?.querySelector('button:not(:disabled)');
+    if (next) next.focus({preventScroll: true});
+  }).observe(document.body, {subtree: true, attributes: true, attributeFilter: ['disabled']});
+}"""
+
+
 def page_js() -> str:
     """The scripts run once when the page loads (launch(js=...) takes one function)."""
     from .tabs.beam import STEP_KEYS_JS  # the tabs import this module
-    return f"() => {{ ({CLAMP_JS})(); ({STEP_KEYS_JS})(); ({PAGE_PLOTS_JS})(); ({NAMES_JS})(); }}"
+    return f"() => {{ ({CLAMP_JS})(); ({STEP_KEYS_JS})(); ({PAGE_PLOTS_JS})(); ({NAMES_JS})(); ({FOCUS_JS})(); }}"
 
 
 @dataclass
