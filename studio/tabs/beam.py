@@ -35,8 +35,12 @@ SETTINGS_CHANGED = ("*Settings changed: Step or Run to end starts a new search w
 
 
 # On a short screen (a projector at 1280x720) the tree starts below the bottom edge: after a step,
-# bring the buttons to the top of the window with the tree right under them.
+# bring the buttons to the top of the window with the tree right under them (not when there was nothing
+# to search: the page scrolled the empty sentence box away, and the toast covered the buttons).
 SHOW_TREE_JS = """() => {
+  // Nothing to search (the warning says so): the sentence box keeps its place on screen, with the focus.
+  const box = document.querySelector('#beam-source textarea, #beam-source input');
+  if (box && !box.value.trim()) { box.focus(); return; }
   // Enter in the sentence box took this step: the arrow keys step on from here, not in the box.
   if (document.activeElement?.closest('#beam-source')) document.activeElement.blur();
   const controls = document.getElementById('beam-controls'), tree = document.getElementById('beam-tree');
