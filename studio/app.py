@@ -317,7 +317,9 @@ NAMES_JS = """() => {
   const name = () => {
     document.querySelectorAll('.gradio-container fieldset').forEach((set) => {
       set.dataset.group = set.dataset.group || 'studio-group-' + (groups++);
-      set.querySelectorAll('input[type=radio]').forEach((r) => { if (r.name !== set.dataset.group) r.name = set.dataset.group; });
+      set.querySelectorAll('input[type=radio]').forEach((r) => {
+        if (r.name !== set.dataset.group) r.name = set.dataset.group;
+      });
       const info = set.querySelector('[data-testid=block-info]');
       if (info && !set.hasAttribute('aria-labelledby')) {
         info.id = info.id || set.dataset.group + '-label';
@@ -559,8 +561,8 @@ def main(argv: list[str] | None = None) -> None:
     demo = build_app(registry, selected, args.checkpoints_dir, args.public)
     try:
         demo.queue(max_size=QUEUE_SIZE, default_concurrency_limit=DEFAULT_CONCURRENCY, status_update_rate=1).launch(
-            server_name=args.host, server_port=args.port, share=args.share, css=CSS, js=page_js(), theme=THEME, show_error=False,
-            max_file_size=MAX_UPLOAD_BYTES)
+            server_name=args.host, server_port=args.port, share=args.share, css=CSS, js=page_js(), theme=THEME,
+            show_error=False, max_file_size=MAX_UPLOAD_BYTES)
     except OSError as exc:  # the port is taken, or the host is not an address of this machine
         reason = str(exc).split(". ")[0]  # Gradio goes on about launch() parameters
         sys.exit(f"error: cannot serve on {args.host}:{args.port}: {reason}; choose another --port or --host")
