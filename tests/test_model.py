@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from core import ModelConfig, Transformer, sinusoidal_encoding
+from core.model import Residual
 from core.config import PRESETS
 
 V = 40
@@ -227,6 +228,64 @@ def test_head_ablation_changes_output_and_switches_back():
     with pytest.raises(ValueError, match="head"):
         with model.heads_off({"cross": {0: [9]}}):
             pass
+
+
+def test_head_ablation_masks_exactly_the_heads_named():
+    model = tiny()
+    with model.heads_off({"cross": {0: [0, 1, 2, 3]}, "encoder": {1: [2]}}):
+        masks = {stack: [None if m.head_mask is None else m.head_mask.tolist() for m in modules]
+                 for stack, modules in model.attention_modules().items()}
+    assert masks == {"encoder": [None, [1.0, 1.0, 0.0, 1.0]], "decoder": [None, None],
+                     "cross": [[0.0, 0.0, 0.0, 0.0], None]}
+    assert all(m.head_mask is None for modules in model.attention_modules().values() for m in modules)
+
+
+def test_attention_maps_come_in_layer_order():
+    """Layer 1's encoder self-attention recomputed from its own projections of the embeddings
+    (eq. 1, post-norm: the first layer reads the embeddings as they are)."""
+    model = tiny()
+    src, tgt = batch([6]), batch([5], seed=7)
+    _, attention = model(src, tgt, return_attention=True)
+    h, d_k = model.config.n_heads, model.config.d_model // model.config.n_heads
+    x = model._embed(src, model.src_embed)
+    q, k, _ = (t.view(1, -1, h, d_k).transpose(1, 2)
+               for t in model.encoder_layers[0].self_attn.qkv_proj(x).split(model.config.d_model, dim=-1))
+    expected = torch.softmax(q @ k.transpose(-1, -2) / math.sqrt(d_k), dim=-1)
+    torch.testing.assert_close(attention["encoder"][0], expected, atol=1e-5, rtol=1e-4)
+    assert not torch.allclose(attention["encoder"][1], expected, atol=1e-3)
+
+
+def test_embeddings_go_through_dropout_in_training():
+    """Section 5.4: dropout on the sums of the embeddings and the positional encodings."""
+    model = tiny(dropout=0.3).train()
+    seen = []
+    model.embed_dropout.register_forward_hook(lambda module, inputs, output: seen.append((inputs[0], output)))
+    model(batch([30] * 8), batch([30] * 8, seed=3))
+    x, out = seen[0]
+    dropped = out.eq(0) & x.ne(0)
+    assert 0.25 < dropped.float().mean() < 0.35
+    torch.testing.assert_close(out[~dropped], x[~dropped] / 0.7)
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_residual_connection_and_norm_order(norm_first):
+    """Post-norm: LayerNorm(x + Sublayer(x)) (section 3.1); pre-norm: x + Sublayer(LayerNorm(x))."""
+    torch.manual_seed(0)
+    residual = Residual(16, dropout=0.0, norm_first=norm_first)
+    residual.norm.weight.data.uniform_(0.5, 1.5)  # not the identity's ones and zeros
+    residual.norm.bias.data.uniform_(-0.5, 0.5)
+    x, sublayer = torch.randn(3, 16), torch.nn.Linear(16, 16)
+    out, _ = residual(x, lambda h: (sublayer(h),))
+    expected = x + sublayer(residual.norm(x)) if norm_first else residual.norm(x + sublayer(x))
+    torch.testing.assert_close(out, expected)
+
+
+def test_pre_norm_stacks_end_with_a_layer_norm():
+    model = tiny(norm_first=True)
+    with torch.no_grad():
+        memory = model.encode(batch([6, 6]))
+    # Normalised once more, it stays the same (the norm starts with gain 1 and bias 0).
+    torch.testing.assert_close(memory, model.encoder_norm(memory), atol=1e-4, rtol=1e-4)
 
 
 def test_tiny_model_overfits_sixteen_pairs():
