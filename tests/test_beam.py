@@ -11,6 +11,7 @@ import torch
 from _models import reverse_task, tiny_bundle
 from core.beam import BeamStepper
 from core.decoding import DecodeOptions, beam_search, length_penalty, translate_detailed
+from core.tokenizer import BOS_ID
 
 
 @pytest.fixture(scope="module")
@@ -68,6 +69,23 @@ def test_views_describe_each_step(bundle):
         previous = view
     assert len(previous.finished) == k and all(h.ids[-1] == 2 for h in previous.finished)
     assert previous.finished[0].tokens[:-1] == ["d", "c", "b", "a"]
+    # Early stopping: done once beam-many hypotheses finished, long before the maximum length.
+    assert previous.step < stepper.max_output - 10
+
+
+def test_each_hypothesis_shows_its_own_cross_attention(bundle):
+    """A hypothesis's attention at a step is what the decoder computed for its own prefix: the full
+    model run on that prefix gives the same weights in its last row."""
+    stepper = BeamStepper(bundle, "a b c d e", beam_size=3)
+    src = torch.tensor([stepper.source.ids])
+    while not stepper.done:
+        view = stepper.step()
+        for h in view.live + view.finished:
+            prefix = torch.tensor([[BOS_ID] + h.ids[:-1]])
+            with torch.no_grad():
+                _, attention = bundle.model(src, prefix, return_attention=True)
+            for mine, full in zip(h.cross_attention, attention["cross"], strict=True):
+                torch.testing.assert_close(mine, full[0, :, -1], atol=1e-5, rtol=1e-4)
 
 
 def test_back_reset_and_no_ops(bundle):
@@ -82,6 +100,7 @@ def test_back_reset_and_no_ops(bundle):
     end = stepper.run_to_end()
     assert stepper.done and stepper.step() is end
     assert stepper.reset() is stepper.view and stepper.view.step == 0 and not stepper.done
+    assert stepper.back().step == 0  # reset forgot the steps taken: nothing to rewind
     stepper.run_to_end()
     assert stepper.hypotheses() and [h.ids for h in stepper.view.finished] == [h.ids for h in end.finished]
 
@@ -93,6 +112,10 @@ def test_empty_and_unknown_input(bundle):
     odd = BeamStepper(bundle, "a ü b")
     assert "1 unknown piece mapped to <unk>: 'ü'" in odd.notices
     assert odd.run_to_end().finished
+
+
+def test_maximum_output_counts_the_source_with_its_eos(bundle):
+    assert BeamStepper(bundle, "a b c", max_len_a=1.0, max_len_b=0).max_output == 4
 
 
 def test_bad_options_raise(bundle):

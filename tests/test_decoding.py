@@ -203,6 +203,15 @@ def test_top_k_and_top_p_filters():
     assert torch.isfinite(filter_logits(tied, top_k=1, top_p=1.0)).sum() == 1  # k tokens, not every tie
 
 
+def test_max_output_length_is_a_times_the_source_plus_b():
+    """|source| counts the source's tokens and its <eos>, as the model reads them (section 6.1: input + 50)."""
+    assert max_output_length(5, DecodeOptions(max_len_a=2.0, max_len_b=3), 64) == (13, None)
+    assert max_output_length(5, DecodeOptions(), 64) == (55, None)
+    assert max_output_length(5, DecodeOptions(max_len_a=0.0, max_len_b=0), 64) == (1, None)  # eos at least
+    limit, notice = max_output_length(20, DecodeOptions(), 64)
+    assert limit == 63 and "70 clamped to 63 tokens" in notice
+
+
 def test_max_and_min_length(bundle):
     [short] = translate_detailed(bundle, ["a b c d e f"], max_len_a=0.0, max_len_b=3)
     assert len(short.ids) <= 2 and len(short.token_logprobs) == len(short.ids) + 1
@@ -304,7 +313,7 @@ def test_long_source_is_truncated_with_notice_and_warning(bundle):
     text = " ".join("abcdefghijkl"[i % 12] for i in range(40))
     [result] = translate_detailed(bundle, [text])
     assert "source truncated from 40 to 31 tokens" in result.notices[0]
-    assert len(result.source_tokens) == 32
+    assert len(result.source_tokens) == 32 and result.source_tokens[-1] == "<eos>"  # cut before its end mark
     with pytest.warns(UserWarning, match="source truncated"):
         translate(bundle, [text])
 
