@@ -1,0 +1,49 @@
+"""core.checkpoint: a checkpoint folder that is incomplete or does not match itself is refused by name."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from _models import tiny_bundle
+from core.checkpoint import load_checkpoint, save_checkpoint
+
+
+@pytest.fixture
+def saved(tmp_path):
+    save_checkpoint(tmp_path / "ckpt", tiny_bundle())
+    return tmp_path / "ckpt"
+
+
+def _edit_model_config(folder, **changes) -> None:
+    file = folder / "config.json"
+    config = json.loads(file.read_text())
+    config["model"].update(changes)
+    file.write_text(json.dumps(config))
+
+
+def test_a_saved_checkpoint_loads(saved):
+    assert load_checkpoint(saved).model.num_parameters() == tiny_bundle().model.num_parameters()
+
+
+def test_a_config_whose_layers_the_weights_lack_is_refused(saved):
+    # Pre-norm adds a LayerNorm after each stack: weights the file does not hold, which would
+    # otherwise start from their fresh initialisation without a word.
+    _edit_model_config(saved, norm_first=True)
+    with pytest.raises(ValueError, match=r"does not match config.json: missing \['decoder_norm.bias'"):
+        load_checkpoint(saved)
+
+
+def test_a_tokenizer_larger_than_the_model_vocabulary_is_refused(saved):
+    entries = tiny_bundle().tokenizer.vocab_size
+    _edit_model_config(saved, src_vocab_size=entries - 1, tgt_vocab_size=entries - 1)
+    with pytest.raises(ValueError, match=f"tokenizer.json has {entries} entries but the model's vocabulary is "
+                                         f"{entries - 1}/{entries - 1}"):
+        load_checkpoint(saved)
+
+
+@pytest.mark.parametrize("missing", ["model.safetensors", "tokenizer.json", "config.json"])
+def test_a_folder_without_one_of_the_files_is_not_a_checkpoint(saved, missing):
+    (saved / missing).unlink()
+    with pytest.raises(ValueError, match=f"is not a checkpoint: missing {missing}"):
+        load_checkpoint(saved)
