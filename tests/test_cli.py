@@ -55,7 +55,9 @@ def test_evaluate_prints_bleu_and_signature(run, capsys):
     assert train_cli.main(["evaluate", "--checkpoint", str(run / "final"), "--data", "synthetic:copy",
                            "--split", "test", "--limit", "20", "--method", "greedy"]) == 0
     out = capsys.readouterr().out
-    assert "BLEU = " in out and "nrefs:1" in out and "chrF = " in out
+    [bleu] = [line for line in out.splitlines() if line.startswith("BLEU = ")]
+    [chrf] = [line for line in out.splitlines() if line.startswith("chrF = ")]
+    assert "nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp" in bleu and "nc:6|nw:0" in chrf  # each with its signature
 
 
 def test_translate_stdin_to_stdout(run, capsys, monkeypatch):
@@ -448,8 +450,9 @@ def test_help_shows_defaults_of_zero(capsys):
 
 
 def test_resume_past_the_last_step_and_out_as_a_file_are_refused(run, capsys, tmp_path):
-    one_line_error(capsys, TRAIN + ["--out", str(run), "--resume", "--max-steps", "20"], "already at step 30",
-                   "larger --max-steps")
+    for steps in ("20", "30"):  # at the last step too: there is nothing left to train
+        one_line_error(capsys, TRAIN + ["--out", str(run), "--resume", "--max-steps", steps], "already at step 30",
+                       "larger --max-steps")
     (tmp_path / "notes.txt").write_text("")
     one_line_error(capsys, TRAIN + ["--out", str(tmp_path / "notes.txt")], "is a file; give a folder")
 

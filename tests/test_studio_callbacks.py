@@ -19,7 +19,7 @@ from core.decoding import translate_detailed
 from studio import app, bertviz_offline, plots
 from studio.registry import ModelRegistry
 from studio.tabs import attention, model_view, positional, translate
-from studio.text import guard, md, warn
+from studio.text import guard, info, md, warn
 from studio.widgets import Slider
 
 DEFAULTS = dict(method="beam", beam_size=4, alpha=0.6, max_extra=10, n_best=3, temperature=1.0, top_k=0,
@@ -441,10 +441,12 @@ def test_model_tab_draws_the_schedule_the_model_trained_with(registry):
 
 
 # ----- escaping and errors --------------------------------------------------------------------------
-def test_user_text_is_escaped_for_markdown_toasts_and_plots():
+def test_user_text_is_escaped_for_markdown_toasts_and_plots(capsys):
     assert md("<img src=x>*bold*") == "&lt;img src=x&gt;\\*bold\\*"
     with pytest.warns(UserWarning, match="&lt;b&gt;x"):
         warn("<b>x")
+    info("<b>ü")  # notices carry user text (unknown pieces); outside a request Gradio prints an info toast
+    assert capsys.readouterr().out == "&lt;b&gt;ü\n"
     fig = plots.token_probabilities(["<eos>", "a"], [-0.1, -2.0])
     assert list(fig.layout.xaxis.ticktext) == ["&lt;eos&gt;", "a"]
 
