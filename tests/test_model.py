@@ -280,6 +280,19 @@ def test_residual_connection_and_norm_order(norm_first):
     torch.testing.assert_close(out, expected)
 
 
+def test_residual_dropout_falls_on_the_sublayer_output_before_the_add():
+    """Section 5.4: dropout "to the output of each sub-layer, before it is added to the sub-layer input"."""
+    torch.manual_seed(0)
+    residual = Residual(16, dropout=0.5, norm_first=True).train()
+    x, sublayer = torch.randn(64, 16), torch.nn.Linear(16, 16)
+    out, _ = residual(x, lambda h: (sublayer(h),))
+    added = out - x  # the sub-layer's share: zero where dropped, scaled by 1/(1-p) where kept
+    full = sublayer(residual.norm(x)) / 0.5
+    kept = added.abs() > 1e-6
+    assert 0.4 < kept.float().mean() < 0.6
+    torch.testing.assert_close(added[kept], full[kept], atol=1e-5, rtol=1e-4)
+
+
 def test_pre_norm_stacks_end_with_a_layer_norm():
     model = tiny(norm_first=True)
     with torch.no_grad():
