@@ -37,8 +37,8 @@ UPLOAD_EXPECTED = ("The studio opens a .zip of a checkpoint folder, or the check
 # the selected tab's orange 2.8:1, slider ends, placeholders and hints in #bbbbc2 1.9:1, and box and
 # check-box borders next to invisible on the dark theme.
 THEME = gr.themes.Default().set(
-    button_primary_background_fill="*primary_700", button_primary_background_fill_hover="*primary_600",
-    button_primary_background_fill_dark="*primary_700", button_primary_background_fill_hover_dark="*primary_600",
+    button_primary_background_fill="*primary_700", button_primary_background_fill_hover="*primary_800",
+    button_primary_background_fill_dark="*primary_700", button_primary_background_fill_hover_dark="*primary_800",
     button_cancel_background_fill="#b91c1c", button_cancel_background_fill_hover="#dc2626",  # red 700, 600
     button_cancel_background_fill_dark="#b91c1c", button_cancel_background_fill_hover_dark="#dc2626",
     color_accent="*primary_700", body_text_color_subdued="*neutral_500", input_placeholder_color="*neutral_500",
@@ -46,12 +46,15 @@ THEME = gr.themes.Default().set(
     checkbox_border_color_dark="*neutral_500", input_border_color_dark="*neutral_500")
 CSS = """
 /* The accent (selected tab, slider) has one value for both themes: on the dark one, the lighter orange. */
-.dark { --color-accent: var(--primary-500); }
+:root .dark { --color-accent: var(--primary-500); }
 /* Keyboard focus shows on every control: Gradio's sliders, radio buttons and several boxes showed none. */
 /* (Important: the components' own "outline: none" rules load after this sheet.) */
-.gradio-container :is(input, textarea, button, select, [role=tab], [tabindex]):focus-visible {
+/* (Not table cells, tabindex -1: the table marks its selected cell its own way.) */
+.gradio-container :is(input, textarea, button, select, [role=tab],
+                      [tabindex]:not([tabindex="-1"])):focus-visible {
   outline: 3px solid #1d4ed8 !important; outline-offset: 2px; }
-.dark .gradio-container :is(input, textarea, button, select, [role=tab], [tabindex]):focus-visible {
+.dark .gradio-container :is(input, textarea, button, select, [role=tab],
+                            [tabindex]:not([tabindex="-1"])):focus-visible {
   outline-color: #93c5fd !important; }
 /* A box's ring inside its edge: the number boxes beside the sliders cut an outer one off. */
 .gradio-container :is(input:not([type=radio], [type=checkbox], [type=range]), textarea):focus-visible {
@@ -111,7 +114,7 @@ body.presenter .tab-wrapper button { font-size: 21px; font-weight: 700; color: #
 /* bertviz draws black on white in its sandboxed frame, which cannot see the page's theme: on the dark
    theme the frame is inverted and its hues turned back, so the background goes dark, the type light,
    and a weight's colour keeps its hue (a faint line fades into the background, as on white). */
-.dark iframe.bertviz { filter: invert(0.9) hue-rotate(180deg); border-color: #555 !important; }
+.dark iframe.bertviz { filter: invert(0.9) hue-rotate(180deg); border-color: #aaa !important; }  /* shows #5e5e5e */
 """
 # Attention tab, head ablation: a row of boxes per layer, a column per head (heads-N comes with the
 # choices), so narrow columns or presenter mode's large type never put "L2 H1" beside "L1 H4"; a
@@ -312,13 +315,13 @@ PAGE_PLOTS_JS = """() => {
 # - a group (radio or checkbox) is named by the label shown above it (its <fieldset> had no legend);
 # - a plot was an unnamed image read out as its tick labels; it is named by its figure's title.
 NAMES_JS = """() => {
-  let groups = 0;
-  const text = (html) => String(html || '').replace(/<br>/g, ' ').replace(/<[^>]+>/g, '').trim();
+  let groups = 0, queued = false;
   const name = () => {
+    queued = false;
     document.querySelectorAll('.gradio-container fieldset').forEach((set) => {
       set.dataset.group = set.dataset.group || 'studio-group-' + (groups++);
       set.querySelectorAll('input[type=radio]').forEach((r) => {
-        if (r.name !== set.dataset.group) r.name = set.dataset.group;
+        if (r.closest('fieldset') === set && r.name !== set.dataset.group) r.name = set.dataset.group;
       });
       const info = set.querySelector('[data-testid=block-info]');
       if (info && !set.hasAttribute('aria-labelledby')) {
@@ -327,7 +330,7 @@ NAMES_JS = """() => {
       }
     });
     document.querySelectorAll('.js-plotly-plot').forEach((gd) => {
-      const title = text(gd.layout && gd.layout.title && (gd.layout.title.text ?? gd.layout.title));
+      const title = (gd.querySelector('.gtitle')?.textContent || '').trim();  // as drawn: entities read as text
       if (title && gd.getAttribute('aria-label') !== title) {
         gd.setAttribute('role', 'img');
         gd.setAttribute('aria-label', title);
@@ -335,8 +338,10 @@ NAMES_JS = """() => {
     });
   };
   name();
-  new MutationObserver(name).observe(document.body, {subtree: true, childList: true, attributes: true,
-                                                     attributeFilter: ['name']});
+  // Once a frame at most: a plot's hover redraws its labels on every move of the pointer.
+  const schedule = () => { if (!queued) { queued = true; requestAnimationFrame(name); } };
+  new MutationObserver(schedule).observe(document.body, {subtree: true, childList: true, attributes: true,
+                                                         attributeFilter: ['name']});
 }"""
 
 
@@ -346,8 +351,11 @@ NAMES_JS = """() => {
 FOCUS_JS = """() => {
   let last = null;
   document.addEventListener('focusin', (event) => { last = event.target; });
+  // Focus given up by the user (a click on a plot) is theirs: only a button's own disabling hands it on.
+  document.addEventListener('focusout', (event) => { if (!event.target.disabled) last = null; });
   new MutationObserver(() => {
-    if (!last || !last.disabled || (document.activeElement && document.activeElement !== document.body)) return;
+    const lost = !document.activeElement || document.activeElement === document.body || document.activeElement === last;
+    if (!last || !last.disabled || !lost) return;
     const next = last.closest('.row')?.querySelector('button:not(:disabled)');
     if (next) next.focus({preventScroll: true});
   }).observe(document.body, {subtree: true, attributes: true, attributeFilter: ['disabled']});

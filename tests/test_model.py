@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from core import ModelConfig, Transformer, sinusoidal_encoding
-from core.model import Residual
 from core.config import PRESETS
+from core.model import Residual
 
 V = 40
 

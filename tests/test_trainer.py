@@ -14,8 +14,8 @@ from core.batching import encode_pairs
 from core.bundle import new_bundle
 from core.checkpoint import load_checkpoint, load_trainer_state
 from core.decoding import translate
-from core.schedule import learning_rate
 from core.evaluation import evaluate_bleu
+from core.schedule import learning_rate
 from core.tasks import make_task
 from core.trainer import TrainConfig, Trainer, TrainingStopped
 
@@ -75,7 +75,7 @@ def test_loss_is_label_smoothed_by_the_config():
 
 def test_steps_take_the_warm_up_rate():
     """Eq. 3's warm-up, at every step the optimizer takes (not only the schedule function)."""
-    trainer = make_trainer(warmup=20)
+    trainer = make_trainer()  # warm-up 20 steps
     for step in range(1, 6):
         event = trainer.step()
         expected = learning_rate(step, schedule="noam", d_model=trainer.model.config.d_model, warmup=20,
@@ -198,7 +198,6 @@ def test_bad_train_config_names_the_field(field, value):
 
 def test_tiny_model_learns_reverse_to_95_percent_exact_match():
     """The lecture promise: the tiny preset learns `reverse` within a fixed step budget."""
-
     corpus = make_task("reverse", seed=0)
     torch.manual_seed(0)
     bundle = new_bundle(corpus.train, "tiny", vocab_size=100, tokenizer_kind="word")
@@ -213,7 +212,6 @@ def test_tiny_model_learns_reverse_to_95_percent_exact_match():
 
 
 def test_learning_rate_schedules_follow_eq_3_and_fairseq():
-
     noam = lambda step: learning_rate(step, schedule="noam", d_model=512, warmup=4000, factor=1.0, peak_lr=0.0)
     assert noam(4000) == pytest.approx(512 ** -0.5 * 4000 ** -0.5)  # the peak, ~7.0e-4
     assert noam(1000) == pytest.approx(noam(4000) / 4)  # linear warm-up

@@ -35,12 +35,8 @@ SETTINGS_CHANGED = ("*Settings changed: Step or Run to end starts a new search w
 
 
 # On a short screen (a projector at 1280x720) the tree starts below the bottom edge: after a step,
-# bring the buttons to the top of the window with the tree right under them (not when there was nothing
-# to search: the page scrolled the empty sentence box away, and the toast covered the buttons).
+# bring the buttons to the top of the window with the tree right under them.
 SHOW_TREE_JS = """() => {
-  // Nothing to search (the warning says so): the sentence box keeps its place on screen, with the focus.
-  const box = document.querySelector('#beam-source textarea, #beam-source input');
-  if (box && !box.value.trim()) { box.focus(); return; }
   // Enter in the sentence box took this step: the arrow keys step on from here, not in the box.
   if (document.activeElement?.closest('#beam-source')) document.activeElement.blur();
   const controls = document.getElementById('beam-controls'), tree = document.getElementById('beam-tree');
@@ -48,6 +44,12 @@ SHOW_TREE_JS = """() => {
     controls.scrollIntoView({block: 'start', behavior: 'smooth'});
   }
 }"""
+# Step and Run to end with nothing to search: the warning says so, and the sentence box keeps its place
+# on screen, with the focus (the page scrolled it away, and the toast covered the buttons). Back and
+# Reset walk a search already shown, box empty or not.
+SEARCH_JS = SHOW_TREE_JS.replace("() => {", """() => {
+  const box = document.querySelector('#beam-source textarea, #beam-source input');
+  if (box && !box.value.trim()) { box.focus(); return; }""", 1)
 
 # The arrow keys step the search while the tree fills the screen and its buttons have scrolled away:
 # → Step, ← Back; in presenter mode a clicker's Page Down / Page Up too (what most send). Only with this
@@ -374,7 +376,7 @@ def build(shell: Shell, translated: gr.State, tab: gr.Tab) -> None:
     for button, action in ((step, "step"), (back, "back"), (run, "run"), (reset, "reset")):
         triggers = [button.click, source.submit] if action == "step" else [button.click]
         gr.on(triggers, guard(partial(act_and_render, action, shell.registry)), inputs=[search, choice, *settings],
-              outputs=[search, *shown], **HEAVY).then(None, js=SHOW_TREE_JS)
+              outputs=[search, *shown], **HEAVY).then(None, js=SEARCH_JS if action in ("step", "run") else SHOW_TREE_JS)
     choice.input(guard(attention_figure), inputs=[search, choice], outputs=attention)
     # New settings start a new search on the next Step (see _current): offer Step and Run again
     # even when the last search had finished. The beam size box: typed in only (.input), since
