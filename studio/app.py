@@ -313,7 +313,10 @@ PAGE_PLOTS_JS = """() => {
 # - a radio group's buttons each had a name of their own ("radio-1", "radio-2"), so the arrow keys did not
 #   move between a group's options and each was a Tab stop; they get their group's one name;
 # - a group (radio or checkbox) is named by the label shown above it (its <fieldset> had no legend);
-# - a plot was an unnamed image read out as its tick labels; it is named by its figure's title.
+# - a plot was an unnamed image read out as its tick labels; it is named by its figure's title;
+# - a text that answers an action (class "announce": the beam search's step, the Translate tab's notices)
+#   is a polite live region, read out when it changes (Gradio gives the class to the block and to the
+#   text inside; only the block is made live, so nothing is read twice).
 NAMES_JS = """() => {
   let groups = 0, queued = false;
   const name = () => {
@@ -329,6 +332,7 @@ NAMES_JS = """() => {
         set.setAttribute('aria-labelledby', info.id);
       }
     });
+    document.querySelectorAll('.block.announce:not([aria-live])').forEach((e) => e.setAttribute('aria-live', 'polite'));
     document.querySelectorAll('.js-plotly-plot').forEach((gd) => {
       const title = (gd.querySelector('.gtitle')?.textContent || '').trim();  // as drawn: entities read as text
       if (title && gd.getAttribute('aria-label') !== title) {

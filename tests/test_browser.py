@@ -146,6 +146,7 @@ def test_studio_in_headless_chromium(studio):
         assert step.is_disabled()
         # Run to end disabled itself: the keyboard focus went to the row's first enabled button, not the page.
         page.wait_for_function("document.activeElement && document.activeElement.id === 'beam-back'", timeout=5000)
+        assert page.locator("#tab-beam .announce[aria-live=polite]").count() == 1  # each step is read out
         page.screenshot(path=shots / "3-beam.png", full_page=True)
 
         for n, (tab, key, plots) in enumerate([("Positional encoding", "positional", 3), ("Model", "model", 3)], 4):

@@ -357,7 +357,7 @@ def build(shell: Shell, translated: gr.State, tab: gr.Tab) -> None:
         run = gr.Button("Run to end")
         reset = gr.Button("Reset")
     notices = gr.Markdown()  # input notices (truncated, unknown characters, beam size) stay on the page
-    explanation = gr.Markdown("*Nothing searched yet.*")
+    explanation = gr.Markdown("*Nothing searched yet.*", elem_classes="announce")  # read out at each step
     tree = gr.Plot(label="Search tree", elem_id="beam-tree")
     hyp_table = gr.Dataframe(headers=TABLE_HEADERS, datatype=["str", "number", "number", "str"],
                              label="Hypotheses at this step (live: still growing; finished: ended with <eos>)",

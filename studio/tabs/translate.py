@@ -163,7 +163,7 @@ def build(shell: Shell):
             # The result right under the button: on a projector (presenter mode, large type) the
             # audience sees it without scrolling.
             output = gr.Textbox(label="Translation", lines=2, interactive=False)
-            notices = gr.Markdown()
+            notices = gr.Markdown(elem_classes="announce")
             examples = gr.Dataset(components=[source], samples=[[""]], label="Examples (click one)",
                                   samples_per_page=8, elem_id="translate-examples")
         with gr.Column(scale=2):
