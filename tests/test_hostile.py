@@ -121,6 +121,17 @@ def test_model_safetensors_that_is_a_pickle_is_refused(tmp_path, shipped, regist
     assert not (tmp_path / "PWNED").exists()
 
 
+def test_uploads_kept_in_memory_are_capped_and_their_names_bounded(shipped, registry, toasts):
+    # The name comes from the uploaded config.json: cut to 64 characters, control characters out.
+    config = json.loads((shipped / "config.json").read_text())
+    (shipped / "config.json").write_text(json.dumps(config | {"name": "\x00" + "x" * 500}))
+    for _ in range(limits.MAX_UPLOADED_MODELS + 1):
+        app.open_checkpoint(registry, [str(p) for p in shipped.iterdir()], MODEL)
+    base = "x" * (limits.MAX_NAME_CHARS - 1)  # the NUL became a space, stripped
+    kept = [f"{base} ({n})" for n in range(2, limits.MAX_UPLOADED_MODELS + 2)]  # the first upload was dropped
+    assert registry.names() == [MODEL] + kept and registry.uploaded == kept
+
+
 def test_weights_holding_nan_and_unknown_devices_are_refused_by_name(shipped):
     from safetensors.torch import load_file, save_file
 

@@ -186,7 +186,8 @@ def test_a_translation_goes_when_another_model_is_picked(registry):
 def test_seed_box_empty_is_random_and_bad_seeds_are_named():
     assert translate.parse_seed("") is None and translate.parse_seed(None) is None
     assert translate.parse_seed(" 7 ") == 7 and translate.parse_seed(7) == 7
-    for bad in ("-1", "1.5", "seven", "9" * 40):
+    assert translate.parse_seed(str(2 ** 63 - 1)) == 2 ** 63 - 1  # torch's seeds: [0, 2^63)
+    for bad in ("-1", "1.5", "seven", "9" * 40, str(2 ** 63)):
         with pytest.raises(ValueError, match="seed must be"):
             translate.parse_seed(bad)
     demo = app.build_app(studio_registry())
@@ -245,6 +246,8 @@ def test_attention_maps_cover_every_layer_and_head(registry, current):
         assert "layer 2, head 3" in big.layout.title.text and big.data[0].z.shape == (q, k)
         grid, big = attention.figures(analysis, label, True, 9, 9)  # out-of-range sliders are clamped
         assert grid.data[0].z.shape[1] == k and "layer 2, mean" in big.layout.title.text
+        grid, big = attention.figures(analysis, label, False, 2, c.n_heads + 1)  # a head past the last: the last
+        assert f"layer 2, head {c.n_heads}" in big.layout.title.text
     assert attention.show(registry, translate.Current())[0] is None
 
 
@@ -362,6 +365,7 @@ def test_positional_plots_say_d_model_was_rounded_and_tick_whole_positions():
     heatmap, curves, similarity = positional.render(13, 2, [0, 1])
     assert heatmap.data[0].z.shape == (2, 12) and "d_model 13 rounded down to even" in heatmap.layout.title.text
     assert "rounded" not in positional.render(12, 2, [0])[0].layout.title.text
+    assert [t.name for t in positional.render(12, 2, [12])[1].data] == ["dim 0 (sin)", "dim 1 (cos)"]  # 12: none
     # Two positions: plotly would tick 0, 0.5, 1; one tick per position instead (plenty: its own choice).
     for axis in (heatmap.layout.yaxis, curves.layout.xaxis, similarity.layout.xaxis, similarity.layout.yaxis):
         assert axis.dtick == 1 and axis.title.text == "position"

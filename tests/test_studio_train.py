@@ -205,9 +205,16 @@ def test_corpus_paths_outside_the_data_folders_are_refused(tmp_path):
     roots = (data,)
     assert training.corpus_path_spec(str(data / "corpus"), roots) == f"files:{data / 'corpus'}"
     assert training.corpus_path_spec(f"{data}/pairs.tsv.gz:en-de", roots) == f"files:{data}/pairs.tsv.gz:en-de"
-    for bad in ("../../etc/passwd", "/etc/passwd", str(data / "escape" / "passwd"), f"{data}/../x.tsv", ""):
+    (tmp_path / "data-evil").mkdir()
+    (tmp_path / "data-evil" / "x.tsv").write_text("a\tb\n")
+    for bad in ("../../etc/passwd", "/etc/passwd", str(data / "escape" / "passwd"), f"{data}/../x.tsv", "",
+                str(tmp_path / "data-evil" / "x.tsv")):  # a sibling whose name begins with the folder's: outside
         with pytest.raises(ValueError):
             training.corpus_path_spec(bad, roots)
+    (tmp_path / "up2").mkdir()
+    (tmp_path / "up2" / "pairs.tsv").write_text("a\tb\n")
+    with pytest.raises(ValueError, match="not uploaded through the studio"):
+        training.uploaded_tsv_spec(str(tmp_path / "up2" / "pairs.tsv"), root=tmp_path / "up")
     assert training.corpus_path_spec("../shared/data/multi30k") == f"files:{training.ROOT.parent}/shared/data/multi30k"
 
 
