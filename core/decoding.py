@@ -155,6 +155,14 @@ class Translation:
     source_tokens: list[str]         # the source as fed to the encoder, "<eos>" included
     notices: list[str] = field(default_factory=list)  # what was done to the input, in words
 
+    @property
+    def confidence(self) -> float:
+        """The geometric mean of the output tokens' probabilities (eos included), exp(mean log-prob):
+        how sure the model was of what it wrote, whatever the length. NaN when nothing was decoded."""
+        if not self.token_logprobs:
+            return math.nan
+        return math.exp(sum(self.token_logprobs) / len(self.token_logprobs))
+
 
 # ----- sources -----------------------------------------------------------------------------
 @dataclass

@@ -153,6 +153,15 @@ def test_beam_n_best_and_scores(bundle, sentences):
         assert result.source_tokens[-1] == "<eos>"
 
 
+def test_confidence_is_the_geometric_mean_token_probability(bundle, sentences):
+    for result in translate_detailed(bundle, sentences[:3], DecodeOptions(method="greedy")):
+        probabilities = [math.exp(lp) for lp in result.token_logprobs]
+        assert result.confidence == pytest.approx(math.prod(probabilities) ** (1 / len(probabilities)))
+        assert 0 < result.confidence <= 1
+    empty = translate_detailed(bundle, ["   "], DecodeOptions())[0]
+    assert math.isnan(empty.confidence)
+
+
 def test_beam_wider_than_half_the_vocabulary(bundle):
     vocab = bundle.tokenizer.vocab_size  # 16: fewer than 2·beam candidates exist at the first step
     [result] = translate_detailed(bundle, ["a b c"], beam_size=vocab - 4, n_best=3)

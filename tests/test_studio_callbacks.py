@@ -3,6 +3,7 @@ Attention, Positional encoding and Model tabs, bad input, escaping."""
 from __future__ import annotations
 
 import html
+import math
 import re
 import zipfile
 
@@ -15,7 +16,7 @@ import torch
 
 from _studio import SENTENCES, studio_bundle, studio_registry, toasts  # noqa: F401 (a fixture)
 from core.checkpoint import save_checkpoint
-from core.decoding import translate_detailed
+from core.decoding import Translation, translate_detailed
 from studio import app, bertviz_offline, plots
 from studio.registry import ModelRegistry
 from studio.tabs import attention, model_view, positional, translate
@@ -170,6 +171,29 @@ def test_more_n_best_than_the_beam_holds_is_said(registry, toasts):
     assert len(said) == 1 and said[0].endswith("16 asked") and "n\\-best shown: 2" in notes  # and on the page
     assert "n\\-best" not in run_translate(registry, SENTENCES[0], beam_size=4, n_best=4)[3]
 
+
+def test_an_unsure_translation_says_so(toasts):
+    """English given to the shipped De→En model comes out as fluent nonsense: a notice says the model was
+    unsure and asks whether the sentence is in its source language. German gets none; nor does sampling."""
+    registry = ModelRegistry()  # the shipped checkpoints
+
+    def notes(text, method="beam"):
+        return translate.translate(registry, "multi30k-de-en-small", text, method, 4, 0.6, 50, 4, 1.0, 0, 1.0, "1")[3]
+
+    for method in ("beam", "greedy"):
+        said = notes("Two children play on the beach with a ball.", method)
+        assert "unsure of this translation" in said and "source language \\(de\\)" in said
+        assert "unsure" not in notes("Zwei Kinder spielen am Strand mit einem Ball.", method)
+    assert "unsure" not in notes("Two children play on the beach with a ball.", "sample")
+    assert any(t.startswith("The model is unsure") for t in toasts)
+
+
+def test_the_unsure_notice_starts_below_its_threshold():
+    bundle = studio_bundle()
+    for p, expected in ((translate.LOW_CONFIDENCE - 0.01, 1), (translate.LOW_CONFIDENCE + 0.01, 0)):
+        t = Translation("x", [5], ["x"], [math.log(p)] * 2, 0.0, [], ["<eos>"])
+        assert len(translate.unsure(t, bundle)) == expected
+    assert translate.unsure(Translation("", [], [], [], 0.0, [], ["<eos>"]), bundle) == []  # nothing decoded
 
 def test_a_translation_goes_when_another_model_is_picked(registry):
     assert all(v == gr.skip() for v in translate.model_changed(registry, "studio-tiny", translate.Current()))
