@@ -70,6 +70,12 @@ CSS = """
 @font-face { font-family: "Source Sans Pro"; font-weight: 700; font-style: normal;
   src: url("static/fonts/SourceSansPro/SourceSansPro-Bold.woff2") format("woff2"); }
 .status-line p { margin: 0; }
+/* Notices rise from the bottom right: at the top right they covered the header's model summary and the
+   presenter-mode switch for 5-10 s, just when the presenter reached for them. */
+.toast-wrap { top: auto !important; bottom: var(--size-4) !important; }
+/* Read out, not shown (a live region must stay on the page: Gradio's visible=False removes it). */
+.visually-hidden { position: absolute !important; width: 1px; height: 1px; overflow: hidden;
+  clip-path: inset(50%); white-space: nowrap; border: 0 !important; padding: 0 !important; }
 /* Gradio draws a disabled Start or Stop in nearly its enabled colours: on a projector nobody could
    tell which of the Train tab's buttons act. */
 button:disabled { opacity: 0.35; cursor: not-allowed; }
@@ -299,6 +305,11 @@ PAGE_PLOTS_JS = """() => {
       };
       P.studioPageReact = true;
     }
+    document.querySelectorAll('[data-testid=reset-button]').forEach((b) => {  // each was "Reset to default value"
+      const label = (b.closest('.block')?.querySelector('[data-testid=block-info]')?.textContent || '').trim();
+      const named = label ? 'Reset ' + label + ' to its default' : 'Reset to default value';
+      if (b.getAttribute('aria-label') !== named) b.setAttribute('aria-label', named);
+    });
     document.querySelectorAll('.js-plotly-plot').forEach((gd) => {
       if (gd.layout && apply(gd.layout)) P.react(gd, gd.data, gd.layout);
     });
@@ -313,6 +324,7 @@ PAGE_PLOTS_JS = """() => {
 # - a radio group's buttons each had a name of their own ("radio-1", "radio-2"), so the arrow keys did not
 #   move between a group's options and each was a Tab stop; they get their group's one name;
 # - a group (radio or checkbox) is named by the label shown above it (its <fieldset> had no legend);
+# - a slider's reset button (↺) was "Reset to default value", the same for every slider; it names its slider;
 # - a plot was an unnamed image read out as its tick labels; it is named by its figure's title;
 # - a text that answers an action (class "announce": the beam search's step, the Translate tab's notices)
 #   is a polite live region, read out when it changes (Gradio gives the class to the block and to the

@@ -49,7 +49,14 @@ def _inert_script(match: re.Match) -> str:
     return match.group(1) + match.group(2).replace("</", "<\\/").replace("<!--", "<\\!--") + match.group(3)
 
 
+# bertviz's selects stand beside plain text ("Layer:"), not in labels: a screen reader named neither.
+_SELECT_NAMES = {'<select id="layer">': '<select id="layer" aria-label="Layer">',
+                 '<select id="filter">': '<select id="filter" aria-label="Attention stack">'}
+
+
 def _page(view_html: str) -> str:
+    for select, named in _SELECT_NAMES.items():
+        view_html = view_html.replace(select, named, 1)
     body, found = _SCRIPT.subn(_inert_script, _CDN_CONFIG.sub("", _CDN_TAG.sub("", view_html), count=1))
     if not found:
         raise RuntimeError("bertviz's HTML changed shape: no trailing inline script found")

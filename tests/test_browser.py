@@ -94,6 +94,18 @@ def test_studio_in_headless_chromium(studio):
         page.wait_for_function("document.querySelector('#tab-translate input[value=beam]').checked", timeout=5000)
         assert page.get_by_role("group", name="Decoding").count() == 1
         assert page.get_by_role("img", name="Probability of each output token").count() == 1
+        # The translation is read out as it arrives, and each slider's reset button names its slider.
+        spoken = page.locator("#tab-translate .announce.visually-hidden[aria-live=polite]")
+        assert spoken.inner_text().strip() == "Translation: " + page.get_by_label("Translation").input_value()
+        assert page.get_by_role("button", name="Reset beam size to its default").count() == 1
+        # A notice rises from the bottom right, clear of the header's model summary and presenter switch.
+        page.get_by_label("Source sentence").fill("   ")
+        page.get_by_role("button", name="Translate", exact=True).click()
+        toast = page.get_by_text("Type a sentence (or click an example) to translate.")
+        toast.wait_for(timeout=10000)
+        assert toast.bounding_box()["y"] > page.viewport_size["height"] / 2
+        page.locator("#tab-translate").get_by_text(SENTENCES[0], exact=True).click()  # the Attention tab's sentence
+        page.wait_for_function("document.querySelector('#tab-translate textarea[disabled]').value !== ''", timeout=20000)
 
         # Attention: grid and large head follow the translation; bertviz renders in its iframe.
         page.get_by_role("tab", name="Attention").click()

@@ -504,6 +504,15 @@ def test_bertviz_views_open_on_the_stack_asked_for():
         assert '"default_filter": "0"' in html.unescape(view({"encoder": maps}, list("abc"), list("xyz")))
 
 
+def test_bertviz_selects_are_named_for_screen_readers():
+    maps = [torch.rand(1, 2, 3, 3)]
+    head = html.unescape(bertviz_offline.head_view({"encoder": maps, "cross": maps}, list("abc"), list("xyz")))
+    assert '<select id="layer" aria-label="Layer">' in head
+    for view in (bertviz_offline.head_view, bertviz_offline.model_view):
+        page = html.unescape(view({"encoder": maps, "cross": maps}, list("abc"), list("xyz")))
+        assert '<select id="filter" aria-label="Attention stack">' in page
+        assert re.findall(r"<select id=\"(?![^>]*aria-label)[^>]*>", page) == []  # (jQuery's code holds bare ones)
+
 def test_sliders_clamp_typed_values_and_attention_ranges_follow_the_picked_model(registry):
     layer = Slider(1, 3, value=1, step=1)
     assert (layer.preprocess(6), layer.preprocess(-2), layer.preprocess(2), layer.preprocess(None)) == (3, 1, 2, 1)

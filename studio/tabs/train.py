@@ -432,7 +432,7 @@ def build(shell: Shell, job: TrainingJob) -> None:
                     f"starts a run can pause, resume, stop or save it, while it stays open (closed or reloaded, "
                     f"it leaves the run to everyone); a run ends {PUBLIC_MAX_MINUTES:.0f} minutes after it starts, "
                     f"and models have at most {PUBLIC_MAX_PARAMETERS / 1e6:.0f}M parameters.*")
-    outcome = gr.Markdown()  # a refused start, a saved checkpoint
+    outcome = gr.Markdown(elem_classes="announce")  # a refused start, a saved checkpoint: read out
     download = gr.DownloadButton(visible=False)
     # Below the buttons, which stay on screen; it folds away once a run starts, so the curves
     # come up where the set-up was.

@@ -164,6 +164,10 @@ def examples_update(registry, name: str | None) -> gr.Dataset:
     return gr.Dataset(samples=[[s] for s in samples] or [[""]], visible=bool(samples), label=label)
 
 
+def spoken_translation(text: str) -> str:
+    return f"Translation: {md(text)}" if text else ""
+
+
 def method_visibility(method: str):
     """Beam controls for beam search, sampling controls for sampling."""
     return gr.Group(visible=method == "beam"), gr.Group(visible=method == "sample")
@@ -182,6 +186,8 @@ def build(shell: Shell):
             # The result right under the button: on a projector (presenter mode, large type) the
             # audience sees it without scrolling.
             output = gr.Textbox(label="Translation", lines=2, interactive=False)
+            # A screen reader reads the translation out when it arrives (a box's new value is not).
+            spoken = gr.Markdown(elem_classes=["announce", "visually-hidden"])
             notices = gr.Markdown(elem_classes="announce")
             examples = gr.Dataset(components=[source], samples=[[""]], label="Examples (click one)",
                                   samples_per_page=8, elem_id="translate-examples")
@@ -209,6 +215,7 @@ def build(shell: Shell):
     gr.on([go.click, source.submit], run, inputs=inputs, outputs=outputs, api_name="translate", **HEAVY)
     examples.click(lambda sample: sample[0], inputs=examples, outputs=source).then(run, inputs=inputs, outputs=outputs,
                                                                                    **HEAVY)
+    output.change(spoken_translation, inputs=output, outputs=spoken, show_progress="hidden")
     method.change(method_visibility, inputs=method, outputs=[beam_group, sample_group])
     gr.on([shell.demo.load, shell.model_key.change], guard(partial(examples_update, shell.registry)),
           inputs=shell.model, outputs=examples)
