@@ -272,7 +272,9 @@ PAGE_PLOTS_JS = """() => {
     keys.forEach((key) => { target = target[key] = target[key] || {}; });
     target[last] = value;
   };
-  const apply = (layout) => {  // true if the layout changed
+  // A path "data[i]...." is trace i's attribute, any other the layout's.
+  const root = (path, layout, data) => (path.startsWith('data[') ? {data} : layout);
+  const apply = (layout, data) => {  // true if the figure changed
     if (!layout) return false;
     let changed = false;
     Object.entries(kinds).forEach(([kind, {on, changes}]) => {
@@ -283,11 +285,11 @@ PAGE_PLOTS_JS = """() => {
         if (!paths) return;
         was[kind] = {};
         Object.entries(paths).forEach(([path, value]) => {
-          was[kind][path] = get(layout, path) ?? null;  // null: plotly's default
-          put(layout, path, value);
+          was[kind][path] = get(root(path, layout, data), path) ?? null;  // null: plotly's default
+          put(root(path, layout, data), path, value);
         });
       } else {
-        Object.entries(was[kind]).forEach(([path, value]) => put(layout, path, value));
+        Object.entries(was[kind]).forEach(([path, value]) => put(root(path, layout, data), path, value));
         delete was[kind];
       }
       changed = true;
@@ -300,7 +302,7 @@ PAGE_PLOTS_JS = """() => {
     if (!P.studioPageReact) {
       const react = P.react;
       P.react = function (gd, data, layout, config) {
-        apply(layout);
+        apply(layout, data);
         return react.call(this, gd, data, layout, config);
       };
       P.studioPageReact = true;
@@ -311,7 +313,7 @@ PAGE_PLOTS_JS = """() => {
       if (b.getAttribute('aria-label') !== named) b.setAttribute('aria-label', named);
     });
     document.querySelectorAll('.js-plotly-plot').forEach((gd) => {
-      if (gd.layout && apply(gd.layout)) P.react(gd, gd.data, gd.layout);
+      if (gd.layout && apply(gd.layout, gd.data)) P.react(gd, gd.data, gd.layout);
     });
   };
   new MutationObserver(check).observe(document.body, {subtree: true, childList: true});

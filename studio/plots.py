@@ -63,7 +63,7 @@ def _layout(fig: go.Figure, title: str, height: int, **kwargs) -> go.Figure:
 
 # ----- on a phone ---------------------------------------------------------------------------
 # A figure cannot know the width it will be drawn at, so a figure that needs another layout on a
-# phone carries it, as plotly attribute paths, in layout.meta["narrow"]: the page's script
+# phone carries it, as plotly attribute paths ("data[i]." for a trace's), in layout.meta["narrow"]: the page's script
 # (app.PAGE_PLOTS_JS) applies them before drawing when the page is narrower than NARROW_PX: a phone, and
 # also a laptop's 1366 px at 200% zoom (683 px), where the wide layouts cut their titles off.
 NARROW_PX = 800
@@ -384,6 +384,7 @@ def beam_tree(nodes: Sequence[dict], current_step: int, best: tuple | None = Non
             legendrank=list(NODE_STYLE).index(status),
             mode="markers" if status == "pruned" else "markers+text",  # pruned: token on hover only
             text=[label(n["token"]) for n in group], textposition="top center", textfont=dict(size=13),
+            cliponaxis=False,  # the root's "<bos>" reaches past step 0's half-step into the margin
             marker=marker,
             customdata=[[hover_text(n["token"]), n["token_logprob"], n["logprob"], n["score"]] for n in group],
             hovertemplate=("%{customdata[0]}<br>log p(token) %{customdata[1]:.3f}<br>cumulative log p "
@@ -411,9 +412,15 @@ def beam_tree(nodes: Sequence[dict], current_step: int, best: tuple | None = Non
     title = f"Search tree ({shown}{note})"
     _layout(fig, title, int(min(2600, max(380, 160 + 32 * (bottom - top)))), margin=dict(l=30, r=30, t=100, b=60),
             legend=dict(orientation="h", x=0, y=1, yanchor="bottom"))
-    # On a phone the legend takes two columns, three rows under the title's lines.
+    # On a phone the legend takes two columns, three rows under the title's lines. A step is ~25 px
+    # wide there, less than a word: words alternate above (even steps) and below (odd) their markers,
+    # in smaller type, and rows lie further apart to hold a word on each side.
+    words = {f"data[{i}].{path}": value for i, trace in enumerate(fig.data) if trace.mode == "markers+text"
+             for path, value in (("textposition", ["top center" if step % 2 == 0 else "bottom center"
+                                                   for step in trace.x]), ("textfont.size", 11))}
     narrow(fig, **{"legend.entrywidth": 0.5, "legend.entrywidthmode": "fraction",
-                   "margin.t": title_room(title) + 3 * LINE_PX + 10})
+                   "margin.t": title_room(title) + 3 * LINE_PX + 10, "height": int(fig.layout.height * 1.5),
+                   **words})
     return fig
 
 

@@ -178,6 +178,14 @@ def test_word_start_marker_is_drawn_as_a_visible_space():
     named = [t for t in tree.data if t.name]
     assert [t.name for t in sorted(named, key=lambda t: t.legendrank)] == ["start", "kept (live)", "pruned"]
     assert named[0].name == "pruned"  # drawn first, under the words
+    # On a phone a step is narrower than a word: words alternate above and below, rows further apart.
+    phone = tree.layout.meta["narrow"]
+    worded = [i for i, t in enumerate(tree.data) if t.mode == "markers+text"]
+    assert worded and phone["height"] == int(1.5 * tree.layout.height)
+    for i in worded:
+        assert phone[f"data[{i}].textposition"] == ["top center" if step % 2 == 0 else "bottom center"
+                                                    for step in tree.data[i].x]
+        assert phone[f"data[{i}].textfont.size"] < tree.data[i].textfont.size
 
 
 def test_example_picker_offers_the_models_sentences(registry):
