@@ -49,7 +49,7 @@ CSS = """
 :root .dark { --color-accent: var(--primary-500); }
 /* Keyboard focus shows on every control: Gradio's sliders, radio buttons and several boxes showed none. */
 /* (Important: the components' own "outline: none" rules load after this sheet.) */
-/* (Not table cells, tabindex -1: the table marks its selected cell its own way.) */
+/* (Not what only a script focuses, tabindex -1.) */
 .gradio-container :is(input, textarea, button, select, [role=tab],
                       [tabindex]:not([tabindex="-1"])):focus-visible {
   outline: 3px solid #1d4ed8 !important; outline-offset: 2px; }
@@ -70,6 +70,15 @@ CSS = """
 @font-face { font-family: "Source Sans Pro"; font-weight: 700; font-style: normal;
   src: url("static/fonts/SourceSansPro/SourceSansPro-Bold.woff2") format("woff2"); }
 .status-line p { margin: 0; }
+/* The studio's tables (Markdown): numbers aligned right and on one line; words broken only between
+   words (Gradio's prose broke them anywhere: "scor|e", "woma|n" on a phone), a table wider than its
+   column scrolling inside it. */
+.gradio-container .prose :is(td, th)[align=right] { text-align: right; }
+.gradio-container .prose td[align=right] { white-space: nowrap; }
+.gradio-container .prose :is(td, th) { overflow-wrap: normal; word-break: normal; }
+.gradio-container .prose:has(table) { overflow-x: auto; }
+/* (In @media, Gradio puts its container's classes before every selector, even inside :is(): plain ones.) */
+@media (max-width: 640px) { .prose td, .prose th { padding: 6px 8px !important; } }
 /* Notices rise from the bottom right: at the top right they covered the header's model summary and the
    presenter-mode switch for 5-10 s, just when the presenter reached for them. */
 .toast-wrap { top: auto !important; bottom: var(--size-4) !important; }

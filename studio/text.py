@@ -6,7 +6,7 @@ import html
 import logging
 import re
 import typing
-from typing import Callable
+from typing import Callable, Sequence
 
 _MARKDOWN_SPECIALS = re.compile(r"([\\`*_{}\[\]()#+\-.!|~>$])")
 
@@ -14,6 +14,17 @@ _MARKDOWN_SPECIALS = re.compile(r"([\\`*_{}\[\]()#+\-.!|~>$])")
 def md(text: str) -> str:
     """text escaped for gr.Markdown: HTML entities first, then Markdown punctuation."""
     return _MARKDOWN_SPECIALS.sub(r"\\\1", html.escape(str(text), quote=False))
+
+
+def md_table(headers: Sequence[str], rows: Sequence[Sequence[object]], numeric: Sequence[int] = ()) -> str:
+    """A Markdown table (a real <table>: it wraps on a phone and reads as a table to a screen reader,
+    where Gradio's Dataframe sized its columns by script and drew its rows as boxes). Every cell is
+    escaped text on one line; the columns numbered in `numeric` are aligned right."""
+    def cell(value: object) -> str:
+        return md(" ".join(str(value).split())) or " "
+    align = ["---:" if i in numeric else "---" for i in range(len(headers))]
+    lines = [headers, align] + [[cell(v) for v in row] for row in rows]
+    return "\n".join("| " + " | ".join(map(str, line)) + " |" for line in lines)
 
 
 def clip(text: str, limit: int = 80) -> str:

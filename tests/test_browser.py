@@ -264,7 +264,7 @@ def test_train_tab_live_run_then_translate(studio):
                                ".replace(/,/g, '')) > n", arg=step + 5, timeout=20000)
         assert line.get_attribute("d") != before  # the loss curve grew
         page.locator("#tab-train").get_by_text("Validation samples at step").wait_for(timeout=30000)
-        page.locator("#tab-train [role=row]").nth(3).wait_for(timeout=10000)  # header + sample translations
+        page.locator("#train-samples table tr").nth(3).wait_for(timeout=10000)  # header + sample translations
         page.locator("#tab-train .js-plotly-plot").nth(1).locator(".heatmaplayer").wait_for(timeout=10000)
         page.screenshot(path=shots / "7-train-live.png", full_page=True)
         page.get_by_role("button", name="Stop").click()

@@ -103,13 +103,14 @@ def test_render_draws_tree_table_attention_and_button_states(registry):
     blank = beam.render(registry, None)
     assert blank[9].interactive is False and blank[2].choices == []
     search = act(registry, "step", act(registry, "step", None))
-    tree, rows, choice, attention, explanation, mine, theirs, verdict, step, back, run, box, notices = beam.render(
+    tree, table, choice, attention, explanation, mine, theirs, verdict, step, back, run, box, notices = beam.render(
         registry, search)
+    rows = [line for line in table.splitlines() if line.startswith("| ")][2:]  # under the header and alignment
     nodes = beam.tree_nodes(search.views)
     assert len(nodes) == 1 + sum(len(v.candidates) for v in search.views)
     statuses = {trace.name for trace in tree.data if trace.name}
     assert {"start", "kept (live)", "pruned"} <= statuses
-    assert len(rows) == len(search.view.live) + len(search.view.finished) and rows[0][0] == "live 1"
+    assert len(rows) == len(search.view.live) + len(search.view.finished) and rows[0].startswith("| live 1 | ")
     assert choice.value == "live 1" and "Step 2" in explanation
     c = studio_bundle().model.config
     assert attention.data[0].z.shape == (1 + c.decoder_layers * c.n_heads, len(search.stepper.source_tokens))

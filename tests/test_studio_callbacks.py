@@ -20,7 +20,7 @@ from core.decoding import Translation, translate_detailed
 from studio import app, bertviz_offline, plots
 from studio.registry import ModelRegistry
 from studio.tabs import attention, model_view, positional, translate
-from studio.text import guard, info, md, warn
+from studio.text import guard, info, md, md_table, warn
 from studio.widgets import Slider
 
 DEFAULTS = dict(method="beam", beam_size=4, alpha=0.6, max_extra=10, n_best=3, temperature=1.0, top_k=0,
@@ -156,11 +156,12 @@ def test_app_builds_with_every_tab_and_no_model():
 
 # ----- Translate ----------------------------------------------------------------------------------
 def test_translate_returns_text_probabilities_nbest_and_current(registry):
-    text, fig, rows, notes, current = run_translate(registry, SENTENCES[0])
+    text, fig, table, notes, current = run_translate(registry, SENTENCES[0])
     expected = translate_detailed(studio_bundle(), [SENTENCES[0]], translate.options("beam", 4, 0.6, 10, 3, 1, 0, 1))[0]
     assert text == expected.text and current.ids == expected.ids and current.source == SENTENCES[0]
     assert isinstance(fig, go.Figure) and len(fig.data[0].y) == len(expected.ids) + 1  # + <eos>
-    assert 1 <= len(rows) <= 3 and rows[0][2] == expected.text
+    body = [line for line in table.splitlines() if line.startswith("| ")][2:]  # under the header and alignment
+    assert 1 <= len(body) <= 3 and body[0] == f"| 1 | {md(f'{expected.score:.4f}')} | {md(expected.text)} |"
     for method in ("greedy", "sample"):
         assert run_translate(registry, SENTENCES[1], method=method, seed=1)[4].ids
 
@@ -199,8 +200,8 @@ def test_a_translation_goes_when_another_model_is_picked(registry):
     assert all(v == gr.skip() for v in translate.model_changed(registry, "studio-tiny", translate.Current()))
     current = run_translate(registry, SENTENCES[0])[4]
     registry.add("other", studio_bundle(max_len=16))
-    text, fig, rows, note = translate.model_changed(registry, "other", current)
-    assert (text, rows) == ("", []) and note == "*Another model is picked: press Translate for its translation.*"
+    text, fig, table, note = translate.model_changed(registry, "other", current)
+    assert (text, table) == ("", "") and note == "*Another model is picked: press Translate for its translation.*"
     # The picked model's own translation stays (made before its key reached the page).
     assert all(v == gr.skip() for v in translate.model_changed(registry, "studio-tiny", current))
     registry.add("studio-tiny", studio_bundle(max_len=16))  # a new run under the same name
@@ -478,6 +479,17 @@ def test_user_text_is_escaped_for_markdown_toasts_and_plots(capsys):
     fig = plots.token_probabilities(["<eos>", "a"], [-0.1, -2.0])
     assert list(fig.layout.xaxis.ticktext) == ["&lt;eos&gt;", "a"]
 
+
+def test_tables_are_markdown_with_escaped_one_line_cells():
+    """A cell holding "|", a line break or markup stays one escaped cell of its own row."""
+    table = md_table(["n", "text"], [[1, "a | b\n<i>c</i>"], [-2.5, ""]], numeric=(0,))
+    lines = table.splitlines()
+    assert lines[:2] == ["| n | text |", "| ---: | --- |"] and len(lines) == 4
+    assert lines[2] == "| 1 | a \\| b &lt;i&gt;c&lt;/i&gt; |" and lines[3] == "| \\-2\\.5 |   |"
+    markdown_it = pytest.importorskip("markdown_it")  # (Gradio draws Markdown in the browser; rich brings this)
+    html_table = markdown_it.MarkdownIt("commonmark").enable("table").render(table)
+    assert html_table.count("<tr>") == 3 and html_table.count("<td") == 4 and "<i>" not in html_table
+    assert "<td>a | b &lt;i&gt;c&lt;/i&gt;</td>" in html_table
 
 def test_guard_turns_surprises_into_readable_errors():
     def broken():

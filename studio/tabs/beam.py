@@ -20,7 +20,7 @@ from core.tokenizer import EOS_ID
 from .. import plots
 from ..app import Shell
 from ..limits import HEAVY, clean_input
-from ..text import clip, guard, info, md, warn
+from ..text import clip, guard, info, md, md_table, warn
 from ..widgets import Slider
 from .translate import Current, picked_examples
 
@@ -30,6 +30,7 @@ DEFAULT_BEAM = 4  # the paper's (section 6.1)
 # of the gap, clear of the next row's word, written above its node (at 0.6 a wide beam's marks touched it).
 PRUNED_FAN = 0.25
 TABLE_HEADERS = ["hypothesis", "cumulative log p", "normalised score", "tokens"]
+TABLE_CAPTION = "Hypotheses at this step (live: still growing; finished: ended with <eos>)"
 SETTINGS_CHANGED = ("*Settings changed: Step or Run to end starts a new search with them (shown: the previous "
                     "search, which Back still walks).*")
 
@@ -234,8 +235,12 @@ def _hypotheses(view: StepView) -> list[tuple[str, HypothesisView]]:
 
 
 def table(view: StepView) -> list[list]:
-    return [[name, round(h.logprob, 4), round(h.score, 4),
+    return [[name, f"{h.logprob:.4f}", f"{h.score:.4f}",
              " ".join(plots.shown(t) for t in h.tokens)] for name, h in _hypotheses(view)]
+
+
+def hypotheses_table(view: StepView) -> str:
+    return f"{md(TABLE_CAPTION)}\n\n{md_table(TABLE_HEADERS, table(view), numeric=(1, 2))}"
 
 
 def attention_figure(search: Search | None, choice: str | None):
@@ -287,7 +292,7 @@ def render(registry, search: Search | None, choice: str | None = None, *settings
     are not the search's own, the page says so, as settings_changed() does."""
     if search is None:
         blank = plots.empty("Type a sentence and press Step.")
-        return (blank, [], gr.Dropdown(choices=[], value=None), blank, "", "", "",
+        return (blank, "", gr.Dropdown(choices=[], value=None), blank, "", "", "",
                 "*Nothing searched yet.*", gr.Button(interactive=True), gr.Button(interactive=False),
                 gr.Button(interactive=True), gr.skip(), "")
     view = search.view
@@ -297,7 +302,7 @@ def render(registry, search: Search | None, choice: str | None = None, *settings
     mine, theirs, verdict = ("", "", "") if stale else comparison(registry, search)
     best = tuple(view.finished[0].ids) if view.done and view.finished else None
     going = gr.Button(interactive=stale or not view.done)  # Step and Run; stale: they start a new search
-    return (plots.beam_tree(tree_nodes(search.views), view.step, best), table(view),
+    return (plots.beam_tree(tree_nodes(search.views), view.step, best), hypotheses_table(view),
             gr.Dropdown(choices=names, value=choice), attention_figure(search, choice),
             md(view.explanation) + ("  \n" + SETTINGS_CHANGED if stale else ""), mine, theirs, verdict,
             going, gr.Button(interactive=len(search.views) > 1), going,
@@ -359,10 +364,7 @@ def build(shell: Shell, translated: gr.State, tab: gr.Tab) -> None:
     notices = gr.Markdown()  # input notices (truncated, unknown characters, beam size) stay on the page
     explanation = gr.Markdown("*Nothing searched yet.*", elem_classes="announce")  # read out at each step
     tree = gr.Plot(label="Search tree", elem_id="beam-tree")
-    hyp_table = gr.Dataframe(headers=TABLE_HEADERS, datatype=["str", "number", "number", "str"],
-                             label="Hypotheses at this step (live: still growing; finished: ended with <eos>)",
-                             interactive=False, wrap=True, column_widths=["13%", "20%", "17%", "50%"],
-                             max_height=1400)  # beam 16's 16 live and up to 16 finished rows without a scrollbar
+    hyp_table = gr.Markdown(elem_id="beam-hypotheses")
     choice = gr.Dropdown(label="Hypothesis whose attention is shown", choices=[])
     attention = gr.Plot(label="Cross-attention of that hypothesis at this step")
     with gr.Row():

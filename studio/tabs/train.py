@@ -21,7 +21,7 @@ from core.tasks import TASKS
 from .. import plots
 from ..app import Shell, picker_update
 from ..limits import MAX_NAME_CHARS, PUBLIC_MAX_MINUTES, PUBLIC_MAX_PARAMETERS, clean_input
-from ..text import guard, info, md, warn
+from ..text import guard, info, md, md_table, warn
 from ..training import (SOURCES, JobBusy, JobView, Settings, TrainingJob, corpus_spec, device_line, hub_offline,
                         warm_up)
 from ..widgets import Slider
@@ -318,13 +318,18 @@ def metrics(view: JobView) -> str:
     return f"**Evaluation at step {e.step}** ({_clock(e.seconds)}): " + " · ".join(p for p in parts if p)
 
 
-def samples(view: JobView) -> gr.Dataframe:
+NO_SAMPLES = "Validation samples (after the first evaluation)"
+
+
+def samples(view: JobView) -> str:
+    """The last evaluation's samples as a captioned Markdown table."""
+    if not view.evaluations:
+        return NO_SAMPLES
     rows = [[s["source"], s["reference"], s["output"], "✓" if s["output"] == s["reference"] else "✗"]
-            for s in (view.evaluations[-1].samples if view.evaluations else [])]
+            for s in view.evaluations[-1].samples]
     # Not "translation": the Translate tab's output box is found by that label.
-    label = (f"Validation samples at step {view.evaluations[-1].step} (greedy decoding)" if view.evaluations
-             else "Validation samples (after the first evaluation)")
-    return gr.Dataframe(value=rows, label=label)
+    return (f"Validation samples at step {view.evaluations[-1].step} (greedy decoding)\n\n"
+            + md_table(["source", "reference", "model output", "="], rows))
 
 
 def frame_at(view: JobView, step: float | None):
@@ -480,8 +485,7 @@ def build(shell: Shell, job: TrainingJob) -> None:
     bar = gr.HTML(elem_id="train-progress")
     curve_plot = gr.Plot(label="Training curves", elem_id="train-curves")
     metrics_line = gr.Markdown()
-    sample_table = gr.Dataframe(headers=["source", "reference", "model output", "="], interactive=False, wrap=True,
-                                datatype=["str", "str", "str", "str"], column_widths=["32%", "31%", "31%", "6%"])
+    sample_table = gr.Markdown(NO_SAMPLES, elem_id="train-samples")
     gr.Markdown("### Attention timeline: one fixed test sentence, snapshotted while the model learns\n"
                 "Its rows are the reference translation, fed to the decoder as in training (teacher forcing): "
                 "they read right from the first step; what changes is where each one looks.")

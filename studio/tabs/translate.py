@@ -12,7 +12,7 @@ from core.decoding import DecodeOptions, Translation, translate_detailed
 from .. import plots
 from ..app import Shell
 from ..limits import HEAVY, clean_input
-from ..text import clip, guard, info, md, warn
+from ..text import clip, guard, info, md, md_table, warn
 from ..widgets import Slider
 
 MAX_SEED = 2**63
@@ -89,24 +89,34 @@ def unsure(t: Translation, bundle: ModelBundle) -> list[str]:
             f"(geometric mean). Is the sentence {language}, and like the sentences it learnt from?"]
 
 
+NBEST_CAPTION = ("n-best list — score: beam, log-probability ÷ ((5 + length) / 6)^α; greedy and sample, "
+                 "log-probability (the sum over the tokens)")
+
+
 def nbest_rows(t: Translation) -> list[list]:
-    return [[i + 1, round(float(score), 4), text] for i, (text, score) in enumerate(t.n_best)]
+    return [[i + 1, f"{score:.4f}", text] for i, (text, score) in enumerate(t.n_best)]
+
+
+def nbest_table(t: Translation) -> str:
+    """The n-best list as a captioned Markdown table ("" when there is none)."""
+    rows = nbest_rows(t)
+    return f"{md(NBEST_CAPTION)}\n\n{md_table(['rank', 'score', 'translation'], rows, numeric=(0, 1))}" if rows else ""
 
 
 def translate(registry, name: str | None, text: str, method: str, beam_size: float, alpha: float,
               max_extra: float, n_best: float, temperature: float, top_k: float, top_p: float, seed):
-    """(translation, probability plot, n-best rows, notice Markdown, Current) — never raises."""
+    """(translation, probability plot, n-best table, notice Markdown, Current) — never raises."""
     text, cleaned = clean_input(text)
     if not text or not text.strip():
         warn("Type a sentence (or click an example) to translate.")
-        return "", plots.empty("no translation yet"), [], "*Nothing to translate: the source is empty.*", Current()
+        return "", plots.empty("no translation yet"), "", "*Nothing to translate: the source is empty.*", Current()
     try:
         key, bundle = registry.key(name), registry.get(name)
         opts = options(method, beam_size, alpha, max_extra, n_best, temperature, top_k, top_p, seed)
     except (LookupError, ValueError, FileNotFoundError) as exc:
         warn(str(exc))
         # The blank plot is built only when needed: ~7 ms, a sixth of a translate request's CPU.
-        return "", plots.empty("no translation yet"), [], f"**Cannot translate:** {md(exc)}", Current()
+        return "", plots.empty("no translation yet"), "", f"**Cannot translate:** {md(exc)}", Current()
     t = translate_detailed(bundle, [text], opts)[0]
     if method != "sample":
         cleaned = cleaned + unsure(t, bundle)
@@ -118,7 +128,7 @@ def translate(registry, name: str | None, text: str, method: str, beam_size: flo
         info(notice)
     notes = "\n".join(f"- {md(n)}" for n in notices)
     tokens = t.tokens + ["<eos>"] if t.token_logprobs else []
-    return (t.text, plots.token_probabilities(tokens, t.token_logprobs), nbest_rows(t), notes,
+    return (t.text, plots.token_probabilities(tokens, t.token_logprobs), nbest_table(t), notes,
             Current(name, text, list(t.ids), opts, key))
 
 
@@ -136,7 +146,7 @@ def model_changed(registry, name: str | None, current: Current):
     key = registry.key(name)
     new_run = key is not None and key[0] == current.model
     what = "A new training run took this model's name" if new_run else "Another model is picked"
-    return "", plots.empty("no translation yet"), [], f"*{what}: press Translate for its translation.*"
+    return "", plots.empty("no translation yet"), "", f"*{what}: press Translate for its translation.*"
 
 
 def picked_examples(registry, name: str | None) -> list[str]:
@@ -205,10 +215,7 @@ def build(shell: Shell):
                 seed = gr.Textbox(value="", label="seed (empty: random)", placeholder="random", max_lines=1)
             max_extra = Slider(0, 200, value=50, step=1, label="max length: source length + N tokens")
     probs = gr.Plot(label="Per-token probability")
-    nbest = gr.Dataframe(headers=["rank", "score", "translation"], datatype=["number", "number", "str"],
-                         label="n-best list — score: beam, log-probability ÷ ((5 + length) / 6)^α; "
-                               "greedy and sample, log-probability (the sum over the tokens)",
-                         interactive=False, wrap=True, column_widths=["8%", "12%", "80%"])
+    nbest = gr.Markdown(elem_id="translate-nbest")
     inputs = [shell.model, source, method, beam_size, alpha, max_extra, n_best, temperature, top_k, top_p, seed]
     outputs = [output, probs, nbest, notices, current]
     run = guard(partial(translate, shell.registry))
