@@ -389,9 +389,9 @@ def test_html_in_inputs_stays_text_in_every_callback_output(toasts):
     registry = hostile_registry()
     name = PAYLOADS[1]
     assert_inert(app.status_line(registry, name))
-    translation, fig, rows, notes, current = translate_text(registry, HOSTILE_TEXT + " Ein Hund", name=name)
+    translation, fig, table, notes, current = translate_text(registry, HOSTILE_TEXT + " Ein Hund", name=name)
     assert current.ids and "unknown" not in notes  # every payload is a known token
-    assert_inert(fig, notes)  # the translation box and n-best rows are plain text, not markup
+    assert_inert(fig, notes, table)  # the translation box is plain text, not markup; the n-best table is escaped
     analysis, header, *_ = attention.show(registry, current)
     assert PAYLOADS[0] in analysis.src_tokens  # the payload really is a token here
     assert_inert(header, *attention.figures(analysis, "Cross-attention (decoder → encoder)", False, 1, 1),
