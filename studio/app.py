@@ -316,11 +316,6 @@ PAGE_PLOTS_JS = """() => {
       };
       P.studioPageReact = true;
     }
-    document.querySelectorAll('[data-testid=reset-button]').forEach((b) => {  // each was "Reset to default value"
-      const label = (b.closest('.block')?.querySelector('[data-testid=block-info]')?.textContent || '').trim();
-      const named = label ? 'Reset ' + label + ' to its default' : 'Reset to default value';
-      if (b.getAttribute('aria-label') !== named) b.setAttribute('aria-label', named);
-    });
     document.querySelectorAll('.js-plotly-plot').forEach((gd) => {
       if (gd.layout && apply(gd.layout, gd.data)) P.react(gd, gd.data, gd.layout);
     });
@@ -356,6 +351,11 @@ NAMES_JS = """() => {
       }
     });
     document.querySelectorAll('.block.announce:not([aria-live])').forEach((e) => e.setAttribute('aria-live', 'polite'));
+    document.querySelectorAll('[data-testid=reset-button]').forEach((b) => {  // each was "Reset to default value"
+      const label = (b.closest('.block')?.querySelector('[data-testid=block-info]')?.textContent || '').trim();
+      const named = label ? 'Reset ' + label + ' to its default' : 'Reset to default value';
+      if (b.getAttribute('aria-label') !== named) b.setAttribute('aria-label', named);
+    });
     document.querySelectorAll('.js-plotly-plot').forEach((gd) => {
       const title = (gd.querySelector('.gtitle')?.textContent || '').trim();  // as drawn: entities read as text
       if (title && gd.getAttribute('aria-label') !== title) {

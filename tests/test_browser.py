@@ -95,9 +95,10 @@ def test_studio_in_headless_chromium(studio):
         assert page.get_by_role("group", name="Decoding").count() == 1
         assert page.get_by_role("img", name="Probability of each output token").count() == 1
         # The translation is read out as it arrives, and each slider's reset button names its slider.
-        spoken = page.locator("#tab-translate .announce.visually-hidden[aria-live=polite]")
-        assert spoken.inner_text().strip() == "Translation: " + page.get_by_label("Translation").input_value()
-        assert page.get_by_role("button", name="Reset beam size to its default").count() == 1
+        page.wait_for_function("(text) => document.querySelector('#tab-translate .announce.visually-hidden"
+                               "[aria-live=polite]')?.innerText.trim() === text",
+                               arg="Translation: " + page.get_by_label("Translation").input_value(), timeout=5000)
+        page.get_by_role("button", name="Reset beam size to its default").wait_for(state="attached", timeout=5000)
         # A notice rises from the bottom right, clear of the header's model summary and presenter switch.
         page.get_by_label("Source sentence").fill("   ")
         page.get_by_role("button", name="Translate", exact=True).click()
