@@ -16,15 +16,18 @@ def md(text: str) -> str:
     return _MARKDOWN_SPECIALS.sub(r"\\\1", html.escape(str(text), quote=False))
 
 
-def md_table(headers: Sequence[str], rows: Sequence[Sequence[object]], numeric: Sequence[int] = ()) -> str:
+def md_table(headers: Sequence[str], rows: Sequence[Sequence[object]], numeric: Sequence[int] = (),
+             caption: str = "") -> str:
     """A Markdown table (a real <table>: it wraps on a phone and reads as a table to a screen reader,
     where Gradio's Dataframe sized its columns by script and drew its rows as boxes). Every cell is
-    escaped text on one line; the columns numbered in `numeric` are aligned right."""
+    escaped text on one line; the columns numbered in `numeric` are aligned right; a caption, escaped
+    too, goes above."""
     def cell(value: object) -> str:
         return md(" ".join(str(value).split())) or " "
     align = ["---:" if i in numeric else "---" for i in range(len(headers))]
     lines = [headers, align] + [[cell(v) for v in row] for row in rows]
-    return "\n".join("| " + " | ".join(map(str, line)) + " |" for line in lines)
+    table = "\n".join("| " + " | ".join(map(str, line)) + " |" for line in lines)
+    return f"{md(caption)}\n\n{table}" if caption else table
 
 
 def clip(text: str, limit: int = 80) -> str:

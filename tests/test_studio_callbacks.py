@@ -490,6 +490,7 @@ def test_tables_are_markdown_with_escaped_one_line_cells():
     html_table = markdown_it.MarkdownIt("commonmark").enable("table").render(table)
     assert html_table.count("<tr>") == 3 and html_table.count("<td") == 4 and "<i>" not in html_table
     assert "<td>a | b &lt;i&gt;c&lt;/i&gt;</td>" in html_table
+    assert md_table(["n"], [], caption="x <y>") == "x &lt;y&gt;\n\n| n |\n| --- |"  # an escaped caption above
 
 def test_guard_turns_surprises_into_readable_errors():
     def broken():

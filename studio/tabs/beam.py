@@ -240,7 +240,7 @@ def table(view: StepView) -> list[list]:
 
 
 def hypotheses_table(view: StepView) -> str:
-    return f"{md(TABLE_CAPTION)}\n\n{md_table(TABLE_HEADERS, table(view), numeric=(1, 2))}"
+    return md_table(TABLE_HEADERS, table(view), numeric=(1, 2), caption=TABLE_CAPTION)
 
 
 def attention_figure(search: Search | None, choice: str | None):

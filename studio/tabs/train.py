@@ -328,8 +328,8 @@ def samples(view: JobView) -> str:
     rows = [[s["source"], s["reference"], s["output"], "✓" if s["output"] == s["reference"] else "✗"]
             for s in view.evaluations[-1].samples]
     # Not "translation": the Translate tab's output box is found by that label.
-    return (f"Validation samples at step {view.evaluations[-1].step} (greedy decoding)\n\n"
-            + md_table(["source", "reference", "model output", "="], rows))
+    return md_table(["source", "reference", "model output", "="], rows,
+                    caption=f"Validation samples at step {view.evaluations[-1].step} (greedy decoding)")
 
 
 def frame_at(view: JobView, step: float | None):

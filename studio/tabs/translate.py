@@ -100,7 +100,7 @@ def nbest_rows(t: Translation) -> list[list]:
 def nbest_table(t: Translation) -> str:
     """The n-best list as a captioned Markdown table ("" when there is none)."""
     rows = nbest_rows(t)
-    return f"{md(NBEST_CAPTION)}\n\n{md_table(['rank', 'score', 'translation'], rows, numeric=(0, 1))}" if rows else ""
+    return md_table(["rank", "score", "translation"], rows, numeric=(0, 1), caption=NBEST_CAPTION) if rows else ""
 
 
 def translate(registry, name: str | None, text: str, method: str, beam_size: float, alpha: float,
