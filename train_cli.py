@@ -169,6 +169,7 @@ EXAMPLES = {
   python train_cli.py evaluate --checkpoint runs/m30k/final --data files:../shared/data/multi30k --split test
   python train_cli.py evaluate --source-file test.de --reference-file test.en --method greedy --output hyp.en""",
     "translate": """examples:
+  python train_cli.py translate "Ein Hund läuft über die Wiese." "Zwei Männer spielen Fußball."
   echo "Ein Hund läuft über die Wiese." | python train_cli.py translate
   python train_cli.py translate --checkpoint runs/m30k/final --input test.de --output test.en
   python train_cli.py translate --beam 8 --n-best 3 < sentences.de""",
@@ -219,7 +220,7 @@ def build_parser() -> argparse.ArgumentParser:
     length = o.add_mutually_exclusive_group()
     length.add_argument("--max-steps", type=POSITIVE_INT, default=None, help="optimizer steps (default: 10000)")
     length.add_argument("--epochs", type=POSITIVE_NUMBER, default=None,
-                        help="train for this many epochs instead of --max-steps")
+                        help="train for this many epochs instead of --max-steps (default: off)")
     o.add_argument("--schedule", choices=("noam", "inverse_sqrt"), default="noam",
                    help="noam: eq. 3; inverse_sqrt: fairseq's, peaking at --lr")
     o.add_argument("--warmup", type=POSITIVE_INT, default=4000, help="warm-up steps")
@@ -234,7 +235,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="torch.compile the training step (--no-compile: off, e.g. resuming such a run)")
     o.add_argument("--device", type=device_name, default="auto", help="auto (CUDA if present), cpu, cuda, cuda:1, ...")
     o.add_argument("--seed", type=SEED, default=0, help="initialisation, batch order and data split")
-    o.add_argument("--limit", type=POSITIVE_INT, default=None, help="use at most this many training pairs")
+    o.add_argument("--limit", type=POSITIVE_INT, default=None, help="use at most this many training pairs, a seeded sample (default: all)")
     r = t.add_argument_group("evaluation and saving")
     r.add_argument("--eval-every", type=NON_NEGATIVE_INT, default=1000, help="steps between validations (0: never)")
     r.add_argument("--bleu-sentences", type=NON_NEGATIVE_INT, default=200,
@@ -251,19 +252,21 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--data", help="a corpus spec as for train (with --split)")
     e.add_argument("--split", choices=("valid", "test"), default="test",
                    help="which part of --data (a corpus without splits: the 1%% carved out as in training)")
-    e.add_argument("--src", help="source language code")
-    e.add_argument("--tgt", help="target language code")
+    e.add_argument("--src", help="source language code (default: the checkpoint's)")
+    e.add_argument("--tgt", help="target language code (default: the checkpoint's)")
     e.add_argument("--source-file", type=Path, help="instead of --data: sources, one per line")
     e.add_argument("--reference-file", type=Path, help="references, one per line")
-    e.add_argument("--limit", type=POSITIVE_INT, help="score only the first N sentences")
-    e.add_argument("--output", type=Path, help="write the hypotheses here")
+    e.add_argument("--limit", type=POSITIVE_INT, help="score only the first N sentences (default: all)")
+    e.add_argument("--output", type=Path, help="write the hypotheses here, one per line (default: not written)")
     add_decoding_options(e)
 
-    tr = sub.add_parser("translate", help="translate stdin (or --input) line by line",
-                        description="Translate stdin (or --input) line by line.", formatter_class=HelpFormatter,
+    tr = sub.add_parser("translate", help="translate sentences: arguments, --input or stdin, one per line",
+                        description="Translate the sentences given as arguments, or --input's or stdin's lines "
+                                    "(typed at a terminal: each as soon as Enter is pressed).", formatter_class=HelpFormatter,
                         epilog=EXAMPLES["translate"])
+    tr.add_argument("sentences", nargs="*", help="sentences to translate, each in quotes (default: --input, else stdin)")
     tr.add_argument("--checkpoint", type=Path, default=DEFAULT_CHECKPOINT, help="checkpoint folder")
-    tr.add_argument("--input", type=Path, help="input file (default: stdin)")
+    tr.add_argument("--input", type=Path, help="input file, one sentence per line (default: stdin)")
     tr.add_argument("--output", type=Path, help="output file (default: stdout)")
     tr.add_argument("--n-best", type=POSITIVE_INT, default=1,
                     help="print this many hypotheses per line, tab-separated with their scores (2 x N columns)")
@@ -303,6 +306,8 @@ def with_run_options(parser: argparse.ArgumentParser, args: argparse.Namespace,
                      argv: list[str] | None) -> argparse.Namespace:
     """--resume: options not given again are the run's own, so `train --out RUN --resume` goes on as it was."""
     record = args.out / "run.json"
+    if not args.out.is_dir():
+        return args  # command_train names what --out is instead
     try:
         saved = json.loads(record.read_text())["options"]
     except (FileNotFoundError, KeyError):
@@ -315,7 +320,11 @@ def with_run_options(parser: argparse.ArgumentParser, args: argparse.Namespace,
         length = {"--max-steps", "--epochs"}
         saved = [v for i, v in enumerate(saved) if v not in length and (i == 0 or saved[i - 1] not in length)]
     given = list(sys.argv[1:] if argv is None else argv)
-    return parser.parse_args([given[0], *saved, *given[1:]])  # the later of two values wins
+    merged = parser.parse_args([given[0], *saved, *given[1:]])  # the later of two values wins
+    again = vars(parser.parse_args(given))
+    # The run's own options, not given this time: their notes were given when the run began.
+    merged.from_run = {k for k, v in vars(merged).items() if v != again[k]}
+    return merged
 
 
 # ----- train --------------------------------------------------------------------------
@@ -559,24 +568,31 @@ def command_train(args: argparse.Namespace) -> None:
         log(f"note: {unknown:.0%} of the training tokens are <unk>: a vocabulary of {bundle.tokenizer.vocab_size} "
             f"({bundle.tokenizer.kind}) does not cover this data, and the model would learn to write <unk>; "
             f"{advice}", file=sys.stderr)
+    oversized = sum(max(len(e.src), len(e.tgt)) > args.max_tokens for e in train)
+    if oversized and "max_tokens" not in getattr(args, "from_run", ()):
+        log(f"note: {oversized} of {len(train)} training pairs are longer than --max-tokens {args.max_tokens} "
+            f"tokens, so each of them is a batch of its own (slow); the budget counts a batch's padded "
+            f"tokens, and a few thousand batches many sentences", file=sys.stderr)
     max_steps = 10_000 if args.max_steps is None else args.max_steps
     if args.epochs is not None:
         per_epoch = len(TokenBatcher(train, args.max_tokens, seed=args.seed))
         max_steps = max(1, round(args.epochs * per_epoch / (args.accum * world)))
-    if args.warmup > max_steps:
-        log(f"note: --warmup {args.warmup} is longer than the run ({max_steps} steps): the learning rate rises "
-            f"throughout and never reaches its peak", file=sys.stderr)
-    unused, instead = (("lr", "--lr-factor scales eq. 3's rate") if args.schedule == "noam"
-                       else ("lr_factor", "--lr sets its peak"))
-    if getattr(args, unused) != build_parser().commands["train"].get_default(unused):
-        log(f"note: --{unused.replace('_', '-')} has no effect with --schedule {args.schedule} ({instead}); "
-            f"it is ignored", file=sys.stderr)
+    # The config first: its check of a bad option (--label-smoothing 1) comes before any note on the run.
     config = TrainConfig(max_steps=max_steps, max_tokens=args.max_tokens, accum=args.accum, schedule=args.schedule,
                          warmup=args.warmup, lr_factor=args.lr_factor, peak_lr=args.lr,
                          label_smoothing=args.label_smoothing, weight_decay=args.weight_decay,
                          clip_norm=args.clip_norm, amp=args.amp, compile=args.compile,
                          device=device or args.device, seed=args.seed, eval_every=args.eval_every,
                          bleu_sentences=args.bleu_sentences)
+    if args.warmup > max_steps:
+        log(f"note: --warmup {args.warmup} is longer than the run ({max_steps} steps): the learning rate rises "
+            f"throughout and never reaches its peak", file=sys.stderr)
+    unused, instead = (("lr", "--lr-factor scales eq. 3's rate") if args.schedule == "noam"
+                       else ("lr_factor", "--lr sets its peak"))
+    if (getattr(args, unused) != build_parser().commands["train"].get_default(unused)
+            and unused not in getattr(args, "from_run", ())):
+        log(f"note: --{unused.replace('_', '-')} has no effect with --schedule {args.schedule} ({instead}); "
+            f"it is ignored", file=sys.stderr)
     trainer = Trainer(bundle, train, config, valid_pairs=corpus.valid, valid=valid)
     if args.resume:
         with damaged_checkpoint_hint(args.out, latest):
@@ -591,12 +607,20 @@ def command_train(args: argparse.Namespace) -> None:
         if rank == 0:
             trim_metrics(args.out / "metrics.jsonl", trainer.step_count)
     amp = {torch.bfloat16: "bf16", torch.float16: "fp16"}.get(trainer.amp_dtype, "off")
-    log(f"{bundle.model.num_parameters() / 1e6:.1f}M parameters, vocabulary {bundle.tokenizer.vocab_size}, "
+    if (corpus.src_lang, corpus.tgt_lang) == ("src", "tgt") and not args.resume:
+        log("note: the data names no languages, so the checkpoint calls them src and tgt, and evaluate or "
+            "translate cannot check a direction against it; name them: files:PATH:LANG1-LANG2 for a TSV "
+            "(column 1's language, then column 2's), --src and --tgt for two text files", file=sys.stderr)
+    inferred = not (args.src or args.tgt or args.resume or args.data.startswith("synthetic:")
+                    or corpus.src_lang == "src")
+    chosen = " (inferred from the data; --src/--tgt choose)" if inferred else ""
+    log(f"{corpus.src_lang}→{corpus.tgt_lang}{chosen}, "
+        f"{bundle.model.num_parameters() / 1e6:.1f}M parameters, vocabulary {bundle.tokenizer.vocab_size}, "
         f"{len(train)} training pairs, device {trainer.device}, amp {amp}, "
         f"{world} process(es); steps {trainer.step_count}->{max_steps}")
     if rank == 0:
         args.out.mkdir(parents=True, exist_ok=True)
-        record = {"options": run_options(build_parser(), args), **{k: str(v) for k, v in vars(args).items()},
+        record = {"options": run_options(build_parser(), args), **{k: str(v) for k, v in vars(args).items() if k != "from_run"},
                   "data_fingerprint": fingerprint}
         (args.out / "run.json").write_text(json.dumps(record, indent=2))
     train_loop(trainer, args, rank)
@@ -652,8 +676,10 @@ def train_loop(trainer, args: argparse.Namespace, rank: int) -> None:
             # save would print a traceback from the interpreter's shutdown.
             signal.signal(signal.SIGINT, signal.SIG_IGN)
             path = save(trainer, args)
-            print(f"saved {path}; continue with: python {sys.argv[0]} train --out {args.out.resolve()} --resume",
-                  file=sys.stderr)
+            # final/ too: one left from an earlier end of this run would otherwise be evaluated as its latest
+            final = copy_checkpoint(path, args.out / "final")
+            print(f"saved {path} (and {final.name}/); continue with: python {sys.argv[0]} train --out "
+                  f"{args.out.resolve()} --resume", file=sys.stderr)
         raise SystemExit(130)
     finally:
         bar.close()
@@ -692,6 +718,10 @@ def open_tensorboard(out: Path):
 def load_bundle(path: Path, device: str):
     from core.checkpoint import load_checkpoint
 
+    if (path / "run.json").is_file() and not (path / "config.json").exists():  # a run folder, not one of its checkpoints
+        inside = [p for p in [path / "final", *run_checkpoints(path)[::-1]] if (p / "config.json").is_file()]
+        raise CLIError(f"{path} is a training run's folder, not a checkpoint; its checkpoints, latest first: "
+                       f"{', '.join(map(str, inside[:3])) or 'none yet'}")
     return load_checkpoint(path, device)
 
 
@@ -793,6 +823,22 @@ def read_stdin() -> list[str]:
     return split_lines(sys.stdin.read())  # a text stream with no bytes beneath (an embedding program's)
 
 
+def typed_lines():
+    """(number, line) for each line of stdin as it is typed, UTF-8 whatever the locale; a line with a bad
+    byte is said and skipped, so one slip does not end the session."""
+    from core.data import decode_lines
+
+    stream = getattr(sys.stdin, "buffer", None)
+    if stream is None:  # a text stream with no bytes beneath (an embedding program's)
+        yield from enumerate((line.rstrip("\r\n") for line in sys.stdin), start=1)
+        return
+    for number, raw in enumerate(iter(stream.readline, b""), start=1):
+        try:
+            yield number, decode_lines(raw, f"line {number}")[0]
+        except ValueError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+
+
 def data_pairs(args: argparse.Namespace, bundle) -> tuple[list[str], list[str]]:
     """(sources, references) of --data's --split, in the checkpoint's direction (the other is refused)."""
     from core.data import load_corpus
@@ -864,32 +910,50 @@ def command_translate(args: argparse.Namespace) -> None:
         if options.method != "beam" or args.n_best > options.beam_size:
             raise CLIError(f"--n-best {args.n_best} needs --method beam with --beam >= {args.n_best}")
         options.n_best = args.n_best
+    if args.sentences and args.input:
+        raise CLIError("give the sentences as arguments or --input, not both")
     check_output(args.output, {"--input": args.input})
-    lines = read_text_lines(args.input) if args.input else None
+    lines = read_text_lines(args.input) if args.input else args.sentences or None
     bundle = load_bundle(args.checkpoint, args.device)  # before waiting on stdin: a bad model is said at once
+    if lines is None and sys.stdin.isatty() and not args.output:
+        return translate_as_typed(bundle, options, args.n_best)
     if lines is None:
-        if sys.stdin.isatty():
-            language = bundle.info.get("src_lang")
-            print(f"{bundle.name}: type {f'{language} ' if language else ''}sentences, one per line, then Ctrl-D "
-                  f"(Ctrl-Z Enter on Windows)", file=sys.stderr)
         lines = read_stdin()
+    where = "argument" if args.sentences else f"{args.input or 'stdin'} line"
     if not lines:
         print(f"note: {args.input or 'stdin'} holds no lines; nothing to translate", file=sys.stderr)
     # disable=None: a bar only on a terminal, never in a redirected log
     with tqdm(total=len(lines), desc="translating", unit="sent", disable=None, leave=False) as bar:
         results = translate_detailed(bundle, lines, options, on_batch=bar.update)
-    report_notices(results, f"{args.input or 'stdin'} line")
-    if args.n_best > 1:
-        # a line with fewer hypotheses (an empty source, fewer finished) gets empty cells: 2 x N columns each
-        out = ["\t".join([f"{text}\t{score:.4f}" for text, score in r.n_best]
-                         + ["\t"] * (args.n_best - len(r.n_best))) for r in results]
-    else:
-        out = [r.text for r in results]
+    report_notices(results, where)
+    out = [output_line(r, args.n_best) for r in results]
     text = "\n".join(out) + ("\n" if out else "")
     if args.output:
         write_output(args.output, text)
     else:
         sys.stdout.write(text)
+
+
+def output_line(result, n_best: int) -> str:
+    """The translation, or with --n-best N, 2 x N tab-separated cells: text, score, ... (empty cells where
+    a line has fewer hypotheses, as an empty source does)."""
+    if n_best == 1:
+        return result.text
+    return "\t".join([f"{text}\t{score:.4f}" for text, score in result.n_best] + ["\t"] * (n_best - len(result.n_best)))
+
+
+def translate_as_typed(bundle, options, n_best: int) -> None:
+    """stdin is a terminal: each line is translated as soon as it is typed, until Ctrl-D."""
+    from core.decoding import translate_detailed
+
+    language = bundle.info.get("src_lang")
+    print(f"{bundle.name}: type {f'{language} ' if language else ''}sentences, one per line (Enter translates); "
+          f"Ctrl-D ends (Ctrl-Z Enter on Windows)", file=sys.stderr)
+    for number, line in typed_lines():
+        result = translate_detailed(bundle, [line], options)[0]
+        for notice in result.notices:
+            print(f"note: line {number}: {notice}", file=sys.stderr)
+        print(output_line(result, n_best), flush=True)
 
 
 def command_average(args: argparse.Namespace) -> None:

@@ -33,6 +33,22 @@ def test_a_warmup_longer_than_the_run_is_noted(capsys, tmp_path):
     assert "--warmup 40 is longer than the run (2 steps)" in capsys.readouterr().err
 
 
+def test_the_direction_is_named_and_unnamed_languages_and_a_tiny_token_budget_are_noted(capsys, tmp_path):
+    data = tmp_path / "pairs.tsv"
+    data.write_text("".join(f"w{i} x\ty{i} z\n" for i in range(300)))
+    quick = ["--preset", "tiny", "--max-steps", "1", "--eval-every", "0", "--tokenizer", "word"]
+    assert train_cli.main(["train", "--data", f"files:{data}", *quick, "--max-tokens", "2",
+                           "--out", str(tmp_path / "b")]) == 0
+    captured = capsys.readouterr()
+    assert "the data names no languages, so the checkpoint calls them src and tgt" in captured.err
+    assert "294 of 294 training pairs are longer than --max-tokens 2 tokens" in captured.err
+    assert "src→tgt, " in captured.out
+    assert train_cli.main(["train", "--data", f"files:{data}:en-de", *quick, "--out", str(tmp_path / "c")]) == 0
+    captured = capsys.readouterr()
+    assert "en→de (inferred from the data; --src/--tgt choose), " in captured.out
+    assert "names no languages" not in captured.err and "--max-tokens" not in captured.err
+
+
 def test_a_vocabulary_too_small_for_the_data_is_noted(capsys, tmp_path):
     assert train_cli.main(TRAIN[:5] + ["--max-steps", "1", "--eval-every", "0", "--limit", "50", "--vocab-size", "5",
                                        "--out", str(tmp_path / "run")]) == 0
@@ -66,6 +82,42 @@ def test_translate_stdin_to_stdout(run, capsys, monkeypatch):
     captured = capsys.readouterr()
     assert len(captured.out.splitlines()) == 3  # one line out per line in, the empty one included
     assert "empty" in captured.err
+
+
+def test_translate_sentences_given_as_arguments(run, capsys, tmp_path):
+    assert train_cli.main(["translate", "--checkpoint", str(run / "final"), "--method", "greedy", "a b c", ""]) == 0
+    captured = capsys.readouterr()
+    assert len(captured.out.splitlines()) == 2 and "note: argument 2: " in captured.err
+    (tmp_path / "in.txt").write_text("a b c\n")
+    one_line_error(capsys, ["translate", "--checkpoint", str(run / "final"), "--input", str(tmp_path / "in.txt"),
+                            "a b c"], "as arguments or --input, not both")
+
+
+def test_a_run_folder_given_as_checkpoint_names_its_checkpoints(run, capsys):
+    one_line_error(capsys, ["translate", "--checkpoint", str(run), "a b c"],
+                   "is a training run's folder, not a checkpoint", str(run / "final"))
+
+
+def test_translate_at_a_terminal_answers_each_line_as_it_is_typed(run):
+    import os
+    import pty
+    import select
+
+    controller, terminal = pty.openpty()
+    proc = subprocess.Popen([sys.executable, str(ROOT / "train_cli.py"), "translate", "--checkpoint",
+                             str(run / "final"), "--method", "greedy"], stdin=terminal, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    try:
+        os.write(controller, "a b c\n".encode())
+        ready, _, _ = select.select([proc.stdout], [], [], 120)  # answered before stdin ends
+        assert ready and proc.stdout.readline().endswith(b"\n"), proc.stderr.read1().decode()  # its translation
+        os.write(controller, b"\x04")  # Ctrl-D
+        assert proc.wait(timeout=60) == 0
+        assert "one per line (Enter translates)" in proc.stderr.read().decode()
+    finally:
+        proc.kill()
+        os.close(controller)
+        os.close(terminal)
 
 
 def test_decoding_options_the_method_ignores_are_noted(run, capsys, monkeypatch):
@@ -140,7 +192,8 @@ def test_ctrl_c_saves_once_and_more_presses_while_it_saves_change_nothing(tmp_pa
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, err
     assert "saved" in err and "Traceback" not in err and "Exception ignored" not in err
-    assert train_cli.run_checkpoints(out)
+    latest = train_cli.run_checkpoints(out)[-1]  # final/ is the interrupted run's latest, not missing or older
+    assert (out / "final" / "model.safetensors").read_bytes() == (latest / "model.safetensors").read_bytes()
 
 
 class CheckpointWriter:
@@ -444,7 +497,7 @@ def test_evaluate_reports_notices_and_checks_the_direction(run, capsys, tmp_path
 
 
 def test_a_command_refuses_its_own_unknown_options_briefly(capsys):
-    usage_error(capsys, ["translate", "--bem", "4"], "train_cli.py translate: error: unrecognized arguments: --bem 4")
+    usage_error(capsys, ["translate", "--bem", "4"], "train_cli.py translate: error: unrecognized arguments: --bem")
     err = usage_error(capsys, ["train", "--data", "synthetic:copy", "--out", "x", "--lr", "-1"], "--lr")
     assert len(err.splitlines()) == 2  # the command's one-line usage, then the error
     usage_error(capsys, ["translate", "--seed", str(2**64)], "--seed", "2**63 - 1")
@@ -577,6 +630,10 @@ def test_an_option_the_schedule_ignores_is_noted_and_each_step_logged_once_when_
     assert "--lr has no effect with --schedule noam" in captured.err
     assert "step 2/2: loss " in captured.out  # a plain line for a log, not a progress bar's redraws
     assert "\r" not in captured.err
+    assert train_cli.main(["train", "--out", str(out), "--resume", "--max-steps", "3"]) == 0
+    assert "has no effect" not in capsys.readouterr().err  # said when the run began, not at each resume
+    assert train_cli.main(["train", "--out", str(out), "--resume", "--max-steps", "4", "--lr", "0.02"]) == 0
+    assert "--lr has no effect with --schedule noam" in capsys.readouterr().err  # given again: said again
 
 
 def test_resume_trims_metrics_of_steps_to_be_trained_again(run, tmp_path):
