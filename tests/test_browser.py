@@ -99,18 +99,22 @@ def test_studio_in_headless_chromium(studio):
                                "[aria-live=polite]')?.innerText.trim() === text",
                                arg="Translation: " + page.get_by_label("Translation").input_value(), timeout=5000)
         page.get_by_role("button", name="Reset beam size to its default").wait_for(state="attached", timeout=5000)
-        # A notice rises from the bottom right, clear of the header's model summary and presenter switch.
+        # An empty source is said under the translation, with no toast over the controls.
         page.get_by_label("Source sentence").fill("   ")
         page.get_by_role("button", name="Translate", exact=True).click()
-        toast = page.get_by_text("Type a sentence (or click an example) to translate.")
-        toast.wait_for(timeout=10000)
-        assert toast.bounding_box()["y"] > page.viewport_size["height"] / 2
+        page.locator("#tab-translate").get_by_text("Nothing to translate: type a sentence").wait_for(timeout=10000)
+        assert page.locator(".toast-body").count() == 0
         page.locator("#tab-translate").get_by_text(SENTENCES[0], exact=True).click()  # the Attention tab's sentence
         page.wait_for_function("document.querySelector('#tab-translate textarea[disabled]').value !== ''", timeout=20000)
 
         # Attention: grid and large head follow the translation; bertviz renders in its iframe.
         page.get_by_role("tab", name="Attention").click()
         _plots_in(page, "attention", 2)
+        # A toast rises from the bottom right, clear of the header's model summary and presenter switch.
+        page.get_by_role("button", name="Show attention").click()
+        toast = page.get_by_text("Type a sentence to look at.")
+        toast.wait_for(timeout=10000)
+        assert toast.bounding_box()["y"] > page.viewport_size["height"] / 2
         page.get_by_text("bertviz: head view and model view").click()
         frame = page.frame_locator("iframe.bertviz").first
         frame.locator("svg text").first.wait_for(timeout=15000)

@@ -135,6 +135,6 @@ def test_beam_search_and_attention_answer_any_text(text, size):
         shown = beam.render(REGISTRY, search)
         assert all("<" not in s for s in shown if isinstance(s, str))
     current = attention.translate_here(REGISTRY, MODEL, text)
-    if current.source:
+    if isinstance(current, attention.Current) and current.source:
         analysis, header, *_ = attention.show(REGISTRY, current)
         assert "<" not in header

@@ -59,11 +59,10 @@ def test_step_back_and_reset_retrace_the_same_views(registry):
 def test_bad_input_is_clamped_or_refused_with_notices(registry, capsys):
     with pytest.warns(UserWarning, match="Type a source"):
         assert act(registry, "step", None, text="  ") is None
-    with pytest.warns(UserWarning, match="beam size 40 is above the maximum 16; using 16"):
-        search = act(registry, "reset", None, beam_size=40)
-    assert search.stepper.options.beam_size == 16
-    with pytest.warns(UserWarning, match="below the minimum 1; using 1"):
-        assert act(registry, "reset", None, beam_size=0).stepper.options.beam_size == 1
+    search = act(registry, "reset", None, beam_size=40)
+    assert search.stepper.options.beam_size == 16 and "beam size 40 is above the maximum 16; using 16" in search.notices
+    search = act(registry, "reset", None, beam_size=0)
+    assert search.stepper.options.beam_size == 1 and "below the minimum 1; using 1" in search.notices[0]
     assert beam.clamp_beam(None) == (4, "beam size was empty; using the default 4")  # a cleared box, not "None"
     assert beam.clamp_beam("x") == (4, "beam size 'x' is not a number; using the default 4")
     assert beam.clamp_beam(2.5) == (2, "beam size must be a whole number; 2.5 → 2")
@@ -86,13 +85,11 @@ def test_the_box_shows_the_beam_size_used_and_notices_stay_on_the_page(registry)
     for typed, used, said in ((99, 16, "beam size 99 is above the maximum 16; using 16"),
                               (None, 4, "beam size was empty; using the default 4"),
                               (2.5, 2, "beam size must be a whole number; 2.5 → 2")):
-        with pytest.warns(UserWarning, match=said):
-            search = act(registry, "step", None, beam_size=typed)
+        search = act(registry, "step", None, beam_size=typed)
         *_, box, notices = beam.render(registry, search)
         assert box.value == used and search.stepper.options.beam_size == used and said in notices.replace("\\", "")
         assert act(registry, "step", search, beam_size=used) is search  # the box's new value: the same search
-    with pytest.warns(UserWarning):  # input notices: on the page too, not only in 5-second toasts
-        search = act(registry, "step", None, text="Hund " * 1000, beam_size=0)
+    search = act(registry, "step", None, text="Hund " * 1000, beam_size=0)  # notices on the page, no toast
     notices = beam.render(registry, search)[-1]
     assert "truncated" in notices and "below the minimum" in notices
     box, notices = beam.render(registry, act(registry, "step", None))[-2:]

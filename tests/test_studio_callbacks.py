@@ -168,8 +168,8 @@ def test_translate_returns_text_probabilities_nbest_and_current(registry):
 
 def test_more_n_best_than_the_beam_holds_is_said(registry, toasts):
     *_, notes, _ = run_translate(registry, SENTENCES[0], beam_size=2, n_best=16)
-    said = [t for t in toasts if t.startswith("n-best shown: 2, the beam size")]
-    assert len(said) == 1 and said[0].endswith("16 asked") and "n\\-best shown: 2" in notes  # and on the page
+    assert "n\\-best shown: 2, the beam size" in notes and "16 asked" in notes
+    assert toasts == []  # on the page only: a toast repeating it covered the controls
     assert "n\\-best" not in run_translate(registry, SENTENCES[0], beam_size=4, n_best=4)[3]
 
 
@@ -186,7 +186,7 @@ def test_an_unsure_translation_says_so(toasts):
         assert "unsure of this translation" in said and "source language \\(de\\)" in said
         assert "unsure" not in notes("Zwei Kinder spielen am Strand mit einem Ball.", method)
     assert "unsure" not in notes("Two children play on the beach with a ball.", "sample")
-    assert any(t.startswith("The model is unsure") for t in toasts)
+    assert toasts == []
 
 
 def test_the_unsure_notice_starts_below_its_threshold():
@@ -221,16 +221,14 @@ def test_seed_box_empty_is_random_and_bad_seeds_are_named():
 
 
 def test_translate_bad_input_gives_messages_not_tracebacks(registry, capsys):
-    with pytest.warns(UserWarning, match="Type a sentence"):
-        assert "empty" in run_translate(registry, "   ")[3]
+    assert "Nothing to translate: type a sentence" in run_translate(registry, "   ")[3]
     notes = run_translate(registry, "Hund " * 1000)[3]  # a 5,000-character paste
     assert "truncated" in notes
     notes = run_translate(registry, "Ein Hund 🐕 läuft в снегу <script>alert(1)</script>")[3]
     assert "unknown" in notes and "<script>" not in notes and "&lt;script&gt;" in notes
-    with pytest.warns(UserWarning, match="top_p"):
-        assert "Cannot translate" in run_translate(registry, SENTENCES[0], method="sample", top_p=0.0)[3]
-    with pytest.warns(UserWarning, match="no model"):
-        translate.translate(registry, "gone", "Hund", *list(DEFAULTS.values())[:-1], None)
+    notes = run_translate(registry, SENTENCES[0], method="sample", top_p=0.0)[3]
+    assert "Cannot translate" in notes and "top\\_p" in notes
+    assert "no model" in translate.translate(registry, "gone", "Hund", *list(DEFAULTS.values())[:-1], None)[3]
 
 
 def test_examples_come_from_the_model_or_german_for_de_en():
@@ -371,8 +369,8 @@ def test_attention_maps_never_outlive_a_model_switch(registry, current):
 def test_attention_tab_translates_its_own_sentence(registry):
     current = attention.translate_here(registry, "studio-tiny", SENTENCES[2])
     assert current.source == SENTENCES[2] and current.model == "studio-tiny"
-    with pytest.warns(UserWarning):
-        assert attention.translate_here(registry, "studio-tiny", "").source == ""
+    with pytest.warns(UserWarning, match="Type a sentence"):  # the maps on screen stay
+        assert attention.translate_here(registry, "studio-tiny", "  ") == gr.skip()
 
 
 # ----- Positional encoding and Model tabs ------------------------------------------------------------

@@ -196,17 +196,18 @@ def refresh_bertviz(analysis: Analysis | None, stack_label: str, rendered: tuple
     return *bertviz_views(analysis, stack_label), key
 
 
-def translate_here(registry, name: str | None, text: str) -> Current:
-    """The tab's own box: translate with the default settings (beam 4, α 0.6)."""
+def translate_here(registry, name: str | None, text: str):
+    """The tab's own box: translate with the default settings (beam 4, α 0.6) -> the new Current;
+    nothing to translate keeps the maps on screen (gr.skip()), with a warning."""
     text, cleaned = clean_input(text)
     if not text or not text.strip():
         warn("Type a sentence to look at.")
-        return Current()
+        return gr.skip()
     try:
         key, bundle = registry.key(name), registry.get(name)
     except (LookupError, ValueError, FileNotFoundError) as exc:
         warn(str(exc))
-        return Current()
+        return gr.skip()
     t = translate_detailed(bundle, [text], DecodeOptions())[0]
     for notice in cleaned + t.notices:
         info(clip(notice, 300))

@@ -120,7 +120,8 @@ def decode_options(beam_size: int, alpha: float, penalty: str, max_extra: float)
 def start(registry, name: str | None, text: str, beam_size, alpha: float, penalty: str, max_extra: float
           ) -> Search | None:
     """A fresh search for the inputs (None, with a warning, when there is nothing to search). What
-    was changed in the input comes as toasts and stays in the search's notices, for the page."""
+    was changed in the input (a beam size, a cut source) goes to the search's notices, on the page
+    (not as toasts too: they covered the controls)."""
     text, cleaned = clean_input(text)
     if not text or not text.strip():
         warn("Type a source sentence first.")
@@ -132,10 +133,6 @@ def start(registry, name: str | None, text: str, beam_size, alpha: float, penalt
     except (LookupError, ValueError, FileNotFoundError) as exc:
         warn(str(exc))
         return None
-    if notice:
-        warn(notice)
-    for n in cleaned + stepper.notices:
-        info(clip(n, 300))
     notices = [clip(n, 300) for n in cleaned + ([notice] if notice else []) + stepper.notices]
     return Search((name, text, size, float(alpha), penalty, int(max_extra)), stepper, [stepper.view], notices,
                   model_key, bundle=bundle)
@@ -261,7 +258,7 @@ def attention_figure(search: Search | None, choice: str | None):
 def comparison(registry, search: Search | None) -> tuple[str, str, str]:
     """(stepper's result, Translate's result for the same settings, verdict) once the search is done."""
     if search is None or not search.view.done:
-        return "", "", "*Run the search to the end to compare it with the Translate tab.*"
+        return "", "", "*Run the search to the end to compare it with one-shot beam search (the Translate tab's decoder).*"
     if search.compared is None:
         search.compared = _compare(registry, search)
     return search.compared
@@ -276,8 +273,10 @@ def _compare(registry, search: Search) -> tuple[str, str, str]:
     searched = search.bundle
     t = translate_detailed(searched, [text], decode_options(size, alpha, penalty, max_extra))[0]
     same = mine == t.text and best is not None and abs(best.score - t.score) < 1e-4
-    verdict = ("**Same result** as the Translate tab with these settings" if same else
-               "**Different** from the Translate tab's result")
+    # "The Translate tab's decoder", not its result: the translation on that tab may be another
+    # sentence's, or older weights' while the model trains.
+    verdict = ("**Same result** as one-shot beam search (the Translate tab's decoder) with these weights and "
+               "settings" if same else "**Different** from one-shot beam search (the Translate tab's decoder)")
     if name in registry.names() and registry.get(name).info.get("step") != searched.info.get("step"):
         verdict += (f" (both decoded with the weights searched, step {searched.info.get('step', '?')}; the "
                     f"model has trained on since)")
@@ -369,7 +368,8 @@ def build(shell: Shell, translated: gr.State, tab: gr.Tab) -> None:
     attention = gr.Plot(label="Cross-attention of that hypothesis at this step")
     with gr.Row():
         mine = gr.Textbox(label="Beam search here: best hypothesis", interactive=False)
-        theirs = gr.Textbox(label="Translate tab, same settings", interactive=False)
+        theirs = gr.Textbox(label="One-shot beam search (the Translate tab's decoder), same weights and settings",
+                            interactive=False)
     verdict = gr.Markdown()
 
     settings = [shell.model, source, beam_size, alpha, penalty, max_extra]

@@ -21,9 +21,9 @@ from core.tasks import TASKS
 from .. import plots
 from ..app import Shell, picker_update
 from ..limits import MAX_NAME_CHARS, PUBLIC_MAX_MINUTES, PUBLIC_MAX_PARAMETERS, clean_input
-from ..text import guard, info, md, md_table, warn
+from ..text import guard, md, md_table, warn
 from ..training import (SOURCES, JobBusy, JobView, Settings, TrainingJob, corpus_spec, device_line, hub_offline,
-                        warm_up)
+                        safe_name, warm_up)
 from ..widgets import Slider
 
 TICK_S = 1.0
@@ -50,6 +50,7 @@ BUTTONS = ("start", "pause", "resume", "stop", "save")
 ALLOWED = {"idle": {"start"}, "preparing": set(), "running": {"pause", "stop", "save"},
            "paused": {"resume", "stop", "save"}, "stopping": {"save"}, "stopped": {"start", "save"},
            "finished": {"start", "save"}, "failed": {"start", "save"}}
+NOT_STARTED = "**Not started:**"  # starts the line under the buttons when Start is refused
 PERPLEXITY_TICKS = [m * 10 ** e for e in range(6) for m in (1, 2, 5)]  # 1 to 500,000: any vocabulary
 
 
@@ -139,9 +140,34 @@ def peak_lr(d_model, warmup, factor) -> str:
     return f"Peak learning rate (eq. 3, at step {int(warmup)}): factor · d_model^−0.5 · warmup^−0.5 = **{lr:.2e}**"
 
 
-def task_picked(task: str) -> tuple[str, gr.Dropdown]:
-    """(the model's default name for a synthetic task, the task picker with its full description)."""
-    return f"live-{task}", gr.Dropdown(info=TASKS.get(task, ""))
+def task_described(task: str) -> gr.Dropdown:
+    """The task picker with the picked task's full description below it."""
+    return gr.Dropdown(info=TASKS.get(task, ""))
+
+
+def default_name(kind: str, task: str, path: str | None, upload: str | None, hf_name: str | None) -> str:
+    """The model's name in the picker for a data choice, live-<task, corpus, file or dataset>: a Multi30k
+    model called live-numbers would pass for the numbers task's on every tab."""
+    if kind == SOURCES[0]:
+        base = task
+    elif kind == SOURCES[1]:
+        base = (path or "").strip().rstrip("/").split(":")[0].rsplit("/", 1)[-1]
+    elif kind == SOURCES[2]:
+        base = Path(upload).name if upload else ""
+    else:
+        base = (hf_name or "").split(":")[0].rsplit("/", 1)[-1]
+    base = base.removesuffix(".gz").removesuffix(".tsv").removesuffix(".txt")
+    return f"live-{safe_name(base[:60], fallback='model')}"
+
+
+def data_picked(kind: str, task: str, path: str | None, upload: str | None, hf_name: str | None,
+                name: str | None):
+    """The name box follows the data while it holds a default name (blank or live-...); a name the
+    user typed stays."""
+    current = (name or "").strip()
+    if current and not current.startswith("live-"):
+        return gr.skip()
+    return default_name(kind, task, path, upload, hf_name)
 
 
 def source_visibility(kind: str) -> tuple:
@@ -151,22 +177,18 @@ def source_visibility(kind: str) -> tuple:
 # ----- controls ----------------------------------------------------------------------------
 def start(job: TrainingJob, *values, session: str | None = None):
     """Start a run: (the picker, with the new model selected; the line under the buttons; the last
-    save's download, put away with its line). A refusal comes as a warning and stays on that line,
-    beside the set-up panel that can fix it."""
+    save's download, put away with its line). A refusal stays on that line, beside the set-up panel
+    that can fix it; no toast: one covered the boxes it named (and one on a start, the progress bar)."""
     try:
         settings = settings_from(dict(zip(FIELDS, values)))
         replaced = settings.name in job.registry.names()  # start() refuses a name it did not make
         name = job.start(settings, session)
     except (JobBusy, ValueError) as exc:
-        warn(exc)
-        return gr.skip(), f"**Not started:** {md(str(exc).removeprefix('Cannot start: '))}", gr.skip()
-    if replaced:
-        warn(f"The earlier run called {name} is replaced by this one (a checkpoint saved from it keeps its own "
-             f"name); give the next run another name to keep both.")
-    info(f"Training {name}: it is in the model picker now and improves as it trains.")
-    if notice := job.view().facts.get("notice"):
-        warn(notice)
-    return picker_update(job.registry, name), "", gr.DownloadButton(visible=False)
+        return gr.skip(), f"{NOT_STARTED} {md(str(exc).removeprefix('Cannot start: '))}", gr.skip()
+    # A large model's notice stays on the status line; the picker shows the new model.
+    said = (f"*The earlier run called {md(name)} is replaced by this one (a checkpoint saved from it keeps its own "
+            f"name); give the next run another name to keep both.*") if replaced else ""
+    return picker_update(job.registry, name), said, gr.DownloadButton(visible=False)
 
 
 def session_of(request: gr.Request | None) -> str | None:
@@ -183,7 +205,7 @@ def controller(job: TrainingJob, action: str):
 def fold_setup(outcome: str) -> gr.Accordion:
     """Close the set-up panel once this page's run has started; left open after a refusal (outcome
     says it), to fix a value: another visitor's run going does not make this one started."""
-    return gr.skip() if outcome else gr.Accordion(open=False)
+    return gr.skip() if outcome.startswith(NOT_STARTED) else gr.Accordion(open=False)
 
 
 def control(job: TrainingJob, action: str, session: str | None = None) -> tuple:
@@ -201,10 +223,8 @@ def save(job: TrainingJob, name: str, picked: str | None,
     """(message, the model picker with the saved checkpoint among its choices, its download)."""
     try:
         path = job.save(name, session)
-    except (ValueError, OSError) as exc:
-        warn(exc)
+    except (ValueError, OSError) as exc:  # said on the line under the buttons, as a success is
         return f"**Not saved:** {md(exc)}", picker_update(job.registry, picked), gr.DownloadButton(visible=False)
-    info(f"Saved {path.name}; it is in the model picker.")
     message = (f"Saved **{md(path.name)}** in {md(shown_path(path))}: it is in the model picker, and "
                f"`train_cli.py` takes it as `--checkpoint`.")
     try:
@@ -213,7 +233,8 @@ def save(job: TrainingJob, name: str, picked: str | None,
         return (f"{message}  \n**No download:** the .zip could not be written ({md(exc)}).",
                 picker_update(job.registry, picked), gr.DownloadButton(visible=False))
     size_mb = archive.stat().st_size / 2**20
-    return (f"{message} Download it to keep it: *Open another checkpoint* (above) opens the .zip again.",
+    return (f"{message} Download it to keep it: *Open another checkpoint* (above, outside presenter mode) opens the .zip "
+            f"again.",
             picker_update(job.registry, picked),
             gr.DownloadButton(f"Download {archive.name} ({size_mb:.1f} MB)", value=str(archive), visible=True))
 
@@ -503,7 +524,9 @@ def build(shell: Shell, job: TrainingJob) -> None:
               heads_in, d_ff_in, dropout_in, vocab, steps, warmup, lr_factor, smoothing, max_tokens, clip,
               eval_every, attention_every]
     kind.change(source_visibility, inputs=kind, outputs=[task, path, upload, hf_name])
-    task.change(task_picked, inputs=task, outputs=[name, task])
+    task.change(task_described, inputs=task, outputs=task)
+    gr.on([kind.change, task.change, path.change, upload.change, hf_name.change], data_picked,
+          inputs=[kind, task, path, upload, hf_name, name], outputs=name, show_progress="hidden")
     preset.change(guard(preset_values), inputs=preset, outputs=[layers_in, d_model_in, heads_in, d_ff_in, dropout_in])
     gr.on([d_model_in.change, warmup.change, lr_factor.change], peak_lr, inputs=[d_model_in, warmup, lr_factor],
           outputs=lr_line)

@@ -12,7 +12,7 @@ from core.decoding import DecodeOptions, Translation, translate_detailed
 from .. import plots
 from ..app import Shell
 from ..limits import HEAVY, clean_input
-from ..text import clip, guard, info, md, md_table, warn
+from ..text import clip, guard, md, md_table
 from ..widgets import Slider
 
 MAX_SEED = 2**63
@@ -106,15 +106,16 @@ def nbest_table(t: Translation) -> str:
 def translate(registry, name: str | None, text: str, method: str, beam_size: float, alpha: float,
               max_extra: float, n_best: float, temperature: float, top_k: float, top_p: float, seed):
     """(translation, probability plot, n-best table, notice Markdown, Current) — never raises."""
+    # Every message goes to the notice list under the translation, no toast: one repeating it covered
+    # the controls on the right, for 5-10 s, on a projector.
     text, cleaned = clean_input(text)
     if not text or not text.strip():
-        warn("Type a sentence (or click an example) to translate.")
-        return "", plots.empty("no translation yet"), "", "*Nothing to translate: the source is empty.*", Current()
+        return ("", plots.empty("no translation yet"), "",
+                "*Nothing to translate: type a sentence (or click an example).*", Current())
     try:
         key, bundle = registry.key(name), registry.get(name)
         opts = options(method, beam_size, alpha, max_extra, n_best, temperature, top_k, top_p, seed)
     except (LookupError, ValueError, FileNotFoundError) as exc:
-        warn(str(exc))
         # The blank plot is built only when needed: ~7 ms, a sixth of a translate request's CPU.
         return "", plots.empty("no translation yet"), "", f"**Cannot translate:** {md(exc)}", Current()
     t = translate_detailed(bundle, [text], opts)[0]
@@ -124,8 +125,6 @@ def translate(registry, name: str | None, text: str, method: str, beam_size: flo
         cleaned = cleaned + [f"n-best shown: {opts.n_best}, the beam size (a beam search keeps no more than "
                              f"{opts.beam_size} hypotheses); {int(n_best)} asked"]
     notices = [clip(n, 300) for n in cleaned + t.notices]  # e.g. a 2,000-character unknown piece
-    for notice in notices:
-        info(notice)
     notes = "\n".join(f"- {md(n)}" for n in notices)
     tokens = t.tokens + ["<eos>"] if t.token_logprobs else []
     return (t.text, plots.token_probabilities(tokens, t.token_logprobs), nbest_table(t), notes,
