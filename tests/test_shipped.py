@@ -64,3 +64,20 @@ def test_shipped_configs_are_plain_json():
     for path in shipped:
         config = json.loads((path / "config.json").read_text())
         assert config["format_version"] == 1 and config["model"]["d_model"] > 0
+
+
+@pytest.mark.skipif(not MULTI30K_MODEL.exists(), reason="multi30k-de-en-small is not shipped")
+def test_the_studios_sampling_defaults_read_far_better_than_the_plain_distribution(multi30k):
+    """Why the Translate tab starts sampling at temperature 0.8 and top-p 0.9 (studio/tabs/translate.py)."""
+    from studio.tabs.translate import SAMPLE_TEMPERATURE, SAMPLE_TOP_P
+
+    bundle = load_checkpoint(MULTI30K_MODEL)
+    sources = read_gz(multi30k / "test_2016_flickr.de.gz")[:200]
+    references = read_gz(multi30k / "test_2016_flickr.en.gz")[:200]
+
+    def bleu(**options) -> float:
+        return evaluate_bleu(translate(bundle, sources, method="sample", seed=0, **options), references).bleu
+
+    plain, studio = bleu(), bleu(temperature=SAMPLE_TEMPERATURE, top_p=SAMPLE_TOP_P)
+    greedy = evaluate_bleu(translate(bundle, sources, method="greedy"), references).bleu
+    assert studio > plain + 5 and studio > greedy - 4, (plain, studio, greedy)

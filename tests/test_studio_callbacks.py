@@ -563,3 +563,11 @@ def test_figures_carry_their_phone_layout():
     assert narrow["xaxis.domain"] == narrow["xaxis2.domain"] == [0.0, 1.0]
     assert narrow["yaxis2.domain"][1] < narrow["yaxis.domain"][0]
     assert narrow["annotations[1].y"] == narrow["yaxis2.domain"][1]  # the second title above its panel
+
+
+def test_sampling_starts_from_a_tempered_nucleus():
+    """T = 1 with no cut-off read as nonsense on stage with the small model; the sliders start lower."""
+    demo = app.build_app(studio_registry())
+    value = {b.label: b.value for b in demo.blocks.values() if getattr(b, "label", None) in ("temperature", "top-p (1: off)")}
+    assert value == {"temperature": translate.SAMPLE_TEMPERATURE, "top-p (1: off)": translate.SAMPLE_TOP_P}
+    assert translate.SAMPLE_TEMPERATURE < 1 and translate.SAMPLE_TOP_P < 1
