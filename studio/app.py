@@ -109,6 +109,9 @@ body.presenter { --text-xs: 16px; --text-sm: 18px; --text-md: 21px; --text-lg: 2
   --button-large-text-size: 22px; --button-medium-text-size: 20px; --button-small-text-size: 18px;
   --table-text-size: 20px; --block-info-text-size: 18px; --block-info-text-color: #111; }
 body.presenter .gradio-container { background: #fff; }
+/* Gradio sizes a text box's height when the page loads and again only on typing: in the larger type the
+   one-line source box cut the bottoms of its letters (40 px for 51) until something was typed. */
+body.presenter .gradio-container textarea { min-height: calc(var(--input-text-size) * 1.4 + 24px); }  /* + padding, borders */
 /* On a projector's 720 lines the tab's content needs the room; the window's title names the app. */
 body.presenter #studio-title { display: none; }
 /* ...and so do the plots of every tab: opening a checkpoint is work done before the lecture. */
@@ -563,6 +566,11 @@ def _int_in(low: int, high: int):
     return parse
 
 
+# Gradio 6.31's status tracker tells screen readers that a call ended with two words its English texts
+# lack: without these, each translation or step was read out as "common.complete".
+STATUS_WORDS = gr.I18n(en={"common.complete": "Done", "common.progress": "Progress"})
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m studio", description=__doc__.split("\n")[0])
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (0.0.0.0 serves the network)")
@@ -597,7 +605,7 @@ def main(argv: list[str] | None = None) -> None:
     try:
         demo.queue(max_size=QUEUE_SIZE, default_concurrency_limit=DEFAULT_CONCURRENCY, status_update_rate=1).launch(
             server_name=args.host, server_port=args.port, share=args.share, css=CSS, js=page_js(), theme=THEME,
-            show_error=False, max_file_size=MAX_UPLOAD_BYTES)
+            show_error=False, max_file_size=MAX_UPLOAD_BYTES, i18n=STATUS_WORDS)
     except OSError as exc:  # the port is taken, or the host is not an address of this machine
         reason = str(exc).split(". ")[0]  # Gradio goes on about launch() parameters
         sys.exit(f"error: cannot serve on {args.host}:{args.port}: {reason}; choose another --port or --host")

@@ -51,6 +51,7 @@ FORM_NAMES = {"n_heads": "heads", "encoder_layers": "layers", "decoder_layers": 
 ACTIVE = ("preparing", "running", "paused", "stopping")
 PAUSING = "The step under way ends first; press Resume to go on."  # until the trainer waits
 HF_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,95}(/[A-Za-z0-9][A-Za-z0-9_.-]{0,95})?(:[A-Za-z0-9_.-]{1,64})?")
+ETA_WINDOW_S = 120  # the training time whose pace estimates the time left
 TRAIN_NICE = 10  # the training thread's CPU priority (Linux nice): visitors' requests come first
 BYTES_PER_PARAMETER = 16  # fp32 weights, gradients and Adam's two moments
 MEMORY_SHARE = 0.6  # of the free memory a model may plan to use, leaving room for activations
@@ -600,7 +601,10 @@ class TrainingJob:
         return self._run
 
     def _eta(self, run: _Run) -> float | None:
-        recent = run.history[-30:]
+        # The rate over the last ETA_WINDOW_S of training (at least 30 steps): over 30 steps alone, a
+        # Multi30k run's estimate swung between 4 and 8 minutes within half a minute.
+        start = next((i for i, r in enumerate(run.history) if r["seconds"] >= run.elapsed() - ETA_WINDOW_S), 0)
+        recent = run.history[min(start, max(0, len(run.history) - 30)):]
         if self._state != "running" or len(recent) < 2 or recent[-1]["seconds"] <= recent[0]["seconds"]:
             return None
         rate = (recent[-1]["step"] - recent[0]["step"]) / (recent[-1]["seconds"] - recent[0]["seconds"])

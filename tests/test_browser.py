@@ -79,6 +79,10 @@ def test_studio_in_headless_chromium(studio):
         browser, page = _watched_page(p, outside, errors)
         page.goto(studio)
         page.get_by_text("studio-tiny ·").first.wait_for(timeout=20000)
+        # Everything Gradio's status tracker says to screen readers, for a check after the calls below.
+        page.evaluate("""() => { window.statusSaid = []; new MutationObserver(() => document.querySelectorAll(
+            '.sr-only[role=status]').forEach((e) => e.textContent.trim() && window.statusSaid.push(e.textContent.trim())))
+            .observe(document.body, {subtree: true, childList: true, characterData: true}); }""")
 
         # Translate: click an example; the translation and its probability plot appear.
         page.locator("#tab-translate").get_by_text(SENTENCES[0], exact=True).click()
@@ -179,6 +183,11 @@ def test_studio_in_headless_chromium(studio):
             _plots_in(page, key, plots)
             page.screenshot(path=shots / f"{n}-{key}.png", full_page=True)
 
+        # Gradio's status tracker read each finished call out as "common.complete" (a word missing from its
+        # English texts); the studio supplies it.
+        said = set(page.evaluate("window.statusSaid"))
+        assert "Done" in said and not any("common." in s for s in said), said
+
         # A number typed outside a slider's range: the box shows the value the slider takes.
         page.get_by_role("tab", name="Positional encoding").click()
         d_model = page.get_by_label("number input for d_model")
@@ -204,6 +213,9 @@ def test_studio_in_headless_chromium(studio):
         switch = page.get_by_label("Presenter mode (large type, high contrast)")
         switch.check()
         page.wait_for_function("document.body.classList.contains('presenter')", timeout=5000)
+        # The one-line source box grows with the type at once (Gradio resized it only on typing).
+        assert page.evaluate("(() => { const t = document.querySelector('#tab-translate textarea'); "
+                             "return t.clientHeight >= t.scrollHeight; })()")
         assert not page.evaluate("document.body.classList.contains('dark')")
         assert page.evaluate(bertviz_filter) == "none"
         page.wait_for_function(f"{plot}._fullLayout.font.color === '#111'", timeout=5000)

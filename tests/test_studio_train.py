@@ -634,3 +634,10 @@ def test_the_model_name_follows_the_data_until_the_user_types_one():
     assert tab.data_picked(corpus, "numbers", "data/x", None, "", "live-numbers") == "live-x"
     assert tab.data_picked(corpus, "numbers", "data/x", None, "", "  ") == "live-x"
     assert isinstance(tab.data_picked(corpus, "numbers", "data/x", None, "", "my-lecture"), type(gr.skip()))
+
+
+def test_time_left_is_said_in_the_precision_it_has():
+    assert tab.time_left(401) == "about 7 min left" and tab.time_left(120) == "about 2 min left"
+    assert tab.time_left(119) == "about 2 min left" and tab.time_left(84) == "about 80 s left"
+    assert tab.time_left(44) == "about 40 s left"
+    assert tab.time_left(9.5) == "a few seconds left"

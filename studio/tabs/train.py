@@ -278,10 +278,17 @@ def _clock(seconds: float) -> str:
     return f"{seconds // 60} min {seconds % 60:02d} s" if seconds >= 60 else f"{seconds} s"
 
 
+def time_left(seconds: float) -> str:
+    """An estimate in the precision it has: whole minutes from 90 s, tens of seconds below."""
+    if seconds >= 90:
+        return f"about {round(seconds / 60)} min left"
+    return f"about {max(10, round(seconds, -1)):.0f} s left" if seconds >= 10 else "a few seconds left"
+
+
 def progress(view: JobView) -> str:
     if view.settings is None:
         return ""
-    eta = f" · about {_clock(view.eta)} left" if view.eta is not None else ""
+    eta = f" · {time_left(view.eta)}" if view.eta is not None else ""
     return (f'<progress max="{view.max_steps}" value="{view.step}" style="width:100%;height:22px"></progress>'
             f"<p>Step {view.step:,} of {view.max_steps:,} · {_clock(view.elapsed)} of training{eta}</p>")
 
@@ -450,7 +457,7 @@ def build(shell: Shell, job: TrainingJob) -> None:
         stop_button = gr.Button("Stop", variant="stop", interactive=False)
         # One line high, as the buttons beside it: the curves start higher on a 720-line projector.
         save_name = gr.Textbox(label="Checkpoint name", show_label=False, container=False, max_lines=1, scale=2,
-                               placeholder="Name (blank: the model's); saved as NAME-stepN")
+                               placeholder="Name (saved as NAME-stepN)")  # blank: the model's
         save_button = gr.Button("Save checkpoint", interactive=False, min_width=210)  # on one line
     button_row = [start_button, pause_button, resume_button, stop_button, save_button]
     if job.public:
@@ -513,7 +520,7 @@ def build(shell: Shell, job: TrainingJob) -> None:
     with gr.Row():
         timeline = Slider(0, d.attention_every, value=0, step=d.attention_every, label="training step", scale=3)
         layer = Slider(1, layers, value=layers, step=1, label="decoder layer")
-        head = Slider(0, heads, value=0, step=1, label="head (0: mean of all heads)")
+        head = Slider(0, heads, value=0, step=1, label="head (0: mean)")  # one line in presenter mode
         follow = gr.Checkbox(True, label="follow the training (latest snapshot)")
     attention_plot = gr.Plot(label="Cross-attention of the fixed example")
     seen = gr.State(Seen())
