@@ -360,7 +360,9 @@ NAMES_JS = """() => {
       if (b.getAttribute('aria-label') !== named) b.setAttribute('aria-label', named);
     });
     document.querySelectorAll('.js-plotly-plot').forEach((gd) => {
-      const title = (gd.querySelector('.gtitle')?.textContent || '').trim();  // as drawn: entities read as text
+      // As drawn (entities read as text); a title on several lines is a <tspan> a line: spaced, not run together.
+      const drawn = gd.querySelector('.gtitle'), lines = drawn ? [...drawn.querySelectorAll('tspan.line')] : [];
+      const title = (lines.length ? lines.map((l) => l.textContent.trim()).join(' ') : drawn?.textContent || '').trim();
       if (title && gd.getAttribute('aria-label') !== title) {
         gd.setAttribute('role', 'img');
         gd.setAttribute('aria-label', title);

@@ -217,7 +217,9 @@ def attention_head(weights: np.ndarray, rows: Sequence[str], cols: Sequence[str]
     fig = go.Figure(_heatmap(weights, rows, cols, showscale=True))
     size = max(len(rows), len(cols))
     height = int(min(900, max(420, 140 + 28 * size)))
-    fig.update_xaxes(_token_axis(cols, tickangle=-45, title=col_title))
+    # Slanted labels need ~28 px each in presenter mode's type, whose plot is no wider: 36 across a
+    # projector's ~1,000 px (60 overprinted there on a 255-token source).
+    fig.update_xaxes(_token_axis(cols, max_labels=36, tickangle=-45, title=col_title))
     fig.update_yaxes(_token_axis(rows, max_labels=(height - 150) // 16, title=row_title, autorange="reversed"))
     return _layout(fig, title, height, margin=dict(l=110, r=30, t=60, b=90))
 

@@ -279,8 +279,8 @@ def test_a_long_source_shows_its_truncation_and_labels_one_token_in_k(registry):
     assert "source truncated" in attention.show(registry, current)[1]  # the maps show only what the model read
     keys = [f"t{i}" for i in range(255)]
     big = plots.attention_head(np.zeros((3, 255)), ["a", "b", "c"], keys, "title", "query", "key")
-    assert list(big.layout.xaxis.tickvals) == list(range(0, 255, 5)) and big.layout.xaxis.ticktext[1] == "t5"
-    assert big.layout.xaxis.title.text == "key (one in 5 labelled)"
+    assert list(big.layout.xaxis.tickvals) == list(range(0, 255, 8)) and big.layout.xaxis.ticktext[1] == "t8"
+    assert big.layout.xaxis.title.text == "key (one in 8 labelled)"  # 32 slanted labels: room in presenter type
     assert list(big.layout.yaxis.tickvals) == [0, 1, 2] and big.layout.yaxis.title.text == "query"
 
 
