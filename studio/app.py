@@ -438,7 +438,7 @@ def open_checkpoint(registry: ModelRegistry, files: list[str] | None, current: s
     """Uploaded checkpoint files (or one .zip of the folder) -> a new entry in the picker."""
     if not files:
         return picker_update(registry, current), status_line(registry, current)
-    folder = None
+    folder, offered = None, set(registry.names())
     try:
         folder = _assemble(files)
         name = registry.open(folder)
@@ -453,6 +453,9 @@ def open_checkpoint(registry: ModelRegistry, files: list[str] | None, current: s
     finally:
         if folder is not None:  # loaded into memory (or refused): the copy on disk is not needed
             shutil.rmtree(folder.parent, ignore_errors=True)
+    if name in offered:  # the same model (a saved checkpoint's .zip opened again): picked, not doubled
+        info(f"{name} is open already (the same weights): it is picked.")
+        return picker_update(registry, name), status_line(registry, name)
     # Every upload stays in memory: keep the newest few so repeated uploads cannot exhaust it.
     registry.uploaded.append(name)
     while len(registry.uploaded) > MAX_UPLOADED_MODELS:

@@ -10,6 +10,8 @@ import copy
 import threading
 from pathlib import Path
 
+import torch
+
 from core.bundle import ModelBundle
 from core.checkpoint import load_checkpoint
 from core.model import Transformer
@@ -77,12 +79,15 @@ class ModelRegistry:
 
     def open(self, path: str | Path) -> str:
         """Load the checkpoint directory path now (ValueError/FileNotFoundError if it is not
-        one) and offer it under a name not yet taken."""
+        one) and offer it under a name not yet taken; the same model already offered under its
+        name (a saved checkpoint's .zip opened again) is not offered twice: its name comes back."""
         bundle = load_checkpoint(path)
         # The name comes from the (possibly uploaded) config.json: bound it like typed text.
         base = clean_input(bundle.info.get("name") or Path(path).name, MAX_NAME_CHARS)[0].strip() or "uploaded"
         name, n = base, 2
         while name in self.names():
+            if same_model(self.get(name), bundle):
+                return name
             name, n = f"{base} ({n})", n + 1
         return self.add(name, bundle)
 
@@ -102,6 +107,14 @@ class ModelRegistry:
             if name not in self._ablation:
                 self._ablation[name] = (copy.deepcopy(bundle.model).eval(), threading.Lock())
             return self._ablation[name]
+
+
+def same_model(a: ModelBundle, b: ModelBundle) -> bool:
+    """Equal configs, tokenizers and weights."""
+    if a.model.config != b.model.config or a.tokenizer.to_json() != b.tokenizer.to_json():
+        return False
+    theirs = b.model.state_dict()
+    return all(torch.equal(t, theirs[k].to(t.device)) for k, t in a.model.state_dict().items())
 
 
 def describe(bundle: ModelBundle) -> dict[str, str]:

@@ -125,7 +125,13 @@ def test_uploads_kept_in_memory_are_capped_and_their_names_bounded(shipped, regi
     # The name comes from the uploaded config.json: cut to 64 characters, control characters out.
     config = json.loads((shipped / "config.json").read_text())
     (shipped / "config.json").write_text(json.dumps(config | {"name": "\x00" + "x" * 500}))
-    for _ in range(limits.MAX_UPLOADED_MODELS + 1):
+    from safetensors.torch import load_file, save_file
+
+    state = load_file(str(shipped / "model.safetensors"))
+    first = sorted(state)[0]
+    for n in range(limits.MAX_UPLOADED_MODELS + 1):  # other weights each time: the same ones are not doubled
+        state[first].view(-1)[0] = n
+        save_file(state, str(shipped / "model.safetensors"), metadata={"format": "pt"})
         app.open_checkpoint(registry, [str(p) for p in shipped.iterdir()], MODEL)
     base = "x" * (limits.MAX_NAME_CHARS - 1)  # the NUL became a space, stripped
     kept = [f"{base} ({n})" for n in range(2, limits.MAX_UPLOADED_MODELS + 2)]  # the first upload was dropped
@@ -163,8 +169,8 @@ def test_zips_with_code_carrying_files_are_refused_or_ignored(tmp_path, shipped,
     folder = app._assemble([str(extras)])
     assert set(p.name for p in folder.iterdir()) == set(good)
     shutil.rmtree(folder.parent)
-    app.open_checkpoint(registry, [str(extras)], MODEL)
-    assert registry.names() == [MODEL, f"{MODEL} (2)"]
+    picker, _ = app.open_checkpoint(registry, [str(extras)], MODEL)
+    assert picker.value == MODEL and registry.names() == [MODEL]  # read, and found to be the model offered
     assert not (tmp_path / "PWNED").exists()
 
 

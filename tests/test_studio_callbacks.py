@@ -113,8 +113,12 @@ def test_opening_a_file_that_is_not_a_checkpoint_warns_and_keeps_serving(registr
                         "config.json, model.safetensors and tokenizer.json.")
 
 
-def test_opening_uploaded_checkpoint_files_and_a_zip(registry, tmp_path):
-    folder = save_checkpoint(tmp_path / "shipped", studio_bundle())
+def test_opening_uploaded_checkpoint_files_and_a_zip(registry, tmp_path, toasts):
+    same = save_checkpoint(tmp_path / "same", studio_bundle())  # the model offered as studio-tiny
+    picker, _ = app.open_checkpoint(registry, [str(p) for p in sorted(same.iterdir())], "other")
+    assert picker.value == "studio-tiny" and registry.names() == ["studio-tiny"]  # picked, not offered twice
+    assert toasts[-1] == "studio-tiny is open already (the same weights): it is picked."
+    folder = save_checkpoint(tmp_path / "shipped", studio_bundle(max_len=16))  # another model, the same name
     files = [str(p) for p in sorted(folder.iterdir())]
     picker, status = app.open_checkpoint(registry, files, "studio-tiny")
     assert picker.value == "studio-tiny (2)" and "studio\\-tiny \\(2\\)" in status
@@ -123,7 +127,7 @@ def test_opening_uploaded_checkpoint_files_and_a_zip(registry, tmp_path):
         for p in folder.iterdir():
             z.write(p, f"shipped/{p.name}")
     picker, _ = app.open_checkpoint(registry, [str(archive)], "studio-tiny")
-    assert picker.value == "studio-tiny (3)"
+    assert picker.value == "studio-tiny (2)" and len(registry.names()) == 2  # its .zip: the same model again
 
 
 def test_the_tabs_redraw_on_the_picked_models_registry_key_not_its_name():
