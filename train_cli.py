@@ -235,7 +235,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="torch.compile the training step (--no-compile: off, e.g. resuming such a run)")
     o.add_argument("--device", type=device_name, default="auto", help="auto (CUDA if present), cpu, cuda, cuda:1, ...")
     o.add_argument("--seed", type=SEED, default=0, help="initialisation, batch order and data split")
-    o.add_argument("--limit", type=POSITIVE_INT, default=None, help="use at most this many training pairs, a seeded sample (default: all)")
+    o.add_argument("--limit", type=POSITIVE_INT, default=None,
+                   help="use at most this many training pairs, a seeded sample (default: all)")
     r = t.add_argument_group("evaluation and saving")
     r.add_argument("--eval-every", type=NON_NEGATIVE_INT, default=1000, help="steps between validations (0: never)")
     r.add_argument("--bleu-sentences", type=NON_NEGATIVE_INT, default=200,
@@ -262,9 +263,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     tr = sub.add_parser("translate", help="translate sentences: arguments, --input or stdin, one per line",
                         description="Translate the sentences given as arguments, or --input's or stdin's lines "
-                                    "(typed at a terminal: each as soon as Enter is pressed).", formatter_class=HelpFormatter,
-                        epilog=EXAMPLES["translate"])
-    tr.add_argument("sentences", nargs="*", help="sentences to translate, each in quotes (default: --input, else stdin)")
+                                    "(typed at a terminal: each as soon as Enter is pressed).",
+                        formatter_class=HelpFormatter, epilog=EXAMPLES["translate"])
+    tr.add_argument("sentences", nargs="*",
+                    help="sentences to translate, each in quotes (default: --input, else stdin)")
     tr.add_argument("--checkpoint", type=Path, default=DEFAULT_CHECKPOINT, help="checkpoint folder")
     tr.add_argument("--input", type=Path, help="input file, one sentence per line (default: stdin)")
     tr.add_argument("--output", type=Path, help="output file (default: stdout)")
@@ -620,8 +622,8 @@ def command_train(args: argparse.Namespace) -> None:
         f"{world} process(es); steps {trainer.step_count}->{max_steps}")
     if rank == 0:
         args.out.mkdir(parents=True, exist_ok=True)
-        record = {"options": run_options(build_parser(), args), **{k: str(v) for k, v in vars(args).items() if k != "from_run"},
-                  "data_fingerprint": fingerprint}
+        given = {k: str(v) for k, v in vars(args).items() if k != "from_run"}
+        record = {"options": run_options(build_parser(), args), **given, "data_fingerprint": fingerprint}
         (args.out / "run.json").write_text(json.dumps(record, indent=2))
     train_loop(trainer, args, rank)
 
@@ -718,7 +720,7 @@ def open_tensorboard(out: Path):
 def load_bundle(path: Path, device: str):
     from core.checkpoint import load_checkpoint
 
-    if (path / "run.json").is_file() and not (path / "config.json").exists():  # a run folder, not one of its checkpoints
+    if (path / "run.json").is_file() and not (path / "config.json").exists():  # a run folder, not a checkpoint
         inside = [p for p in [path / "final", *run_checkpoints(path)[::-1]] if (p / "config.json").is_file()]
         raise CLIError(f"{path} is a training run's folder, not a checkpoint; its checkpoints, latest first: "
                        f"{', '.join(map(str, inside[:3])) or 'none yet'}")
@@ -939,7 +941,8 @@ def output_line(result, n_best: int) -> str:
     a line has fewer hypotheses, as an empty source does)."""
     if n_best == 1:
         return result.text
-    return "\t".join([f"{text}\t{score:.4f}" for text, score in result.n_best] + ["\t"] * (n_best - len(result.n_best)))
+    cells = [f"{text}\t{score:.4f}" for text, score in result.n_best]
+    return "\t".join(cells + ["\t"] * (n_best - len(cells)))
 
 
 def translate_as_typed(bundle, options, n_best: int) -> None:

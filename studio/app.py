@@ -110,8 +110,9 @@ body.presenter { --text-xs: 16px; --text-sm: 18px; --text-md: 21px; --text-lg: 2
   --table-text-size: 20px; --block-info-text-size: 18px; --block-info-text-color: #111; }
 body.presenter .gradio-container { background: #fff; }
 /* Gradio sizes a text box's height when the page loads and again only on typing: in the larger type the
-   one-line source box cut the bottoms of its letters (40 px for 51) until something was typed. */
-body.presenter .gradio-container textarea { min-height: calc(var(--input-text-size) * 1.4 + 24px); }  /* + padding, borders */
+   one-line source box cut the bottoms of its letters (40 px for 51) until something was typed. The
+   minimum: a line of type, its padding and borders. */
+body.presenter .gradio-container textarea { min-height: calc(var(--input-text-size) * 1.4 + 24px); }
 /* On a projector's 720 lines the tab's content needs the room; the window's title names the app. */
 body.presenter #studio-title { display: none; }
 /* ...and so do the plots of every tab: opening a checkpoint is work done before the lecture. */

@@ -86,10 +86,17 @@ class ModelRegistry:
         base = clean_input(bundle.info.get("name") or Path(path).name, MAX_NAME_CHARS)[0].strip() or "uploaded"
         name, n = base, 2
         while name in self.names():
-            if same_model(self.get(name), bundle):
+            if self._offers(name, bundle):
                 return name
             name, n = f"{base} ({n})", n + 1
         return self.add(name, bundle)
+
+    def _offers(self, name: str, bundle: ModelBundle) -> bool:
+        """Whether name offers this very model (a checkpoint that no longer loads offers none)."""
+        try:
+            return same_model(self.get(name), bundle)
+        except (LookupError, ValueError, FileNotFoundError):
+            return False
 
     def get(self, name: str | None) -> ModelBundle:
         """The bundle called name, loading its checkpoint on first use."""

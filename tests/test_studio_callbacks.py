@@ -130,6 +130,16 @@ def test_opening_uploaded_checkpoint_files_and_a_zip(registry, tmp_path, toasts)
     assert picker.value == "studio-tiny (2)" and len(registry.names()) == 2  # its .zip: the same model again
 
 
+def test_a_same_named_checkpoint_that_no_longer_loads_does_not_block_an_upload(tmp_path):
+    shelf = tmp_path / "checkpoints"
+    save_checkpoint(shelf / "studio-tiny", studio_bundle())
+    (shelf / "studio-tiny" / "model.safetensors").write_bytes(b"damaged since the app started")
+    registry = ModelRegistry(shelf)
+    upload = save_checkpoint(tmp_path / "upload", studio_bundle())
+    picker, _ = app.open_checkpoint(registry, [str(p) for p in sorted(upload.iterdir())], None)
+    assert picker.value == "studio-tiny (2)"
+
+
 def test_the_tabs_redraw_on_the_picked_models_registry_key_not_its_name():
     """A new training run under the picked name changes shell.model_key but not the picker's value
     (whose .change would not fire): whatever shows the picked model listens to the key."""

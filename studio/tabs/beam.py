@@ -258,7 +258,8 @@ def attention_figure(search: Search | None, choice: str | None):
 def comparison(registry, search: Search | None) -> tuple[str, str, str]:
     """(stepper's result, Translate's result for the same settings, verdict) once the search is done."""
     if search is None or not search.view.done:
-        return "", "", "*Run the search to the end to compare it with one-shot beam search (the Translate tab's decoder).*"
+        return "", "", ("*Run the search to the end to compare it with one-shot beam search (the Translate tab's "
+                        "decoder).*")
     if search.compared is None:
         search.compared = _compare(registry, search)
     return search.compared

@@ -233,8 +233,8 @@ def save(job: TrainingJob, name: str, picked: str | None,
         return (f"{message}  \n**No download:** the .zip could not be written ({md(exc)}).",
                 picker_update(job.registry, picked), gr.DownloadButton(visible=False))
     size_mb = archive.stat().st_size / 2**20
-    return (f"{message} Download it to keep it: *Open another checkpoint* (above, outside presenter mode) opens the .zip "
-            f"again.",
+    return (f"{message} Download it to keep it: *Open another checkpoint* (above, outside presenter mode) "
+            f"opens the .zip again.",
             picker_update(job.registry, picked),
             gr.DownloadButton(f"Download {archive.name} ({size_mb:.1f} MB)", value=str(archive), visible=True))
 
