@@ -9,6 +9,7 @@ on ``refresh()``. No Gradio here: the tests drive this module directly.
 """
 from __future__ import annotations
 
+import bisect
 import gzip
 import logging
 import os
@@ -603,7 +604,8 @@ class TrainingJob:
     def _eta(self, run: _Run) -> float | None:
         # The rate over the last ETA_WINDOW_S of training (at least 30 steps): over 30 steps alone, a
         # Multi30k run's estimate swung between 4 and 8 minutes within half a minute.
-        start = next((i for i, r in enumerate(run.history) if r["seconds"] >= run.elapsed() - ETA_WINDOW_S), 0)
+        # A bisection, not a scan: every page asks each second, and a long run's history holds every step.
+        start = bisect.bisect_left(run.history, run.elapsed() - ETA_WINDOW_S, key=lambda r: r["seconds"])
         recent = run.history[min(start, max(0, len(run.history) - 30)):]
         if self._state != "running" or len(recent) < 2 or recent[-1]["seconds"] <= recent[0]["seconds"]:
             return None

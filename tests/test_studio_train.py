@@ -641,3 +641,20 @@ def test_time_left_is_said_in_the_precision_it_has():
     assert tab.time_left(119) == "about 2 min left" and tab.time_left(84) == "about 80 s left"
     assert tab.time_left(44) == "about 40 s left"
     assert tab.time_left(9.5) == "a few seconds left"
+
+
+def test_time_left_follows_the_pace_of_the_last_two_minutes():
+    from types import SimpleNamespace
+
+    job = TrainingJob(ModelRegistry(None))
+    job._state = "running"
+    # 390 s at 1 step/s, then a burst of 30 s at 5 steps/s: over the last 120 s, 240 steps, 2 a second
+    # (the last 30 points alone would say 5, and the estimate would drop to 92 s).
+    history = [{"step": t, "seconds": t} for t in range(390)]
+    history += [{"step": 390 + 5 * t, "seconds": 390 + t} for t in range(31)]
+    run = SimpleNamespace(history=history, elapsed=lambda: 420.0, settings=SimpleNamespace(max_steps=1000),
+                          trainer=SimpleNamespace(step_count=540))
+    assert job._eta(run) == pytest.approx(460 / 2)
+    run.history = history[:10]  # fewer than the window's worth: every point counts
+    run.elapsed = lambda: 9.0
+    assert job._eta(run) == pytest.approx((1000 - 540) / 1)
