@@ -184,7 +184,9 @@ def test_studio_in_headless_chromium(studio):
             page.screenshot(path=shots / f"{n}-{key}.png", full_page=True)
 
         # Gradio's status tracker read each finished call out as "common.complete" (a word missing from its
-        # English texts); the studio supplies it.
+        # English texts); the studio supplies it. Gradio says at most one thing each 5 s (the latest waiting
+        # message wins), so the last call's "Done" can still be waiting here.
+        page.wait_for_function("window.statusSaid.includes('Done')", timeout=10000)
         said = set(page.evaluate("window.statusSaid"))
         assert "Done" in said and not any("common." in s for s in said), said
 
