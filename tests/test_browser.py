@@ -94,6 +94,8 @@ def test_studio_in_headless_chromium(studio):
         page.locator("#tab-translate input[value=beam]").focus()
         page.keyboard.press("ArrowRight")
         page.wait_for_function("document.querySelector('#tab-translate input[value=greedy]').checked", timeout=5000)
+        # ... and the translation is made again with it: greedy's n-best list has one line, not the beam's.
+        page.wait_for_function("document.querySelectorAll('#translate-nbest tbody tr').length === 1", timeout=10000)
         page.keyboard.press("ArrowLeft")
         page.wait_for_function("document.querySelector('#tab-translate input[value=beam]').checked", timeout=5000)
         assert page.get_by_role("group", name="Decoding").count() == 1

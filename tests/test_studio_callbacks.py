@@ -222,6 +222,21 @@ def test_a_translation_goes_when_another_model_is_picked(registry):
     assert translate.model_changed(registry, "studio-tiny", current)[3].startswith("*A new training run took")
 
 
+def test_switching_the_decoding_method_translates_again(registry):
+    """A beam search's n-best list stayed on screen under a greedy pick until Translate was pressed."""
+    o = {**DEFAULTS, "method": "greedy"}
+    rest = [o[k] for k in ("beam_size", "alpha", "max_extra", "n_best", "temperature", "top_k", "top_p", "seed")]
+    current = run_translate(registry, SENTENCES[0])[4]
+    text, _, table, _, now = translate.redecode(registry, current, "studio-tiny", SENTENCES[0], "greedy", *rest)
+    greedy = run_translate(registry, SENTENCES[0], **o)
+    assert now.options.method == "greedy" and (text, table) == (greedy[0], greedy[2])
+    assert table.count("\n| 1 |") == 1 and "\n| 2 |" not in table  # greedy's one line, not the beam's list
+    # Nothing shown yet, the same method, or an empty box: nothing to redo.
+    for args in ((translate.Current(), SENTENCES[0], "greedy"), (current, SENTENCES[0], "beam"), (current, " ", "greedy")):
+        c, text, method = args
+        assert all(v == gr.skip() for v in translate.redecode(registry, c, "studio-tiny", text, method, *rest))
+
+
 def test_seed_box_empty_is_random_and_bad_seeds_are_named():
     assert translate.parse_seed("") is None and translate.parse_seed(None) is None
     assert translate.parse_seed(" 7 ") == 7 and translate.parse_seed(7) == 7

@@ -136,6 +136,15 @@ def translate(registry, name: str | None, text: str, method: str, beam_size: flo
             Current(name, text, list(t.ids), opts, key))
 
 
+def redecode(registry, current: Current, name: str | None, text: str, method: str, *rest):
+    """The decoding method switched while a translation is shown: translate again, as Translate would, so
+    the translation, its probabilities and its n-best list are the picked method's (a beam search's n-best
+    list stayed under a greedy pick otherwise)."""
+    if current is None or current.options is None or current.options.method == method or not text.strip():
+        return gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.skip()
+    return translate(registry, name, text, method, *rest)
+
+
 def switched(registry, current: Current, picked: str | None) -> bool:
     """Whether the picked model is not the one current was translated with (same name: a new run)."""
     return current.model is not None and current.key != registry.key(picked)
@@ -228,6 +237,7 @@ def build(shell: Shell):
                                                                                    **HEAVY)
     output.change(spoken_translation, inputs=output, outputs=spoken, show_progress="hidden")
     method.change(method_visibility, inputs=method, outputs=[beam_group, sample_group])
+    method.input(guard(partial(redecode, shell.registry)), inputs=[current] + inputs, outputs=outputs, **HEAVY)
     gr.on([shell.demo.load, shell.model_key.change], guard(partial(examples_update, shell.registry)),
           inputs=shell.model, outputs=examples)
     shell.model_key.change(guard(partial(model_changed, shell.registry)), inputs=[shell.model, current],
