@@ -101,7 +101,21 @@ class Tokenizer:
         return [e.ids for e in self.hf.encode_batch(list(texts), add_special_tokens=False)]
 
     def decode(self, ids: Sequence[int]) -> str:
-        return self.hf.decode(list(ids), skip_special_tokens=True)
+        """The text of ids, <pad>/<bos>/<eos> dropped. A generated <unk> stays, as a word of its own: dropped
+        too (the tokenizers default), a word the model could not name vanished from the output unsaid."""
+        ids = list(ids)
+        if UNK_ID not in ids:
+            return self.hf.decode(ids, skip_special_tokens=True)
+        words, run = [], []
+        for i in ids + [UNK_ID]:  # the sentinel closes the last run
+            if i != UNK_ID:
+                run.append(i)
+                continue
+            text = self.hf.decode(run, skip_special_tokens=True)
+            words += [text] if text else []
+            words.append(SPECIAL_TOKENS[UNK_ID])
+            run = []
+        return " ".join(words[:-1])
 
     def tokens(self, ids: Sequence[int]) -> list[str]:
         """Readable token strings for plots (metaspace shown as '▁')."""

@@ -70,6 +70,16 @@ def test_unknown_characters_are_reported(subword):
     assert subword.unknown_pieces("Das ist 猫.") == ["猫"]
 
 
+def test_a_generated_unk_stays_in_the_text_as_a_word(subword):
+    """Dropped with the other specials, a word the model could not name vanished from its output unsaid."""
+    hat, dot = subword.encode("Ein Hut"), subword.encode(".")
+    assert subword.decode([BOS_ID] + hat + [UNK_ID] + dot + [EOS_ID, PAD_ID]) == "Ein Hut <unk> ."
+    assert subword.decode([UNK_ID, UNK_ID] + hat) == "<unk> <unk> Ein Hut"
+    assert subword.decode([UNK_ID]) == "<unk>" and subword.decode([BOS_ID, EOS_ID]) == ""
+    word = Tokenizer.train(["ein und zwanzig"], 100, "word", min_frequency=1)
+    assert word.decode(word.encode("ein") + [UNK_ID] + word.encode("zwanzig")) == "ein <unk> zwanzig"
+
+
 def _ordinary_text(alphabet: str):
     """Words of known characters separated by single spaces: what a sentence looks like."""
     word = st.text(alphabet=alphabet, min_size=1, max_size=12)
