@@ -26,6 +26,7 @@ from pathlib import Path
 
 DEFAULT_CHECKPOINT = Path(__file__).resolve().parent / "checkpoints" / "multi30k-de-en-small"
 CHECKPOINT_PREFIX = "step-"
+PROG = "train_cli.py"
 
 
 class CLIError(Exception):
@@ -44,11 +45,20 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter):
         return help_text + " (default: %(default)s)"
 
 
+def refusal(message: str, command: str) -> str:
+    """One style for every refusal, argparse's or a command's: what was wrong, and where the options are
+    listed when an option was (core's checks of --beam 0 and --top-p 1.5 read as argparse's do)."""
+    prog = f"{PROG} {command.strip()}".strip()
+    options = message.startswith(("argument ", "unrecognized arguments", "the following arguments", "-"))
+    hint = f"\n(`{prog} --help` lists every option)" if options else ""
+    return f"{prog}: error: {message}{hint}"
+
+
 class Parser(argparse.ArgumentParser):
     """argparse, refusing in two lines (what was wrong, where to look) instead of the whole usage."""
 
     def error(self, message: str):
-        self.exit(2, f"{self.prog}: error: {message}\n(`{self.prog} --help` lists every option)\n")
+        self.exit(2, refusal(message, self.prog.removeprefix(PROG)) + "\n")
 
 
 def number(kind: type, rule: str, ok):
@@ -181,7 +191,7 @@ EXAMPLES = {
 def build_parser() -> argparse.ArgumentParser:
     from core.config import PRESETS
 
-    parser = Parser(prog="train_cli.py", description=__doc__, formatter_class=HelpFormatter)
+    parser = Parser(prog=PROG, description=__doc__, formatter_class=HelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     parser.commands = sub.choices  # so that a command's unknown option is refused by that command
 
@@ -993,7 +1003,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             commands[args.command](args)
         except (CLIError, ValueError, OSError, TrainingStopped) as exc:
-            print(f"error: {option_names(str(exc), args.command)}", file=sys.stderr)
+            print(refusal(option_names(str(exc), args.command), args.command), file=sys.stderr)
             return 2
     except KeyboardInterrupt:  # while loading or tokenizing; an interrupted training run saves first
         print("interrupted", file=sys.stderr)

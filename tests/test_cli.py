@@ -230,9 +230,14 @@ def test_a_ctrl_c_while_pruning_leaves_no_half_deleted_step_folder(tmp_path, mon
 
 
 def one_line_error(capsys, argv, *needles) -> None:
+    """A command's refusal: one line in argparse's style, plus argparse's pointer to --help when it names an
+    option (so --top-p 1.5, refused by core, reads as --beam 0, refused by argparse)."""
     assert train_cli.main(argv) != 0
     err = capsys.readouterr().err.strip()
-    assert err.startswith("error: ") and len(err.splitlines()) == 1, err
+    prog = f"train_cli.py {argv[0]}"
+    first, *rest = err.splitlines()
+    assert first.startswith(f"{prog}: error: "), err
+    assert rest == ([f"(`{prog} --help` lists every option)"] if first.startswith(f"{prog}: error: -") else []), err
     for needle in needles:
         assert needle in err, err
 
@@ -326,9 +331,9 @@ def test_core_field_names_are_shown_as_options(capsys, tmp_path):
     one_line_error(capsys, ["train", "--data", "synthetic:copy", "--preset", "tiny", "--heads", "3",
                             "--out", str(tmp_path / "x")], "--d-model (64) must be divisible by --heads (3)")
     one_line_error(capsys, ["train", "--data", "synthetic:copy", "--dropout", "1.5", "--out", str(tmp_path / "x")],
-                   "error: --dropout must be a number in [0, 1)")
+                   ": error: --dropout must be a number in [0, 1)")
     one_line_error(capsys, ["train", "--data", "synthetic:copy", "--max-len", "100000000", "--out", str(tmp_path / "x")],
-                   "error: --max-len must be at most 16,384 tokens")
+                   ": error: --max-len must be at most 16,384 tokens")
     assert not (tmp_path / "x").exists()
     one_line_error(capsys, ["translate", "--method", "sample", "--top-p", "1.5"], "--top-p", "(0, 1]")
 
