@@ -338,7 +338,10 @@ PAGE_PLOTS_JS = """() => {
 # - a plot was an unnamed image read out as its tick labels; it is named by its figure's title;
 # - a text that answers an action (class "announce": the beam search's step, the Translate tab's notices)
 #   is a polite live region, read out when it changes (Gradio gives the class to the block and to the
-#   text inside; only the block is made live, so nothing is read twice).
+#   text inside; only the block is made live, so nothing is read twice);
+# - a box that shows an answer (class "readout": the translation, the beam search's results) is read-only,
+#   not disabled as Gradio makes a box that takes no input: a disabled box was no Tab stop, and its text
+#   could not be selected to copy; it is named by its label (a Copy button inside took the name).
 NAMES_JS = """() => {
   let groups = 0, queued = false;
   const name = () => {
@@ -355,6 +358,17 @@ NAMES_JS = """() => {
       }
     });
     document.querySelectorAll('.block.announce:not([aria-live])').forEach((e) => e.setAttribute('aria-live', 'polite'));
+    document.querySelectorAll('.readout textarea').forEach((t) => {
+      if (t.disabled) { t.disabled = false; t.readOnly = true; }
+      // With a Copy button inside the box's <label>, the label named the button, not the box.
+      const info = t.closest('label')?.querySelector('[data-testid=block-info]');
+      if (info && !t.hasAttribute('aria-labelledby')) {
+        info.id = info.id || 'studio-readout-' + (groups++);
+        t.setAttribute('aria-labelledby', info.id);
+        const copy = t.closest('label').querySelector('button[aria-label=Copy]');
+        if (copy) copy.setAttribute('aria-label', 'Copy the ' + info.textContent.trim().toLowerCase());
+      }
+    });
     document.querySelectorAll('[data-testid=reset-button]').forEach((b) => {  // each was "Reset to default value"
       const label = (b.closest('.block')?.querySelector('[data-testid=block-info]')?.textContent || '').trim();
       const named = label ? 'Reset ' + label + ' to its default' : 'Reset to default value';
@@ -374,7 +388,7 @@ NAMES_JS = """() => {
   // Once a frame at most: a plot's hover redraws its labels on every move of the pointer.
   const schedule = () => { if (!queued) { queued = true; requestAnimationFrame(name); } };
   new MutationObserver(schedule).observe(document.body, {subtree: true, childList: true, attributes: true,
-                                                         attributeFilter: ['name']});
+                                                         attributeFilter: ['name', 'disabled']});
 }"""
 
 

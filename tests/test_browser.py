@@ -87,7 +87,16 @@ def test_studio_in_headless_chromium(studio):
         # Translate: click an example; the translation and its probability plot appear.
         page.locator("#tab-translate").get_by_text(SENTENCES[0], exact=True).click()
         page.locator("#tab-translate .js-plotly-plot .bars").first.wait_for(timeout=20000)
-        assert page.get_by_label("Translation").input_value() != ""
+        translation = page.get_by_role("textbox", name="Translation", exact=True)
+        assert translation.input_value() != ""
+        # The answer is read-only, not disabled: a Tab stop after its Copy button, its text selectable.
+        page.get_by_role("button", name="Translate", exact=True).focus()
+        page.keyboard.press("Tab")
+        page.keyboard.press("Tab")
+        assert page.evaluate("document.activeElement.readOnly && document.activeElement.getAttribute("
+                             "'aria-labelledby') !== null")
+        assert translation.evaluate("(t) => t === document.activeElement")
+        page.get_by_role("button", name="Copy the translation").wait_for(timeout=5000)
         page.screenshot(path=shots / "1-translate.png", full_page=True)
         # For the keyboard and screen readers: a radio group's arrow keys move its choice (Gradio named
         # each button apart), the group is named by its label, and a plot by its title.
@@ -103,7 +112,7 @@ def test_studio_in_headless_chromium(studio):
         # The translation is read out as it arrives, and each slider's reset button names its slider.
         page.wait_for_function("(text) => document.querySelector('#tab-translate .announce.visually-hidden"
                                "[aria-live=polite]')?.innerText.trim() === text",
-                               arg="Translation: " + page.get_by_label("Translation").input_value(), timeout=5000)
+                               arg="Translation: " + translation.input_value(), timeout=5000)
         page.get_by_role("button", name="Reset beam size to its default").wait_for(state="attached", timeout=5000)
         # An empty source is said under the translation, with no toast over the controls.
         page.get_by_label("Source sentence").fill("   ")
@@ -111,7 +120,7 @@ def test_studio_in_headless_chromium(studio):
         page.locator("#tab-translate").get_by_text("Nothing to translate: type a sentence").wait_for(timeout=10000)
         assert page.locator(".toast-body").count() == 0
         page.locator("#tab-translate").get_by_text(SENTENCES[0], exact=True).click()  # the Attention tab's sentence
-        page.wait_for_function("document.querySelector('#tab-translate textarea[disabled]').value !== ''", timeout=20000)
+        page.wait_for_function("document.querySelector('#tab-translate .readout textarea').value !== ''", timeout=20000)
 
         # Attention: grid and large head follow the translation; bertviz renders in its iframe.
         page.get_by_role("tab", name="Attention").click()

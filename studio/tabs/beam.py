@@ -368,9 +368,9 @@ def build(shell: Shell, translated: gr.State, tab: gr.Tab) -> None:
     choice = gr.Dropdown(label="Hypothesis whose attention is shown", choices=[])
     attention = gr.Plot(label="Cross-attention of that hypothesis at this step")
     with gr.Row():
-        mine = gr.Textbox(label="Beam search here: best hypothesis", interactive=False)
+        mine = gr.Textbox(label="Beam search here: best hypothesis", interactive=False, elem_classes="readout")
         theirs = gr.Textbox(label="One-shot beam search (the Translate tab's decoder), same weights and settings",
-                            interactive=False)
+                            interactive=False, elem_classes="readout")
     verdict = gr.Markdown()
 
     settings = [shell.model, source, beam_size, alpha, penalty, max_extra]

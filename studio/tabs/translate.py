@@ -208,7 +208,8 @@ def build(shell: Shell):
             go = gr.Button("Translate", variant="primary")
             # The result right under the button: on a projector (presenter mode, large type) the
             # audience sees it without scrolling.
-            output = gr.Textbox(label="Translation", lines=2, interactive=False)
+            output = gr.Textbox(label="Translation", lines=2, interactive=False, buttons=["copy"],
+                                elem_classes="readout")
             # A screen reader reads the translation out when it arrives (a box's new value is not).
             spoken = gr.Markdown(elem_classes=["announce", "visually-hidden"])
             notices = gr.Markdown(elem_classes="announce")
