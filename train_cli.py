@@ -678,15 +678,25 @@ def train_loop(trainer, args: argparse.Namespace, rank: int) -> None:
         if event.step % args.save_every == 0 or event.step == trainer.config.max_steps:
             save(trainer, args)
 
+    def on_ctrl_c(signum, frame) -> None:
+        # Ignored from here to the exit: a second Ctrl-C would lose the run's work, and one after the save
+        # would print a traceback from the interpreter's shutdown.
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        trainer.stop()
+        if not trainer.stepping:  # between steps the run's state is whole: saved at once
+            raise KeyboardInterrupt
+        # Inside a step the batcher has moved on and the weights not yet: the step ends first, then
+        # run() returns and the run is saved as it stands, so that a resume takes it up exactly.
+
+    previous = signal.signal(signal.SIGINT, on_ctrl_c)
     try:
         trainer.run(on_step)
+        if trainer.stopped:
+            raise KeyboardInterrupt
     except KeyboardInterrupt:
         bar.close()
         if rank == 0:
             print("\ninterrupted: saving a checkpoint first (further Ctrl-C presses are ignored)", file=sys.stderr)
-            # Ignored from here to the exit: a second Ctrl-C would lose the run's work, and one after the
-            # save would print a traceback from the interpreter's shutdown.
-            signal.signal(signal.SIGINT, signal.SIG_IGN)
             path = save(trainer, args)
             # final/ too: one left from an earlier end of this run would otherwise be evaluated as its latest
             final = copy_checkpoint(path, args.out / "final")
@@ -694,6 +704,8 @@ def train_loop(trainer, args: argparse.Namespace, rank: int) -> None:
                   f"{args.out.resolve()} --resume", file=sys.stderr)
         raise SystemExit(130)
     finally:
+        if not trainer.stopped:
+            signal.signal(signal.SIGINT, previous)
         bar.close()
         if metrics:
             metrics.close()

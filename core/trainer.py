@@ -155,6 +155,9 @@ class Trainer:
         self.waiting = False  # paused and waiting between steps (the pause has taken effect)
         self._pausing = threading.Lock()  # pause/resume and the loop's look at them, one at a time
         self._stop = threading.Event()
+        # True while step() runs: between its first batch and its update the run's state is half-way (the
+        # batcher has moved on, the weights not yet), so a Ctrl-C waits for the step's end (train_cli).
+        self.stepping = False
 
     # ----- control from other threads ----------------------------------------------
     def pause(self) -> None:
@@ -211,6 +214,13 @@ class Trainer:
 
     def step(self) -> StepEvent:
         """One optimizer step over `accum` batches."""
+        self.stepping = True
+        try:
+            return self._step()
+        finally:
+            self.stepping = False
+
+    def _step(self) -> StepEvent:
         started = time.perf_counter()
         batches = [b.to(self.device) for b in self._next_batches()]
         n_tokens = sum(b.n_tgt_tokens for b in batches)
@@ -293,7 +303,8 @@ class Trainer:
                 break
             event = self.step()
             every = self.config.eval_every
-            if every and (self.step_count % every == 0 or self.step_count == self.config.max_steps):
+            due = every and (self.step_count % every == 0 or self.step_count == self.config.max_steps)
+            if due and not self.stopped:  # a stop asked during the step is not kept waiting by a validation
                 event.validation = self.evaluate()
             if callback is not None:
                 callback(event)

@@ -260,6 +260,37 @@ def test_resume_after_kill_9_reproduces_the_uninterrupted_run(tmp_path, straight
     assert tail == straight[resumed_from:]  # same weights and the same losses, bit for bit
 
 
+def test_ctrl_c_inside_a_step_saves_the_run_after_that_step_and_resumes_it_exactly(tmp_path, straight):
+    """A Ctrl-C that lands in a step's forward pass (its batches taken, the weights not yet updated):
+    the step ends, then train_cli saves, and a resume retraces the uninterrupted run. (It used to save
+    at once: "step 2" with step 3's batches and dropout draws used up, which a resume then skipped.)"""
+    import argparse
+
+    import train_cli
+
+    trainer = make_trainer()
+    forward = trainer.objective.forward
+
+    def pressed_in_step_3(*args, **kwargs):
+        if trainer.step_count == 2:
+            os.kill(os.getpid(), signal.SIGINT)
+        return forward(*args, **kwargs)
+
+    trainer.objective.forward = pressed_in_step_3
+    args = argparse.Namespace(out=tmp_path, tensorboard=False, save_every=1000, keep_last=3)
+    try:
+        with pytest.raises(SystemExit) as exited:
+            train_cli.train_loop(trainer, args, rank=0)
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    assert exited.value.code == 130
+    saved = train_cli.run_checkpoints(tmp_path)
+    assert [p.name for p in saved] == ["step-0000003"]
+    resumed = resume_or_start(saved[-1])
+    assert resumed.step_count == 3 and digest(resumed.model) == straight[2][0]
+    assert [_step(resumed) for _ in range(STEPS - 3)] == straight[3:]
+
+
 # ----- a full disk -------------------------------------------------------------------------------
 def _enospc(*args, **kwargs):
     raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
