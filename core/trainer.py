@@ -361,7 +361,10 @@ class Trainer:
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.step_count = int(state["step"])
         self.optimizer.load_state_dict(state["optimizer"])
-        self.scaler.load_state_dict(state["scaler"])
+        for group in self.optimizer.param_groups:  # this run's setting (a resume may change it), not the saved one
+            group["weight_decay"] = self.config.weight_decay
+        if state["scaler"]:  # empty when saved without fp16: a resume under fp16 starts at the scaler's first scale
+            self.scaler.load_state_dict(state["scaler"])
         self.batcher.load_state_dict(state["batcher"])
         self._batches = None
         torch.set_rng_state(state["torch_rng"])

@@ -54,6 +54,18 @@ def test_resume_equals_uninterrupted_run(tmp_path, device):
     assert resumed.step_count == 8
 
 
+def test_a_resume_may_change_the_precision_and_the_weight_decay(tmp_path):
+    """A run saved without fp16 has no loss-scaler state: resumed under fp16 it starts a fresh scale
+    (loading the empty state raised). The weight decay is the resumed run's, not the saved optimizer's."""
+    first = make_trainer()
+    losses(first, 2)
+    first.save(tmp_path / "ckpt")
+    resumed = make_trainer(bundle=load_checkpoint(tmp_path / "ckpt"), amp="fp16", weight_decay=0.5)
+    resumed.load_state_dict(load_trainer_state(tmp_path / "ckpt"))
+    assert resumed.scaler.is_enabled() and [g["weight_decay"] for g in resumed.optimizer.param_groups] == [0.5]
+    assert math.isfinite(resumed.step().loss)
+
+
 def test_bf16_autocast_keeps_the_loss_curve():
     """Same start, batches and dropout masks; only the precision of the matrix products differs
     (on CPUs without native bf16 this is emulated, slowly, but the arithmetic is the same)."""
