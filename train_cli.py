@@ -879,7 +879,7 @@ def data_pairs(args: argparse.Namespace, bundle) -> tuple[list[str], list[str]]:
         raise CLIError(f"{bundle.name} translates {trained[0]}->{trained[1]} but --data gives "
                        f"{corpus.src_lang}->{corpus.tgt_lang}; {fix}")
     pairs = corpus.test if args.split == "test" else corpus.valid
-    if "carved" in corpus.description:
+    if args.split in corpus.description.get("carved", {}):
         trained_here = (bundle.info.get("data") or {}).get("source") == corpus.description["source"]
         how = ("as the checkpoint's training did, so none of them was trained on" if trained_here
                else "(the checkpoint was trained on other data)")

@@ -29,6 +29,7 @@
   source also appears in train (Tatoeba repeats sentences with other translations).
 - ``hf:NAME[:CONFIG]``: a Hugging Face dataset, e.g. ``hf:bentrevett/multi30k``,
   ``hf:bbaaaa/iwslt14-de-en``, ``hf:opus_books:de-en``, ``hf:Helsinki-NLP/opus-100:en-es``.
+  A split the dataset lacks (valid, test or both) is carved out of train as above; its own are kept.
 
 Lines are stripped; a pair with an empty side is dropped and counted in
 ``description["dropped_empty"]`` (never silently). Invalid UTF-8, missing files and
@@ -319,11 +320,12 @@ def _load_pair(a: Path, b: Path, src_lang: str | None, tgt_lang: str | None, see
     return _carved(pairs, empty, src_lang or "src", tgt_lang or "tgt", description, seed)
 
 
-def carve_splits(pairs: list[Pair], seed: int) -> tuple[list[Pair], list[Pair], list[Pair]]:
-    """Split one list into train/valid/test: 1% each for valid and test (at least 1, at
-    most 1000). Whole groups of pairs sharing a source sentence go to one split."""
-    if len(pairs) < 3:
-        raise ValueError(f"a corpus without splits needs at least 3 pairs to carve train/valid/test, "
+def carve_splits(pairs: list[Pair], seed: int, held_out: int = 2) -> tuple[list[Pair], ...]:
+    """Split one list into train and `held_out` more (valid and test, or the one a corpus lacks):
+    1% each (at least 1, at most 1000). Whole groups of pairs sharing a source sentence go to one split."""
+    if len(pairs) < held_out + 1:
+        what = "train/valid/test" if held_out == 2 else "a held-out split"
+        raise ValueError(f"a corpus without splits needs at least {held_out + 1} pairs to carve {what}, "
                          f"got {len(pairs)}")
     target = min(1000, max(1, round(0.01 * len(pairs))))
     by_source: dict[str, list[int]] = {}
@@ -331,18 +333,18 @@ def carve_splits(pairs: list[Pair], seed: int) -> tuple[list[Pair], list[Pair], 
         by_source.setdefault(src, []).append(i)
     sources = list(by_source)
     random.Random(seed).shuffle(sources)
-    held: list[list[int]] = [[], []]  # valid, test
+    held: list[list[int]] = [[] for _ in range(held_out)]
     for src in sources:
         split = next((h for h in held if len(h) < target), None)
         if split is None:
             break
         split.extend(by_source[src])
-    taken = set(held[0]) | set(held[1])
+    taken = set().union(*held)
     train = [p for i, p in enumerate(pairs) if i not in taken]
     if not train:
-        raise ValueError(f"carving valid/test left no training pairs ({len(pairs)} pairs, "
+        raise ValueError(f"carving held-out pairs left no training pairs ({len(pairs)} pairs, "
                          f"{len(by_source)} distinct sources); add more data")
-    return train, [pairs[i] for i in sorted(held[0])], [pairs[i] for i in sorted(held[1])]
+    return train, *([pairs[i] for i in sorted(h)] for h in held)
 
 
 def _carved(pairs: list[Pair], empty: list[int], src_lang: str, tgt_lang: str, description: dict,
@@ -412,7 +414,7 @@ def corpus_from_dataset_dict(dd: Any, src_lang: str | None, tgt_lang: str | None
                              seed: int = 0) -> ParallelCorpus:
     """A ``datasets.DatasetDict`` -> ParallelCorpus. Rows hold either a ``translation``
     dict ({"de": ..., "en": ...}) or one column per language. Splits: train; validation,
-    valid, val or dev; test. Missing valid/test are carved from train."""
+    valid, val or dev; test. A missing valid or test split is carved from train (1%), the other kept."""
     if "train" not in dd:
         raise ValueError(f"{source}: no train split; splits: {sorted(dd)}")
     columns = dd["train"].column_names
@@ -434,14 +436,22 @@ def corpus_from_dataset_dict(dd: Any, src_lang: str | None, tgt_lang: str | None
             tgt = [t or "" for t in table[tgt_lang]]
         return _pairs(src, tgt)
 
-    valid_split = next((s for s in HF_VALID_NAMES if s in dd), None)
-    description: dict[str, Any] = {"source": source, "format": "hf",
-                                   "splits": {"train": "train", "valid": valid_split,
-                                              "test": "test" if "test" in dd else None}}
+    splits = {"valid": next((s for s in HF_VALID_NAMES if s in dd), None), "test": "test" if "test" in dd else None}
+    description: dict[str, Any] = {"source": source, "format": "hf", "splits": {"train": "train", **splits}}
     train, empty_train = pairs_of("train")
-    if valid_split is None or "test" not in dd:
+    if not any(splits.values()):
         return _carved(train, empty_train, src_lang, tgt_lang, description, seed)
-    (valid, empty_valid), (test, empty_test) = pairs_of(valid_split), pairs_of("test")
-    description["counts"] = {"train": len(train), "valid": len(valid), "test": len(test)}
-    _empty_report(description, {"train": empty_train, "valid": empty_valid, "test": empty_test})
-    return ParallelCorpus(train, valid, test, src_lang, tgt_lang, description)
+    held, empties = {}, {"train": empty_train}
+    for name, split in splits.items():
+        if split:
+            held[name], empties[name] = pairs_of(split)
+    missing = next((name for name, split in splits.items() if split is None), None)
+    if missing:  # the official held-out split is kept; only the one the dataset lacks is carved from train
+        try:
+            train, held[missing] = carve_splits(train, seed, held_out=1)
+        except ValueError as exc:
+            raise ValueError(f"{source}: {exc}") from None
+        description["carved"] = {"seed": seed, missing: len(held[missing])}
+    description["counts"] = {"train": len(train), "valid": len(held["valid"]), "test": len(held["test"])}
+    _empty_report(description, empties)
+    return ParallelCorpus(train, held["valid"], held["test"], src_lang, tgt_lang, description)

@@ -242,6 +242,22 @@ def test_datasets_columns_per_language_and_train_only(tmp_path):
     assert c.description["carved"]["seed"] == 1 and c.train[0] == ("cat 0", "Katze 0")
 
 
+def test_datasets_with_one_held_out_split_keep_it_and_carve_the_other(tmp_path):
+    """A test split but no validation (or the reverse): the official split stays whole and only the
+    missing one is carved from train (both were carved, the official test set unused)."""
+    rows = lambda name, n: [{"en": f"{name} {i}", "de": f"{name}-de {i}"} for i in range(n)]
+    (tmp_path / "t").mkdir(), (tmp_path / "v").mkdir()
+    dd = _json_dataset(tmp_path / "t", {"train": rows("cat", 200), "test": rows("test", 7)})
+    c = corpus_from_dataset_dict(dd, "en", "de", "hf:local", seed=1)
+    assert [s for s, _ in c.test] == [f"test {i}" for i in range(7)]
+    assert (len(c.train), len(c.valid)) == (198, 2) and all(s.startswith("cat") for s, _ in c.valid)
+    assert c.description["carved"] == {"seed": 1, "valid": 2} and not set(c.valid) & set(c.train)
+    dd = _json_dataset(tmp_path / "v", {"train": rows("cat", 200), "validation": rows("dev", 5)})
+    c = corpus_from_dataset_dict(dd, "en", "de", "hf:local", seed=1)
+    assert [s for s, _ in c.valid] == [f"dev {i}" for i in range(5)]
+    assert c.description["carved"] == {"seed": 1, "test": 2}
+
+
 def test_hf_offline_fails_fast(monkeypatch):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     start = time.monotonic()
