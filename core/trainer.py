@@ -139,9 +139,12 @@ class Trainer:
         random.seed(config.seed)
         self.batcher = TokenBatcher(train, config.max_tokens, shuffle=True, seed=config.seed)
         self.objective: nn.Module = Objective(self.model, config.label_smoothing)
+        # Under DDP, accumulation's micro-batches skip the gradient all-reduce but the last (no_sync); the
+        # DDP wrapper is kept apart, since torch.compile's wrapper around it is no DDP module.
+        self._ddp: nn.parallel.DistributedDataParallel | None = None
         if self.world_size > 1:
             ids = [self.device.index] if self.device.type == "cuda" else None
-            self.objective = nn.parallel.DistributedDataParallel(self.objective, device_ids=ids)
+            self.objective = self._ddp = nn.parallel.DistributedDataParallel(self.objective, device_ids=ids)
         if config.compile:
             self.objective = torch.compile(self.objective)
         self.optimizer = make_optimizer(self.model, config.weight_decay)
@@ -230,8 +233,8 @@ class Trainer:
         with self._lock:
             self.optimizer.zero_grad(set_to_none=True)
             for i, b in enumerate(batches):
-                sync = i == len(batches) - 1 or not isinstance(self.objective, nn.parallel.DistributedDataParallel)
-                with (contextlib.nullcontext() if sync else self.objective.no_sync()), self._autocast():
+                sync = i == len(batches) - 1 or self._ddp is None
+                with (contextlib.nullcontext() if sync else self._ddp.no_sync()), self._autocast():
                     loss, nll, hits = self.objective(b.src, b.tgt_in, b.tgt_out)
                 # Divide by the tokens of the whole step (all ranks): DDP averages gradients over
                 # ranks, so multiply back by world_size to get the per-token mean of the step.

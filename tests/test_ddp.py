@@ -25,8 +25,9 @@ def worker(rank: int, world: int, port: int, results) -> None:
         torch.manual_seed(rank)  # different initial weights per rank: DDP must broadcast rank 0's
         bundle = new_bundle(corpus.train, "tiny", vocab_size=100, tokenizer_kind="word")
         examples, _ = encode_pairs(corpus.train, bundle.tokenizer, 256)
+        # accum 2: the first micro-batch of each step skips the all-reduce (no_sync), the second syncs.
         trainer = Trainer(bundle, examples, TrainConfig(max_steps=3, max_tokens=200, warmup=5, device="cpu",
-                                                        amp="off", seed=0))
+                                                        amp="off", seed=0, accum=2))
         first = trainer._next_batches()[0].src.sum().item()
         trainer._batches = None
         trainer.batcher.load_state_dict({**trainer.batcher.state_dict(), "position": 0})
