@@ -17,6 +17,7 @@ def noam_lr(step: int, d_model: int, warmup: int, factor: float = 1.0) -> float:
 
 
 def inverse_sqrt_lr(step: int, peak_lr: float, warmup: int) -> float:
+    """fairseq's schedule, not the paper's: eq. 3's shape, with its peak (at step = warmup) set directly."""
     step = max(step, 1)
     return peak_lr * min(step / warmup, (warmup / step) ** 0.5)
 

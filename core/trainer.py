@@ -331,7 +331,7 @@ class Trainer:
 
     def evaluate(self) -> dict[str, Any]:
         """Validation loss, BLEU of greedy output on a validation sample, a few sample translations."""
-        from .decoding import translate_detailed  # decoding pulls in more; only needed here
+        from .decoding import translate_detailed  # evaluation imports sacrebleu (slow): only when evaluating
         from .evaluation import evaluate_bleu
 
         result: dict[str, Any] = dict(self.validation_loss())
