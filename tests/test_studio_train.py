@@ -5,9 +5,11 @@ too large for memory, NaN loss."""
 from __future__ import annotations
 
 import math
+import tempfile
 import time
 import zipfile
 from dataclasses import replace
+from pathlib import Path
 
 import gradio as gr
 import plotly.graph_objects as go
@@ -131,6 +133,29 @@ def test_stop_while_paused_and_start_again(job):
     job.start(replace(QUICK, max_steps=3, name="second"))  # a finished or stopped run makes room
     wait_for(job, lambda v: v.state == "finished")
     assert job.registry.names() == ["live-numbers", "second"]
+
+
+def test_a_page_opened_during_a_run_shows_the_runs_set_up(job):
+    """A second page (or a reload) showed the defaults under the run's status line: task numbers,
+    600 steps, d_model 64 beside 'lecture-demo, 2,000 steps'. It shows the run's, folded as after Start."""
+    assert tab.setup_of_the_run(job) == (gr.skip(),) * (len(tab.FIELDS) + 1)  # no run: left as built
+    ours = replace(QUICK, data="synthetic:copy", name="lecture-demo", layers=1, d_model=32, n_heads=2, d_ff=64,
+                   dropout=0.0, limit=100, max_steps=3)
+    job.start(ours)
+    wait_for(job, lambda v: v.state == "finished")
+    *values, setup = tab.setup_of_the_run(job)
+    assert tab.settings_from(dict(zip(tab.FIELDS, values))) == ours and setup.open is False
+    assert values[:2] == [training.SOURCES[0], "copy"]
+    preset_sized = tab.form_values(replace(ours, layers=None, d_ff=None))  # None: the preset's size
+    sizes = tab.preset_values(ours.preset)
+    assert [preset_sized[tab.FIELDS.index(f)] for f in ("layers", "d_ff")] == [sizes[0], sizes[3]]
+    # Other sources: the typed path as the panel takes it, the dataset's name; an upload's box is left empty.
+    shared = training.ROOT.parent / "shared" / "data" / "tatoeba-deu-eng" / "deu-eng.tsv.gz"
+    assert tab.data_fields(f"files:{shared}:en-de")[:3] == (
+        training.SOURCES[1], "numbers", "../shared/data/tatoeba-deu-eng/deu-eng.tsv.gz:en-de")
+    assert tab.data_fields("hf:opus_books:de-en") == (training.SOURCES[3], "numbers", "", None, "opus_books:de-en")
+    upload = Path(tempfile.gettempdir()) / f"{training.UPLOAD_COPY_PREFIX}x1" / "pairs.tsv"
+    assert tab.data_fields(f"files:{upload}")[:4] == (training.SOURCES[2], "numbers", "", None)
 
 
 def test_selecting_the_model_fetches_newer_weights(job):

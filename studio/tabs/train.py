@@ -7,7 +7,9 @@ state about once a second and redraws only when something changed.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+import os
+import re
+from dataclasses import asdict, dataclass
 from functools import partial
 from pathlib import Path
 
@@ -22,8 +24,8 @@ from .. import plots
 from ..app import Shell, picker_update
 from ..limits import MAX_NAME_CHARS, PUBLIC_MAX_MINUTES, PUBLIC_MAX_PARAMETERS, clean_input
 from ..text import guard, md, md_table, warn
-from ..training import (SOURCES, JobBusy, JobView, Settings, TrainingJob, corpus_spec, device_line, hub_offline,
-                        safe_name, warm_up)
+from ..training import (ROOT, SOURCES, UPLOAD_COPY_PREFIX, JobBusy, JobView, Settings, TrainingJob, corpus_spec,
+                        device_line, hub_offline, safe_name, warm_up)
 from ..widgets import Slider
 
 TICK_S = 1.0
@@ -126,6 +128,40 @@ def preset_values(preset: str) -> tuple:
     """(layers, d_model, heads, d_ff, dropout) of a preset, to fill the override fields."""
     p = PRESETS[preset]
     return p["encoder_layers"], p["d_model"], p["n_heads"], p["d_ff"], p["dropout"]
+
+
+def data_fields(data: str) -> tuple:
+    """A run's corpus spec -> the panel's (kind, task, path, upload, hf_name). An uploaded file cannot
+    be offered again: its source is picked with the box empty."""
+    scheme, _, rest = data.partition(":")
+    task, path, hf_name = DEFAULTS.data.split(":")[1], "", ""
+    if scheme == "synthetic":
+        return SOURCES[0], rest, path, None, hf_name
+    if scheme == "hf":
+        return SOURCES[3], task, path, None, rest
+    folder, languages = re.fullmatch(r"(.+?)(:[A-Za-z_]+-[A-Za-z_]+)?", rest).groups()
+    if Path(folder).parent.name.startswith(UPLOAD_COPY_PREFIX):
+        return SOURCES[2], task, path, None, hf_name
+    return SOURCES[1], task, os.path.relpath(folder, ROOT) + (languages or ""), None, hf_name
+
+
+def form_values(settings: Settings) -> tuple:
+    """A run's settings as the set-up panel's values (FIELDS' order): a page opened during a run shows
+    the run's, not the defaults under its status line (settings_from reads them back)."""
+    s = asdict(settings)
+    chosen = dict(zip(("layers", "d_model", "n_heads", "d_ff", "dropout"), preset_values(settings.preset)))
+    chosen.update({k: s[k] for k in chosen if s[k] is not None})
+    values = {**s, **chosen, "src_lang": s["src_lang"] or "", "tgt_lang": s["tgt_lang"] or "",
+              "limit": s["limit"] or 0}
+    return (*data_fields(settings.data), *(values[f] for f in FIELDS[5:]))
+
+
+def setup_of_the_run(job: TrainingJob) -> tuple:
+    """On a page's load: the set-up panel shows the job's run, folded as after Start; none: left as built."""
+    settings = job.view().settings
+    if settings is None:
+        return (gr.skip(),) * (len(FIELDS) + 1)
+    return (*form_values(settings), gr.Accordion(open=False))
 
 
 def peak_lr(d_model, warmup, factor) -> str:
@@ -532,9 +568,11 @@ def build(shell: Shell, job: TrainingJob) -> None:
               eval_every, attention_every]
     kind.change(source_visibility, inputs=kind, outputs=[task, path, upload, hf_name])
     task.change(task_described, inputs=task, outputs=task)
-    gr.on([kind.change, task.change, path.change, upload.change, hf_name.change], data_picked,
+    # The user's picks (.input, not .change): a page opened during a run is given that run's name and
+    # model sizes (setup_of_the_run), which the data's default name and the preset's sizes must not replace.
+    gr.on([kind.input, task.input, path.input, upload.upload, upload.clear, hf_name.input], data_picked,
           inputs=[kind, task, path, upload, hf_name, name], outputs=name, show_progress="hidden")
-    preset.change(guard(preset_values), inputs=preset, outputs=[layers_in, d_model_in, heads_in, d_ff_in, dropout_in])
+    preset.input(guard(preset_values), inputs=preset, outputs=[layers_in, d_model_in, heads_in, d_ff_in, dropout_in])
     gr.on([d_model_in.change, warmup.change, lr_factor.change], peak_lr, inputs=[d_model_in, warmup, lr_factor],
           outputs=lr_line)
     # Gradio passes the browser session (gr.Request) to these: on a public studio only the
@@ -562,6 +600,7 @@ def build(shell: Shell, job: TrainingJob) -> None:
     save_button.click(guard(save_run), inputs=[save_name, shell.model], outputs=[outcome, shell.model, download])
     shell.model.change(guard(partial(picked, job)), inputs=shell.model)
     shell.demo.load(warm_up)
+    shell.demo.load(guard(partial(setup_of_the_run, job)), outputs=[*fields, setup], show_progress="hidden")
     live = [seen, state_line, bar, curve_plot, metrics_line, sample_table, layer, head, *button_row, timeline,
             attention_plot, shell.model, shell.model_key]
 
