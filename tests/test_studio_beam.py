@@ -214,6 +214,10 @@ def test_changed_settings_mark_the_shown_search_as_the_previous_one(registry):
     assert not step.interactive and not run.interactive and "Settings changed" not in note
     assert (mine, theirs, verdict) == beam.comparison(registry, done) and verdict
     assert beam.comparison(registry, done) is beam.comparison(registry, done)  # the Translate side decoded once
+    # Another model picked: the note names the model the shown search was made with.
+    registry.add("other", studio_bundle())
+    note = settings_changed(registry, done, name="other")[2]
+    assert "Another model picked" in note and "made with **studio\\-tiny**" in note
 
 
 def test_back_after_changed_settings_still_says_they_changed(registry):

@@ -304,7 +304,8 @@ def render(registry, search: Search | None, choice: str | None = None, *settings
     going = gr.Button(interactive=stale or not view.done)  # Step and Run; stale: they start a new search
     return (plots.beam_tree(tree_nodes(search.views), view.step, best), hypotheses_table(view),
             gr.Dropdown(choices=names, value=choice), attention_figure(search, choice),
-            md(view.explanation) + ("  \n" + SETTINGS_CHANGED if stale else ""), mine, theirs, verdict,
+            md(view.explanation) + ("  \n" + changed_note(registry, search, settings[0]) if stale else ""), mine,
+            theirs, verdict,
             going, gr.Button(interactive=len(search.views) > 1), going,
             gr.skip() if stale else gr.Number(value=search.key[2]),  # stale: the box keeps the size typed
             "\n".join(f"- {md(n)}" for n in search.notices))
@@ -328,7 +329,16 @@ def settings_changed(registry, search: Search | None, *settings) -> tuple:
     buttons = (gr.Button(interactive=True), gr.Button(interactive=True))
     if search is None:
         return *buttons, gr.skip(), gr.skip(), gr.skip(), gr.skip()
-    return *buttons, SETTINGS_CHANGED, "", "", ""
+    return *buttons, changed_note(registry, search, settings[0]), "", "", ""
+
+
+def changed_note(registry, search: Search, name: str | None) -> str:
+    """What is on screen is the previous search's; with another model picked, the note names the one it
+    was made with (the tree and table otherwise passed for the picked model's)."""
+    if search.model_key is None or search.model_key == registry.key(name):
+        return SETTINGS_CHANGED
+    return (f"*Another model picked: Step or Run to end starts a new search with it (shown: the previous "
+            f"search, made with **{md(search.model_key[0])}**, which Back still walks).*")
 
 
 def carry_over(current: Current | None, text: str | None) -> str:
