@@ -218,8 +218,11 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--decoder-layers", type=POSITIVE_INT, help="decoder layers (default: --layers)")
     m.add_argument("--dropout", type=float, help="residual dropout (default: the preset's)")
     m.add_argument("--norm-first", action="store_true", help="pre-norm instead of the paper's post-norm")
-    m.add_argument("--max-len", type=POSITIVE_INT, default=256, help="longest sequence in tokens")
-    m.add_argument("--vocab-size", type=POSITIVE_INT, default=8000, help="shared subword vocabulary size")
+    # <bos> and <eos> take two positions; the vocabulary holds the 4 special tokens and at least one more.
+    m.add_argument("--max-len", type=number(int, "an integer >= 2", lambda v: v >= 2), default=256,
+                   help="longest sequence in tokens")
+    m.add_argument("--vocab-size", type=number(int, "an integer >= 5", lambda v: v >= 5), default=8000,
+                   help="shared subword vocabulary size")
     m.add_argument("--tokenizer", choices=("bpe", "unigram", "word"), default=None,
                    help="default: word for synthetic tasks, bpe otherwise")
     o = t.add_argument_group("optimisation (section 5)")
@@ -524,7 +527,7 @@ def command_train(args: argparse.Namespace) -> None:
     import torch
 
     from core.batching import TOO_MANY_UNKNOWN, TokenBatcher, encode_pairs, unknown_from_rare_words, unknown_share
-    from core.bundle import ModelBundle
+    from core.bundle import ModelBundle, check_fits, resolve_device
     from core.checkpoint import load_checkpoint, load_trainer_state
     from core.config import ModelConfig
     from core.data import absolute_spec, load_corpus
@@ -543,6 +546,10 @@ def command_train(args: argparse.Namespace) -> None:
     if args.resume:
         check_same_data(args, record)
     rank, world, device = setup_distributed()
+    if not args.resume:  # before the corpus is read and anything built; its vocabulary is at most --vocab-size
+        check_fits(ModelConfig.from_preset(args.preset, src_vocab_size=args.vocab_size,
+                                           tgt_vocab_size=args.vocab_size, **model_overrides(args)),
+                   resolve_device(device or args.device))
     corpus = load_corpus(args.data, args.src, args.tgt, seed=args.seed, limit=args.limit)
     fingerprint = data_fingerprint(corpus)
     if args.resume:

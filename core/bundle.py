@@ -1,12 +1,15 @@
-"""A model together with the tokenizer it was trained with (what translation needs), and the device it runs on."""
+"""A model together with the tokenizer it was trained with (what translation needs), the device it runs
+on, and whether a model of a given size fits there to train (checked before it is built)."""
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from .config import ModelConfig
 from .model import Transformer
 from .tokenizer import Tokenizer
 
@@ -30,8 +33,6 @@ class ModelBundle:
 def new_bundle(pairs: list[tuple[str, str]], preset: str = "tiny", *, vocab_size: int = 8000,
                tokenizer_kind: str = "bpe", info: dict[str, Any] | None = None, **model_overrides: Any) -> ModelBundle:
     """A fresh, untrained model with a shared vocabulary learnt from both sides of pairs."""
-    from .config import ModelConfig
-
     tokenizer = Tokenizer.train((text for pair in pairs for text in pair), vocab_size, tokenizer_kind)
     config = ModelConfig.from_preset(preset, src_vocab_size=tokenizer.vocab_size,
                                      tgt_vocab_size=tokenizer.vocab_size, **model_overrides)
@@ -57,3 +58,44 @@ def resolve_device(name: str = "auto") -> torch.device:
     elif device.type != "cpu":
         raise ValueError(f"device {name!r} is not supported; use auto, cpu, cuda or cuda:N")
     return device
+
+
+BYTES_PER_PARAMETER = 16  # fp32 weights, gradients and Adam's two moments
+MEMORY_SHARE = 0.6  # of the free memory a model may plan to use, leaving room for activations
+
+
+def parameter_count(c: ModelConfig) -> int:
+    """Parameters of core.model.Transformer(c), computed without building it."""
+    d, f = c.d_model, c.d_ff
+    attention, ffn, norm = 4 * d * d + 4 * d, 2 * d * f + f + d, 2 * d
+    embeddings = c.src_vocab_size * d + (0 if c.shared_vocab else c.tgt_vocab_size * d)
+    final_norms = 2 * norm if c.norm_first else 0
+    return (embeddings + c.encoder_layers * (attention + ffn + 2 * norm)
+            + c.decoder_layers * (2 * attention + ffn + 3 * norm) + final_norms)
+
+
+def free_memory(device: torch.device) -> int:
+    """Bytes free for a new model on device (CPU: MemAvailable of /proc/meminfo)."""
+    if device.type == "cuda":
+        return torch.cuda.mem_get_info(device)[0]
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+
+
+def check_fits(config: ModelConfig, device: torch.device, free: int | None = None) -> int:
+    """The parameter count; ValueError when training it would not fit in memory."""
+    params = parameter_count(config)
+    need = params * BYTES_PER_PARAMETER
+    free = free_memory(device) if free is None else free
+    if need > MEMORY_SHARE * free:
+        size = f"{params / 1e9:,.1f}B" if params >= 1e9 else f"{params / 1e6:,.1f}M"
+        raise ValueError(f"This model has {size} parameters: training it needs about "
+                         f"{need / 2**30:,.1f} GiB (weights, gradients, Adam: {BYTES_PER_PARAMETER} bytes a "
+                         f"parameter, before activations), but {device.type.upper()} has {free / 2**30:,.1f} GiB "
+                         f"free. Choose a smaller preset, d_model, d_ff or fewer layers.")
+    return params

@@ -29,7 +29,7 @@ import numpy as np
 import torch
 
 from core.batching import TOO_MANY_UNKNOWN, encode_pairs, unknown_from_rare_words, unknown_share
-from core.bundle import ModelBundle, new_bundle, resolve_device
+from core.bundle import ModelBundle, check_fits, new_bundle, parameter_count, resolve_device
 from core.checkpoint import FILES as CHECKPOINT_FILES
 from core.checkpoint import save_checkpoint
 from core.config import ModelConfig
@@ -54,8 +54,6 @@ PAUSING = "The step under way ends first; press Resume to go on."  # until the t
 HF_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,95}(/[A-Za-z0-9][A-Za-z0-9_.-]{0,95})?(:[A-Za-z0-9_.-]{1,64})?")
 ETA_WINDOW_S = 120  # the training time whose pace estimates the time left
 TRAIN_NICE = 10  # the training thread's CPU priority (Linux nice): visitors' requests come first
-BYTES_PER_PARAMETER = 16  # fp32 weights, gradients and Adam's two moments
-MEMORY_SHARE = 0.6  # of the free memory a model may plan to use, leaving room for activations
 EVAL_SENTENCES = 100  # validation sentences decoded (greedy) at each evaluation
 SAMPLES_SHOWN = 5
 MAX_FRAMES = 200  # attention snapshots kept; beyond, every other one is dropped
@@ -283,42 +281,6 @@ def safe_name(text: str, fallback: str = "live-model") -> str:
     name = "-".join(name.split())  # a run of anything else: one '-'
     name = name.encode()[:120].decode("utf-8", "ignore").strip(".-")
     return name or fallback
-
-
-def parameter_count(c: ModelConfig) -> int:
-    """Parameters of core.model.Transformer(c), computed without building it."""
-    d, f = c.d_model, c.d_ff
-    attention, ffn, norm = 4 * d * d + 4 * d, 2 * d * f + f + d, 2 * d
-    embeddings = c.src_vocab_size * d + (0 if c.shared_vocab else c.tgt_vocab_size * d)
-    final_norms = 2 * norm if c.norm_first else 0
-    return (embeddings + c.encoder_layers * (attention + ffn + 2 * norm)
-            + c.decoder_layers * (2 * attention + ffn + 3 * norm) + final_norms)
-
-
-def free_memory(device: torch.device) -> int:
-    """Bytes free for a new model on device (CPU: MemAvailable of /proc/meminfo)."""
-    if device.type == "cuda":
-        return torch.cuda.mem_get_info(device)[0]
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemAvailable:"):
-                return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-
-
-def check_fits(config: ModelConfig, device: torch.device, free: int | None = None) -> int:
-    """The parameter count; ValueError when training it would not fit in memory."""
-    params = parameter_count(config)
-    need = params * BYTES_PER_PARAMETER
-    free = free_memory(device) if free is None else free
-    if need > MEMORY_SHARE * free:
-        raise ValueError(f"This model has {params / 1e6:,.1f}M parameters: training it needs about "
-                         f"{need / 2**30:,.1f} GiB (weights, gradients, Adam: {BYTES_PER_PARAMETER} bytes a "
-                         f"parameter, before activations), but {device.type.upper()} has {free / 2**30:,.1f} GiB "
-                         f"free. Choose a smaller preset, d_model, d_ff or fewer layers.")
-    return params
 
 
 def device_line(name: str = "auto") -> str:

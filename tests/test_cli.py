@@ -338,6 +338,19 @@ def test_core_field_names_are_shown_as_options(capsys, tmp_path):
     one_line_error(capsys, ["translate", "--method", "sample", "--top-p", "1.5"], "--top-p", "(0, 1]")
 
 
+@pytest.mark.parametrize("option", [["--d-model", "1000000000"], ["--d-ff", "10000000000"], ["--layers", "100000"],
+                                    ["--max-len", "1"], ["--vocab-size", "1"]])
+def test_model_sizes_that_cannot_be_built_are_refused_before_anything_runs(capsys, tmp_path, option):
+    """A traceback (an allocation of 120 GB) or a hang building 100,000 layers; max_len and vocab_size were
+    refused by core under their field names."""
+    argv = ["train", "--data", "synthetic:copy", "--preset", "tiny", *option, "--out", str(tmp_path / "x")]
+    if option[0] in ("--max-len", "--vocab-size"):
+        usage_error(capsys, argv, f"argument {option[0]}: must be an integer >= ")
+    else:
+        one_line_error(capsys, argv, "parameters: training it needs about")
+    assert not (tmp_path / "x").exists()
+
+
 def test_a_device_this_machine_lacks_is_refused_by_name(capsys, run):
     import torch
 

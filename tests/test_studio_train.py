@@ -17,6 +17,8 @@ import pytest
 import torch
 
 from _studio import studio_bundle, toasts  # noqa: F401 (a fixture)
+import core.bundle as bundle_module
+from core.bundle import check_fits, parameter_count
 from core.checkpoint import FILES as CHECKPOINT_FILES
 from core.checkpoint import load_checkpoint
 from core.config import ModelConfig
@@ -317,16 +319,16 @@ def tab_blocks(tmp_path) -> list:
 def test_parameter_estimate_matches_the_model(overrides):
     config = ModelConfig.from_preset("tiny", **{"src_vocab_size": 50, "tgt_vocab_size": 50, **overrides},
                                      encoder_layers=1, decoder_layers=3, d_ff=96)
-    assert training.parameter_count(config) == Transformer(config).num_parameters()
+    assert parameter_count(config) == Transformer(config).num_parameters()
 
 
 def test_a_model_too_large_for_memory_is_refused_before_building(job, monkeypatch):
     huge = ModelConfig.from_preset("paper-big", src_vocab_size=32000, tgt_vocab_size=32000)
-    assert training.check_fits(huge, torch.device("cpu"), free=2**40) > 200e6
+    assert check_fits(huge, torch.device("cpu"), free=2**40) > 200e6
     with pytest.raises(ValueError, match=r"needs about 3\.1 GiB .* has 1\.0 GiB free"):
-        training.check_fits(huge, torch.device("cpu"), free=2**30)
+        check_fits(huge, torch.device("cpu"), free=2**30)
     with pytest.raises(ValueError, match="Cannot start: This model has .* GiB"):
-        monkeypatch.setattr(training, "free_memory", lambda device: 2**30)
+        monkeypatch.setattr(bundle_module, "free_memory", lambda device: 2**30)
         job.start(replace(QUICK, preset="paper-big"))  # 185M parameters need 2.9 GiB
     assert job.view().state == "idle"
 
