@@ -49,7 +49,8 @@ def refusal(message: str, command: str) -> str:
     """One style for every refusal, argparse's or a command's: what was wrong, and where the options are
     listed when an option was (core's checks of --beam 0 and --top-p 1.5 read as argparse's do)."""
     prog = f"{PROG} {command.strip()}".strip()
-    options = message.startswith(("argument ", "unrecognized arguments", "the following arguments", "-"))
+    options = (message.startswith(("argument ", "unrecognized arguments", "the following arguments", "-"))
+               and not re.match(r"argument \d+:", message))  # a sentence given as an argument, not an option
     hint = f"\n(`{prog} --help` lists every option)" if options else ""
     return f"{prog}: error: {message}{hint}"
 
@@ -955,7 +956,10 @@ def command_translate(args: argparse.Namespace) -> None:
         print(f"note: {args.input or 'stdin'} holds no lines; nothing to translate", file=sys.stderr)
     # disable=None: a bar only on a terminal, never in a redirected log
     with tqdm(total=len(lines), desc="translating", unit="sent", disable=None, leave=False) as bar:
-        results = translate_detailed(bundle, lines, options, on_batch=bar.update)
+        try:
+            results = translate_detailed(bundle, lines, options, on_batch=bar.update)
+        except ValueError as exc:  # core names a sentence as its list index: "sentences[3]: ..."
+            raise CLIError(re.sub(r"^sentences\[(\d+)\]", lambda m: f"{where} {int(m[1]) + 1}", str(exc))) from None
     report_notices(results, where)
     out = [output_line(r, args.n_best) for r in results]
     text = "\n".join(out) + ("\n" if out else "")

@@ -107,7 +107,7 @@ def read_lines(path: Path) -> list[str]:
     """Lines of a UTF-8 text file (gzip if the name ends in .gz), as split_lines() gives them."""
     if path.is_dir():
         raise ValueError(f"{path}: a folder, not a file")
-    if not path.is_file():
+    if not path.exists():  # a pipe or a device (<(...), /dev/stdin) is read as a file is
         raise FileNotFoundError(f"{path}: no such file")
     data = path.read_bytes()
     if path.suffix == ".gz":

@@ -444,6 +444,24 @@ def test_output_through_a_symlink_or_into_a_fifo_keeps_them(run, tmp_path):
     assert fifo.is_fifo() and received == [target.read_text()]
 
 
+def test_a_sentence_argument_that_is_not_text_is_named_by_its_number(run, capsys):
+    """Bytes that are not UTF-8 reach Python as lone surrogates; the refusal named core's list index."""
+    one_line_error(capsys, ["translate", "--checkpoint", str(run / "final"), "a b", "a M\udce4dchen"],
+                   "error: argument 2: character 4 is U+DCE4")
+
+
+def test_input_from_a_fifo_is_read_as_a_file(run, tmp_path, capsys):
+    """--input <(...) or /dev/stdin: a pipe was refused as "no such file"."""
+    fifo = tmp_path / "in-fifo"
+    os.mkfifo(fifo)
+    writer = threading.Thread(target=lambda: fifo.write_text("a b c\nd e\n"), daemon=True)
+    writer.start()
+    assert train_cli.main(["translate", "--checkpoint", str(run / "final"), "--method", "greedy",
+                           "--input", str(fifo)]) == 0
+    writer.join(timeout=30)
+    assert len(capsys.readouterr().out.splitlines()) == 2
+
+
 def test_output_to_dev_stdout_redirected_to_a_file_keeps_what_the_file_held(run, tmp_path):
     src, log = tmp_path / "in.txt", tmp_path / "log"
     src.write_text("a b c\n")
