@@ -110,9 +110,11 @@ def add_decoding_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--min-len", type=NON_NEGATIVE_INT, default=0, help="no end of sentence before this many tokens")
     g.add_argument("--no-repeat-ngram", type=NON_NEGATIVE_INT, default=0,
                    help="n: no n-gram occurs twice in an output (0: off)")
-    g.add_argument("--temperature", type=POSITIVE_NUMBER, default=1.0, help="sampling only")
+    # The studio's starting point: the plain distribution (1 and 1) reads as nonsense (core.decoding).
+    g.add_argument("--temperature", type=POSITIVE_NUMBER, default=0.8,
+                   help="sampling only, > 0 (1: the model's own distribution)")
     g.add_argument("--top-k", type=NON_NEGATIVE_INT, default=0, help="sampling only (0: off)")
-    g.add_argument("--top-p", type=float, default=1.0, help="sampling only, in (0, 1] (1: off)")
+    g.add_argument("--top-p", type=float, default=0.9, help="sampling only, in (0, 1] (1: off)")
     g.add_argument("--seed", type=SEED, default=None, help="sampling seed (default: a fresh one)")
     g.add_argument("--batch-size", type=POSITIVE_INT, default=None,
                    help="sentences decoded together (default: 1024 for greedy and sampling, 256 for beam "

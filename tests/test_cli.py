@@ -444,6 +444,14 @@ def test_output_through_a_symlink_or_into_a_fifo_keeps_them(run, tmp_path):
     assert fifo.is_fifo() and received == [target.read_text()]
 
 
+def test_sampling_starts_where_the_studio_does():
+    """The plain distribution (T 1, top-p 1) reads as nonsense: the CLI's defaults are core's readable ones."""
+    from core.decoding import SAMPLE_TEMPERATURE, SAMPLE_TOP_P
+
+    args = train_cli.build_parser().parse_args(["translate", "--method", "sample", "x"])
+    assert (args.temperature, args.top_p) == (SAMPLE_TEMPERATURE, SAMPLE_TOP_P) != (1.0, 1.0)
+
+
 def test_a_sentence_argument_that_is_not_text_is_named_by_its_number(run, capsys):
     """Bytes that are not UTF-8 reach Python as lone surrogates; the refusal named core's list index."""
     one_line_error(capsys, ["translate", "--checkpoint", str(run / "final"), "a b", "a M\udce4dchen"],

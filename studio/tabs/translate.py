@@ -7,7 +7,7 @@ from functools import partial
 import gradio as gr
 
 from core.bundle import ModelBundle
-from core.decoding import DecodeOptions, Translation, translate_detailed
+from core.decoding import SAMPLE_TEMPERATURE, SAMPLE_TOP_P, DecodeOptions, Translation, translate_detailed
 
 from .. import plots
 from ..app import Shell
@@ -16,11 +16,6 @@ from ..text import clip, guard, md, md_table
 from ..widgets import Slider
 
 MAX_SEED = 2**63
-# Sampling's starting point in the studio (core's defaults draw from the plain distribution, T = 1, no
-# cut-off). On the shipped model, test_2016's first 300 sentences, 3 seeds: T = 1 scores 23-25 BLEU and
-# reads as nonsense on stage ("People repair floor at truck.i a house."); T = 0.8 with top-p 0.9 scores
-# 34-36 (greedy: 36) and still varies from draw to draw. The sliders go to T = 1 and top-p 1 for the raw one.
-SAMPLE_TEMPERATURE, SAMPLE_TOP_P = 0.8, 0.9
 # Below this confidence (Translation.confidence) a beam or greedy translation comes with a notice that
 # the model is unsure. Measured on the shipped Multi30k De→En model: 95% of test_2016's German sentences
 # score above 0.43, and 95% of their English references, given to it as the source, below 0.36 (it
@@ -222,6 +217,7 @@ def build(shell: Shell):
                 alpha = Slider(0.0, 2.0, value=0.6, step=0.05, label="length penalty α")
                 n_best = Slider(1, 16, value=4, step=1, label="n-best shown")
             with gr.Group(visible=False) as sample_group:
+                # Sampling starts where it reads as language (core.decoding); the sliders reach T = 1, top-p 1.
                 temperature = Slider(0.05, 3.0, value=SAMPLE_TEMPERATURE, step=0.05, label="temperature")
                 top_k = Slider(0, 100, value=0, step=1, label="top-k (0: off)")
                 top_p = Slider(0.05, 1.0, value=SAMPLE_TOP_P, step=0.05, label="top-p (1: off)")
