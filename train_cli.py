@@ -206,7 +206,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "dates) | files:PATH (folder of {train,val,test}.LANG[.gz], SRC_FILE,TGT_FILE, or a TSV: "
                         "files:PATH.tsv[.gz]:LANG1-LANG2 names its columns' languages) | hf:NAME[:CONFIG]")
     t.add_argument("--src", help="source language code (inferred when the data has exactly two)")
-    t.add_argument("--tgt", help="target language code")
+    t.add_argument("--tgt", help="target language code (inferred, like --src)")
     t.add_argument("--out", required=True, type=Path, help="run folder (refused if it exists, unless --resume)")
     t.add_argument("--resume", action="store_true",
                    help="continue the run in --out from its latest checkpoint, with the run's options (run.json) "
@@ -227,7 +227,8 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--vocab-size", type=number(int, "an integer >= 5", lambda v: v >= 5), default=8000,
                    help="shared subword vocabulary size")
     m.add_argument("--tokenizer", choices=("bpe", "unigram", "word"), default=None,
-                   help="default: word for synthetic tasks, bpe otherwise")
+                   help="how text becomes tokens: bpe or unigram subwords (--vocab-size of them), or whole words "
+                        "(default: word for synthetic tasks, bpe otherwise)")
     o = t.add_argument_group("optimisation (section 5)")
     o.add_argument("--max-tokens", type=POSITIVE_INT, default=4096,
                    help="padded tokens per batch, per process under torchrun (the paper's steps held about 25000 "
@@ -278,7 +279,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_decoding_options(e)
 
     tr = sub.add_parser("translate", help="translate sentences: arguments, --input or stdin, one per line",
-                        description="Translate the sentences given as arguments, or --input's or stdin's lines "
+                        description="Translate the sentences given as arguments, or --input's or stdin's lines\n"
                                     "(typed at a terminal: each as soon as Enter is pressed).",
                         formatter_class=HelpFormatter, epilog=EXAMPLES["translate"])
     tr.add_argument("sentences", nargs="*",
@@ -606,9 +607,6 @@ def command_train(args: argparse.Namespace) -> None:
                          clip_norm=args.clip_norm, amp=args.amp, compile=args.compile,
                          device=device or args.device, seed=args.seed, eval_every=args.eval_every,
                          bleu_sentences=args.bleu_sentences)
-    if args.warmup > max_steps:
-        log(f"note: --warmup {args.warmup} is longer than the run ({max_steps} steps): the learning rate rises "
-            f"throughout and never reaches its peak", file=sys.stderr)
     unused, instead = (("lr", "--lr-factor scales eq. 3's rate") if args.schedule == "noam"
                        else ("lr_factor", "--lr sets its peak"))
     if (getattr(args, unused) != build_parser().commands["train"].get_default(unused)
@@ -628,6 +626,10 @@ def command_train(args: argparse.Namespace) -> None:
                            f"larger --max-steps (or --epochs) to train on")
         if rank == 0:
             trim_metrics(args.out / "metrics.jsonl", trainer.step_count)
+    # After a resume's refusals; not again on a resume that keeps the run's --warmup and --max-steps.
+    if args.warmup > max_steps and not {"warmup", "max_steps"} <= getattr(args, "from_run", set()):
+        log(f"note: --warmup {args.warmup} is longer than the run ({max_steps} step{'s' * (max_steps != 1)}): the "
+            f"learning rate rises throughout and never reaches its peak", file=sys.stderr)
     amp = {torch.bfloat16: "bf16", torch.float16: "fp16"}.get(trainer.amp_dtype, "off")
     if (corpus.src_lang, corpus.tgt_lang) == ("src", "tgt") and not args.resume:
         log("note: the data names no languages, so the checkpoint calls them src and tgt, and evaluate or "
@@ -817,14 +819,17 @@ def write_output(path: Path, text: str) -> None:
     symlink's file is replaced, not the link. Standard output or error (even redirected to a file) gets the
     text through its own stream, after what it printed before; a FIFO or device is written as it is."""
     stream = _standard_stream(path)
-    if stream is not None:
-        stream.write(text)
-        stream.flush()
-        return
-    if _written_in_place(path):
-        with open(path, "w", encoding="utf-8") as device:
-            device.write(text)
-        return
+    try:
+        if stream is not None:
+            stream.write(text)
+            stream.flush()
+            return
+        if _written_in_place(path):
+            with open(path, "w", encoding="utf-8") as device:
+                device.write(text)
+            return
+    except OSError as exc:  # /dev/full: "No space left on device", said with the file it was writing
+        raise OSError(exc.errno, f"cannot write {path} (--output): {exc.strerror}") from None
     target = path.resolve()
     partial = target.with_name(f".{target.name}.partial-{os.getpid()}")
     try:
@@ -1018,6 +1023,13 @@ def command_average(args: argparse.Namespace) -> None:
         print(f"averaged {len(chosen)} checkpoints ({chosen[0].name} .. {chosen[-1].name}) into {args.out}")
 
 
+def in_words(exc: Exception) -> str:
+    """An exception's message; an OSError's without Python's "[Errno N]", naming its file where it has one."""
+    if not isinstance(exc, OSError) or exc.strerror is None:
+        return str(exc)
+    return f"{exc.filename}: {exc.strerror}" if exc.filename is not None else exc.strerror
+
+
 def main(argv: list[str] | None = None) -> int:
     try:
         args = parse_arguments(argv)
@@ -1028,7 +1040,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             commands[args.command](args)
         except (CLIError, ValueError, OSError, TrainingStopped) as exc:
-            print(refusal(option_names(str(exc), args.command), args.command), file=sys.stderr)
+            print(refusal(option_names(in_words(exc), args.command), args.command), file=sys.stderr)
             return 2
     except KeyboardInterrupt:  # while loading or tokenizing; an interrupted training run saves first
         print("interrupted", file=sys.stderr)

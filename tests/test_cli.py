@@ -31,6 +31,10 @@ def test_a_warmup_longer_than_the_run_is_noted(capsys, tmp_path):
     assert train_cli.main(TRAIN[:5] + ["--max-steps", "2", "--warmup", "40", "--eval-every", "0", "--limit", "50",
                                        "--out", str(tmp_path / "run")]) == 0
     assert "--warmup 40 is longer than the run (2 steps)" in capsys.readouterr().err
+    # A resume refused (the run is done) says only why, not the run's warm-up again first.
+    assert train_cli.main(["train", "--out", str(tmp_path / "run"), "--resume"]) != 0
+    err = capsys.readouterr().err
+    assert "already at step 2" in err and "--warmup" not in err
 
 
 def test_the_direction_is_named_and_unnamed_languages_and_a_tiny_token_budget_are_noted(capsys, tmp_path):
@@ -456,6 +460,13 @@ def test_a_sentence_argument_that_is_not_text_is_named_by_its_number(run, capsys
     """Bytes that are not UTF-8 reach Python as lone surrogates; the refusal named core's list index."""
     one_line_error(capsys, ["translate", "--checkpoint", str(run / "final"), "a b", "a M\udce4dchen"],
                    "error: argument 2: character 4 is U+DCE4")
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
+def test_a_failed_write_names_the_file_without_pythons_errno(run, capsys):
+    one_line_error(capsys, ["translate", "--checkpoint", str(run / "final"), "--output", "/dev/full", "a b"],
+                   "error: cannot write /dev/full (--output): No space left on device")
+    assert "[Errno" not in train_cli.in_words(OSError(2, "No such file or directory", "/proc/x"))
 
 
 def test_input_from_a_fifo_is_read_as_a_file(run, tmp_path, capsys):
