@@ -887,7 +887,12 @@ def data_pairs(args: argparse.Namespace, bundle) -> tuple[list[str], list[str]]:
     if src is None and tgt is None and not args.data.startswith("synthetic:"):
         src, tgt = trained  # a folder with several languages needs a direction: the checkpoint's
     seed = (bundle.info.get("train") or {}).get("seed", 0)  # a carved test split is the one it trained beside
-    corpus = load_corpus(args.data, src, tgt, seed=seed)
+    try:
+        corpus = load_corpus(args.data, src, tgt, seed=seed)
+    except ValueError as exc:  # the checkpoint's languages, which the data lacks: said as a direction
+        if (src, tgt) != trained or "is not available" not in str(exc):
+            raise
+        raise CLIError(f"{bundle.name} translates {trained[0]}->{trained[1]}, but {exc}") from None
     if None not in trained and (corpus.src_lang, corpus.tgt_lang) != trained:
         fix = (f"{args.data} runs one way only" if args.data.startswith("synthetic:")
                else f"pass --src {trained[0]} --tgt {trained[1]}")

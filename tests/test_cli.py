@@ -549,6 +549,10 @@ def test_evaluate_reports_notices_and_checks_the_direction(run, capsys, tmp_path
                    "synthetic:numbers runs one way only")
     one_line_error(capsys, ["evaluate", "--data", "synthetic:copy", "--source-file", str(src),
                             "--reference-file", str(ref)], "either --data", "not both")
+    pairs = tmp_path / "pairs.tsv"  # data in neither of the checkpoint's languages (in, out)
+    pairs.write_text("".join(f"Hund {i}\tdog {i}\n" for i in range(20)))
+    one_line_error(capsys, ["evaluate", "--checkpoint", str(run / "final"), "--data", f"files:{pairs}:de-en"],
+                   "translates in->out, but ", "src_lang='in' is not available")
 
 
 def test_a_command_refuses_its_own_unknown_options_briefly(capsys):
