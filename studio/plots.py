@@ -137,8 +137,9 @@ def _token_axis(tokens: Sequence[str], max_labels: int = 60, **kwargs) -> dict:
     every = math.ceil(len(tokens) / max_labels) if tokens else 1
     if every > 1 and "title" in kwargs:
         kwargs["title"] = f"{kwargs['title']} (one in {every} labelled)"
+    # automargin: a long slanted label ("␣orangefarbenen") widens the margin instead of being cut off by it.
     return dict(tickmode="array", tickvals=list(range(0, len(tokens), every)),
-                ticktext=[label(t) for t in tokens[::every]], **kwargs)
+                ticktext=[label(t) for t in tokens[::every]], automargin=True, **kwargs)
 
 
 def empty(message: str, height: int = 300) -> go.Figure:
