@@ -346,6 +346,11 @@ def test_head_ablation_switches_heads_off_only_on_the_copy(registry, current):
     assert "Tick one" in attention.ablate(registry, current, "studio-tiny", [], [], [])
     report = attention.ablate(registry, current, "studio-tiny", ["L1 H1", "L1 H2", "L1 H3", "L1 H4"], [], [])
     assert "off" in report and ("unchanged" in report or "changed" in report)
+    config = registry.get("studio-tiny").model.config  # a stack's or layer's every head: named as such
+    every_cross = [f"L{l + 1} H{h + 1}" for l in range(config.decoder_layers) for h in range(config.n_heads)]
+    assert attention.heads_named(attention.parse_heads([], [], every_cross), config) == (
+        f"all {len(every_cross)} cross-attention heads")
+    assert attention.heads_named(attention.parse_heads([], ["L1 H2"], []), config) == "decoder self-attention L1 H2"
     for module in registry.get("studio-tiny").model.attention_modules()["encoder"]:
         assert module.head_mask is None
     assert run_translate(registry, SENTENCES[1])[4].ids == current.ids

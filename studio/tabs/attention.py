@@ -238,6 +238,25 @@ def parse_heads(encoder: list[str], decoder: list[str], cross: list[str]) -> dic
     return spec
 
 
+STACK_WORDS = {"encoder": "encoder self-attention", "decoder": "decoder self-attention", "cross": "cross-attention"}
+
+
+def heads_named(spec: dict[str, dict[int, list[int]]], config: ModelConfig) -> str:
+    """The heads switched off, in words: a whole stack or layer by that name, not head by head ("all 12
+    cross-attention heads", not "L1 H1, L1 H2, ... L3 H4")."""
+    parts = []
+    for stack, layers in spec.items():
+        n_layers = config.encoder_layers if stack == "encoder" else config.decoder_layers
+        whole = {l for l, heads in layers.items() if len(heads) == config.n_heads}
+        if len(whole) == n_layers:
+            parts.append(f"all {n_layers * config.n_heads} {STACK_WORDS[stack]} heads")
+            continue
+        named = (f"L{l + 1} (all {config.n_heads} heads)" if l in whole else ", ".join(f"L{l + 1} H{h + 1}" for h in hs)
+                 for l, hs in layers.items())
+        parts.append(f"{STACK_WORDS[stack]} " + ", ".join(named))
+    return "; ".join(parts)
+
+
 def word_diff(before: str, after: str) -> str:
     """after as Markdown, words that differ from before in bold (all text escaped)."""
     a, b = before.split(), after.split()
@@ -271,8 +290,7 @@ def ablate(registry, current: Current, picked: str | None, encoder: list[str], d
     with lock, model.heads_off(spec):
         after = translate_detailed(twin, [current.source], current.options or DecodeOptions())[0].text
     before = bundle.tokenizer.decode(current.ids)
-    off = ", ".join(f"{stack} " + ", ".join(f"L{l + 1} H{h + 1}" for l, hs in layers.items() for h in hs)
-                    for stack, layers in spec.items())
+    off = heads_named(spec, model.config)
     verdict = "unchanged" if after == before else "changed (differences in bold)"
     return (f"**With {md(off)} off** the translation is {verdict}:  \n{word_diff(before, after)}  \n"
             f"*All heads on:* {md(before)}")
