@@ -553,7 +553,7 @@ def build_app(registry: ModelRegistry, selected: str | None = None, checkpoints_
             with gr.Tab("Attention", id=attention.TAB_ID, elem_id="tab-attention") as attention_tab:
                 attention.build(shell, translated, attention_tab, on_screen)
             with gr.Tab("Positional encoding", id="positional", elem_id="tab-positional") as positional_tab:
-                positional.build()
+                positional.build(shell)
             with gr.Tab("Model", id="model", elem_id="tab-model") as model_tab:
                 model_view.build(shell)
             with gr.Tab("Train", id="train", elem_id="tab-train") as train_tab:

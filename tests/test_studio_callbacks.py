@@ -155,7 +155,7 @@ def test_the_tabs_redraw_on_the_picked_models_registry_key_not_its_name():
     key = on_picker["key"].outputs[0]
     on_key = {name(fn) for fn in fns if (key._id, "change") in fn.targets}
     assert on_key == {"status_line", "defaults", "head_choices", "picked_model_ranges", "example_choices",
-                      "examples_update", "model_changed", "settings_changed",
+                      "examples_update", "model_changed", "settings_changed", "model_width",
                       "<lambda>"}  # <lambda>: the Attention tab's redraw
     train_view = next(fn for fn in fns if fn.api_name == "train_view")
     assert train_view.outputs[-1] is key and train_view.inputs[-1] is key  # a run under the picked name
@@ -427,6 +427,12 @@ def test_positional_plots_say_d_model_was_rounded_and_tick_whole_positions():
     for axis in (heatmap.layout.yaxis, curves.layout.xaxis, similarity.layout.xaxis, similarity.layout.yaxis):
         assert axis.dtick == 1 and axis.title.text == "position"
     assert positional.render(12, 60, [0])[1].layout.xaxis.dtick is None
+
+
+def test_the_positional_tab_starts_at_the_picked_models_d_model(registry):
+    width, dims = positional.model_width(registry, "studio-tiny", [0, 1], False)
+    assert width == registry.get("studio-tiny").model.config.d_model and dims.value == positional.default_dims(width)
+    assert positional.model_width(registry, "no-such-model", [0, 1], False) == (gr.skip(), gr.skip())
 
 
 def test_a_new_d_model_is_drawn_after_its_dimensions_are_offered():

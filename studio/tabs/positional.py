@@ -1,18 +1,23 @@
 """Section 3.5: the sinusoidal positional encoding, as a table, as curves and as similarities."""
 from __future__ import annotations
 
+from functools import partial
+
 import gradio as gr
 
 from core.positional import sinusoidal_encoding
 
 from .. import plots
+from ..app import Shell
 from ..text import guard
 from ..widgets import Slider
 
+D_MODEL_RANGE = (8, 512)
 HEATMAP_CAPTION = (
     "**Section 3.5.** Each row is the vector added to the embedding of the token at that position: "
     "PE(pos, 2i) = sin(pos / 10000^(2i/d_model)), PE(pos, 2i+1) = cos(pos / 10000^(2i/d_model)). "
-    "Left columns change quickly along the positions, right columns slowly — a binary counter made of waves.")
+    "Left columns change quickly along the positions, right columns slowly — a binary counter made of waves. "
+    "d_model starts at the picked model's own.")
 CURVES_CAPTION = (
     "**Section 3.5:** \"each dimension of the positional encoding corresponds to a sinusoid. The wavelengths "
     "form a geometric progression from 2π to 10000 · 2π.\" Dimensions 2i and 2i+1 share a frequency: a sine "
@@ -56,9 +61,20 @@ def render(d_model: float, length: float, dims: list[int] | None):
     return plots.pe_heatmap(table, note), plots.pe_curves(table, dims), plots.pe_similarity(table)
 
 
-def build() -> None:
+def model_width(registry, name: str | None, dims: list[int] | None, picked: bool) -> tuple:
+    """The picked model's own d_model (within the slider's range) and the dimensions for it: the tab opens
+    on the encoding that model adds to its embeddings. No model to read: left as it is."""
+    try:
+        width = registry.get(name).model.config.d_model
+    except (LookupError, ValueError, FileNotFoundError):
+        return gr.skip(), gr.skip()
+    width = min(max(width, D_MODEL_RANGE[0]), D_MODEL_RANGE[1])
+    return width, dimension_choices(width, dims, picked)
+
+
+def build(shell: Shell) -> None:
     with gr.Row():
-        d_model = Slider(8, 512, value=128, step=2, label="d_model")
+        d_model = Slider(*D_MODEL_RANGE, value=128, step=2, label="d_model")
         length = Slider(2, 200, value=60, step=1, label="positions")
         dims = gr.Dropdown(choices=list(range(128)), value=DEFAULT_DIMS, multiselect=True,
                            label="dimensions to draw as curves")
@@ -79,3 +95,5 @@ def build() -> None:
     d_model.input(guard(dimension_choices), inputs=[d_model, dims, picked], outputs=dims,
                   trigger_mode="always_last").then(**draw)
     gr.on([length.input, dims.input], **draw, trigger_mode="always_last")
+    gr.on([shell.demo.load, shell.model_key.change], guard(partial(model_width, shell.registry)),
+          inputs=[shell.model, dims, picked], outputs=[d_model, dims], show_progress="hidden").then(**draw)
