@@ -120,6 +120,8 @@ body.presenter #open-checkpoint { display: none; }
 /* The header row one input high: the picker shows a model's name without its "Model" label (screen
    readers keep it), and the model's one-line summary keeps the normal type size. */
 body.presenter #model-picker [data-testid="block-info"] { display: none; }
+/* On a phone the picker has a line of its own: beside the summary it was 100 px wide ("multi30k-…"). */
+@media (max-width: 640px) { #model-picker, #model-summary { min-width: 100% !important; } }
 body.presenter #model-summary p { font-size: 17px; line-height: 1.35; }
 /* The Translate tab's examples are for the presenter to click, not for the room to read: in normal type
    two share a line, and the probability plot below them starts ~80 px higher. */
