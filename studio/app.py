@@ -85,6 +85,9 @@ CSS = """
 /* Read out, not shown (a live region must stay on the page: Gradio's visible=False removes it). */
 .visually-hidden { position: absolute !important; width: 1px; height: 1px; overflow: hidden;
   clip-path: inset(50%); white-space: nowrap; border: 0 !important; padding: 0 !important; }
+/* A live region (class "announce") reads out its text only: Gradio's progress tracker inside it ticked
+   "0.1s", "queue: 1/1", "processing" into it during every call. */
+.block.announce > [data-testid="status-tracker"] { display: none !important; }
 /* Gradio draws a disabled Start or Stop in nearly its enabled colours: on a projector nobody could
    tell which of the Train tab's buttons act. */
 button:disabled { opacity: 0.35; cursor: not-allowed; }

@@ -113,6 +113,9 @@ def test_studio_in_headless_chromium(studio):
         page.wait_for_function("(text) => document.querySelector('#tab-translate .announce.visually-hidden"
                                "[aria-live=polite]')?.innerText.trim() === text",
                                arg="Translation: " + translation.input_value(), timeout=5000)
+        # ... and only that: Gradio's progress tracker ("0.1s", "queue: 1/1") is not part of a live region.
+        assert page.evaluate("[...document.querySelectorAll('.block.announce > [data-testid=status-tracker]')]"
+                             ".every((t) => getComputedStyle(t).display === 'none')")
         page.get_by_role("button", name="Reset beam size to its default").wait_for(state="attached", timeout=5000)
         # An empty source is said under the translation, with no toast over the controls.
         page.get_by_label("Source sentence").fill("   ")

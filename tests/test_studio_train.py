@@ -515,9 +515,11 @@ def test_live_view_redraws_only_when_something_changed(job):
     assert all(out == gr.skip() for out in tab.tick(job, first[0], 2, 0, tab.Following(True), None, None))
     job.start(replace(QUICK, name="<b>mine</b>"))
     view = wait_for(job, lambda v: v.state == "finished")
-    seen, state, bar, curves, metrics, samples, layer, head, *buttons, timeline, attention, picker, key = tab.tick(
-        job, first[0], 2, 1, tab.Following(True), None, None)
+    assert first[-3] == gr.skip()  # the page's first look at the job is not read out
+    seen, state, bar, curves, metrics, samples, layer, head, *buttons, timeline, attention, spoken, picker, key = (
+        tab.tick(job, first[0], 2, 1, tab.Following(True), None, None))
     assert enabled(buttons) == {"start", "save"}  # finished
+    assert spoken.startswith("Finished. ")  # a state changed since the last look: read out
     assert "&lt;b&gt;mine&lt;/b&gt;" in state and "<b>" not in state and "Finished" in state
     assert f'value="{view.step}"' in bar and "Step 30 of 30" in bar
     assert isinstance(curves, go.Figure) and len(curves.data) >= 9
@@ -564,7 +566,7 @@ def test_a_tick_already_running_leaves_a_scrub_alone(job, monkeypatch):
         return draw(*args)
 
     monkeypatch.setattr(tab, "attention", scrub_while_drawing)
-    *_, timeline, plot, picker, key = tab.tick(job, None, 2, 0, following, None, None)
+    *_, timeline, plot, spoken, picker, key = tab.tick(job, None, 2, 0, following, None, None)
     assert plot == gr.skip() and "value" not in timeline.constructor_args  # neither the plot nor the slider's value
 
 

@@ -62,6 +62,7 @@ class Seen:
 
     version: int = -1
     names: tuple[str, ...] = ()
+    state: str = ""
 
 
 @dataclass
@@ -459,7 +460,7 @@ def tick(job: TrainingJob, seen: Seen | None, layer: float, head: float, followi
     key = job.registry.key(picked)
     renewed = key if (model_key is None or model_key[0] == picked) and key != model_key else gr.skip()
     if view.version == seen.version and names == seen.names:
-        return (*(gr.skip(),) * 16, renewed)
+        return (*(gr.skip(),) * 17, renewed)
     picker = gr.Dropdown(choices=list(names)) if names != seen.names else gr.skip()
     shared = (*shared_outputs(job, view), *buttons(view, session))
     latest = attention(view, None, layer, head) if following.on else None
@@ -467,7 +468,11 @@ def tick(job: TrainingJob, seen: Seen | None, layer: float, head: float, followi
         timeline, plot = timeline_slider(view, True), latest
     else:
         timeline, plot = timeline_slider(view, False), gr.skip()
-    return (Seen(view.version, names), *shared, timeline, plot, picker, renewed)
+    # Read out when the run's state changes (started, paused, finished, failed), not at every step, nor
+    # on the page's first look at the job.
+    changed = seen.version >= 0 and view.state != seen.state
+    spoken = f"{STATE_WORDS[view.state]}. {md(view.message)}" if changed else gr.skip()
+    return (Seen(view.version, names, view.state), *shared, timeline, plot, spoken, picker, renewed)
 
 
 def scrub(job: TrainingJob, following: Following, step: float, layer: float, head: float):
@@ -546,6 +551,7 @@ def build(shell: Shell, job: TrainingJob) -> None:
         lr_line = gr.Markdown(peak_lr(d_model, d.warmup, d.lr_factor))
         gr.Markdown(f"**Device:** {md(device_line('auto'))}")
     state_line = gr.Markdown(elem_classes="status-line", elem_id="train-status")
+    spoken = gr.Markdown(elem_classes=["announce", "visually-hidden"])  # the run's state, read out as it changes
     bar = gr.HTML(elem_id="train-progress")
     curve_plot = gr.Plot(label="Training curves", elem_id="train-curves")
     metrics_line = gr.Markdown()
@@ -602,7 +608,7 @@ def build(shell: Shell, job: TrainingJob) -> None:
     shell.demo.load(warm_up)
     shell.demo.load(guard(partial(setup_of_the_run, job)), outputs=[*fields, setup], show_progress="hidden")
     live = [seen, state_line, bar, curve_plot, metrics_line, sample_table, layer, head, *button_row, timeline,
-            attention_plot, shell.model, shell.model_key]
+            attention_plot, spoken, shell.model, shell.model_key]
 
     def tick_page(request: gr.Request, *values):
         return tick(job, *values, session=session_of(request))
