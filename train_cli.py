@@ -906,6 +906,9 @@ def data_pairs(args: argparse.Namespace, bundle) -> tuple[list[str], list[str]]:
         print(f"note: {args.data} has no {args.split} split of its own: its pairs are carved out with seed {seed} "
               f"{how}; to score every line of a held-out file pair, use --source-file and --reference-file",
               file=sys.stderr)
+    files = corpus.description.get("files")  # a folder's, by split: say which of its test sets was scored
+    if isinstance(files, dict) and files.get(args.split):
+        print(f"scoring the {args.split} split: {' → '.join(files[args.split])}", file=sys.stderr)
     return [s for s, _ in pairs], [t for _, t in pairs]
 
 

@@ -555,6 +555,17 @@ def test_evaluate_reports_notices_and_checks_the_direction(run, capsys, tmp_path
                    "translates in->out, but ", "src_lang='in' is not available")
 
 
+def test_evaluate_says_which_of_a_folders_test_sets_it_scored(capsys, tmp_path):
+    for split, n in (("train", 6), ("val", 2), ("test_2017_mscoco", 2), ("test_2016_flickr", 3)):
+        (tmp_path / f"{split}.de").write_text("".join(f"Ein Hund {i} .\n" for i in range(n)))
+        (tmp_path / f"{split}.en").write_text("".join(f"A dog {i} .\n" for i in range(n)))
+    assert train_cli.main(["evaluate", "--checkpoint", "checkpoints/multi30k-de-en-small", "--data",
+                           f"files:{tmp_path}", "--method", "greedy"]) == 0
+    captured = capsys.readouterr()
+    assert "scoring the test split: test_2016_flickr.de → test_2016_flickr.en" in captured.err
+    assert "3 sentences" in captured.out
+
+
 def test_a_command_refuses_its_own_unknown_options_briefly(capsys):
     usage_error(capsys, ["translate", "--bem", "4"], "train_cli.py translate: error: unrecognized arguments: --bem")
     err = usage_error(capsys, ["train", "--data", "synthetic:copy", "--out", "x", "--lr", "-1"], "--lr")
