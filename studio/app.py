@@ -125,6 +125,8 @@ body.presenter #open-checkpoint { display: none; }
 body.presenter #model-picker [data-testid="block-info"] { display: none; }
 /* On a phone the picker has a line of its own: beside the summary it was 100 px wide ("multi30k-…"). */
 @media (max-width: 640px) { #model-picker, #model-summary { min-width: 100% !important; } }
+/* ...and plotly's toolbar, always shown on a touch screen, covered the plot's label and title there. */
+@media (max-width: 640px) { .js-plotly-plot .modebar-container { display: none !important; } }
 body.presenter #model-summary p { font-size: 17px; line-height: 1.35; }
 /* The Translate tab's examples are for the presenter to click, not for the room to read: in normal type
    two share a line, and the probability plot below them starts ~80 px higher. */
