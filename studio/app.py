@@ -127,6 +127,13 @@ body.presenter #model-picker [data-testid="block-info"] { display: none; }
 @media (max-width: 640px) { #model-picker, #model-summary { min-width: 100% !important; } }
 /* ...and plotly's toolbar, always shown on a touch screen, covered the plot's label and title there. */
 @media (max-width: 640px) { .js-plotly-plot .modebar-container { display: none !important; } }
+/* ...and the beam search's table fits the screen: "finished 1" took a wide column, and the tokens, one a
+   line, ran 6 px past the right edge. */
+@media (max-width: 640px) {
+  #beam-hypotheses table { width: 100%; }
+  #beam-hypotheses th, #beam-hypotheses td { padding: 6px 4px !important; }
+  #beam-hypotheses td:first-child { white-space: normal; width: 4.5em; }
+}
 body.presenter #model-summary p { font-size: 17px; line-height: 1.35; }
 /* The Translate tab's examples are for the presenter to click, not for the room to read: in normal type
    two share a line, and the probability plot below them starts ~80 px higher. */
