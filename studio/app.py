@@ -455,7 +455,7 @@ def status_line(registry: ModelRegistry, name: str | None) -> str:
 
 
 def picker_update(registry: ModelRegistry, name: str | None) -> gr.Dropdown:
-    return gr.Dropdown(choices=registry.names(), value=name)
+    return gr.Dropdown(choices=registry.choices(), value=name)
 
 
 def refresh(registry: ModelRegistry, name: str | None):
@@ -547,7 +547,7 @@ def build_app(registry: ModelRegistry, selected: str | None = None, checkpoints_
     with gr.Blocks(title="Transformer Studio", analytics_enabled=False, delete_cache=(3600, 7200)) as demo:
         gr.Markdown("## Transformer Studio — “Attention Is All You Need”, opened up", elem_id="studio-title")
         with gr.Row(equal_height=True):
-            picker = gr.Dropdown(choices=names, value=selected, label="Model", scale=1, allow_custom_value=False,
+            picker = gr.Dropdown(choices=registry.choices(), value=selected, label="Model", scale=1, allow_custom_value=False,
                                  elem_id="model-picker")
             status = gr.Markdown(status_line(registry, selected), elem_classes="status-line", elem_id="model-summary")
             with gr.Column(scale=0, min_width=240):  # a bare checkbox's box would take a third of the row

@@ -38,6 +38,16 @@ class ModelRegistry:
     def names(self) -> list[str]:
         return list(dict.fromkeys([*self._paths, *self._bundles]))
 
+    def choices(self) -> list[tuple[str, str]]:
+        """The picker's (label, name) pairs: a model held only in memory says so, since it is gone when the
+        studio stops (a training run until it is saved; an upload)."""
+        def label(name: str) -> str:
+            if name in self.uploaded:
+                return f"{name} (uploaded)"
+            held = self._bundles.get(name) if name not in self._paths else None
+            return f"{name} (unsaved)" if held is not None and held.path is None else name
+        return [(label(name), name) for name in self.names()]
+
     def add(self, name: str, bundle: ModelBundle, same_model: bool = False) -> str:
         """Offer a model made in this app session (e.g. by the Train tab); replaces a same-named one.
         same_model: newer weights of the model offered under name (a training run's snapshot),

@@ -122,6 +122,7 @@ def test_opening_uploaded_checkpoint_files_and_a_zip(registry, tmp_path, toasts)
     files = [str(p) for p in sorted(folder.iterdir())]
     picker, status = app.open_checkpoint(registry, files, "studio-tiny")
     assert picker.value == "studio-tiny (2)" and "studio\\-tiny \\(2\\)" in status
+    assert ("studio-tiny (2) (uploaded)", "studio-tiny (2)") in picker.choices  # gone when the studio stops
     archive = tmp_path / "shipped.zip"
     with zipfile.ZipFile(archive, "w") as z:
         for p in folder.iterdir():

@@ -454,7 +454,7 @@ def test_buttons_follow_the_jobs_state_and_pause_says_so_at_once(job):
 
 def test_callbacks_start_pause_resume_stop_save(job):
     picker, line, download = tab.start(job, *panel(max_steps=10_000))
-    assert picker.value == "live-numbers" and picker.choices == [("live-numbers", "live-numbers")] and line == ""
+    assert picker.value == "live-numbers" and picker.choices == [("live-numbers (unsaved)", "live-numbers")] and line == ""
     assert download.visible is False  # the last save's line and download go together
     assert tab.fold_setup(line).open is False  # started: the set-up folds away for the curves
     refused = tab.start(job, *panel())[1]  # another run is going: this page's set-up stays open
@@ -468,6 +468,10 @@ def test_callbacks_start_pause_resume_stop_save(job):
     message, picker, download = tab.save(job, "demo", "live-numbers")
     assert "Saved **demo\\-step" in message and picker.value == "live-numbers"
     assert any(str(choice[0]).startswith("demo-step") for choice in picker.choices)  # (label, value) pairs
+    # The saved checkpoint is on disk; the live run, held in memory, says it is not.
+    labels = dict((value, label) for label, value in picker.choices)
+    assert labels["live-numbers"] == "live-numbers (unsaved)"
+    assert all(label == value for value, label in labels.items() if value.startswith("demo-step"))
     assert download.visible and download.value["path"].endswith(".zip") and "Download demo-step" in download.label
     tab.control(job, "stop")
     wait_for(job, lambda v: v.state == "stopped")
@@ -534,7 +538,7 @@ def test_live_view_redraws_only_when_something_changed(job):
     assert "Evaluation at step 30" in metrics and "exact match" in metrics
     assert len([line for line in samples.splitlines() if line.startswith("| ")]) == 2 + training.SAMPLES_SHOWN
     assert (layer.maximum, head.maximum, timeline.maximum, timeline.value) == (2, 4, 30, 30)
-    assert "Step 30" in attention.layout.title.text and picker.choices == [("<b>mine</b>", "<b>mine</b>")]
+    assert "Step 30" in attention.layout.title.text and picker.choices == [("<b>mine</b> (unsaved)", "<b>mine</b>")]
     assert key == gr.skip()  # nothing picked: no key to renew
     again = tab.tick(job, seen, 2, 1, tab.Following(False), None, None)
     assert all(out == gr.skip() for out in again)

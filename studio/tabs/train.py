@@ -461,7 +461,7 @@ def tick(job: TrainingJob, seen: Seen | None, layer: float, head: float, followi
     renewed = key if (model_key is None or model_key[0] == picked) and key != model_key else gr.skip()
     if view.version == seen.version and names == seen.names:
         return (*(gr.skip(),) * 17, renewed)
-    picker = gr.Dropdown(choices=list(names)) if names != seen.names else gr.skip()
+    picker = gr.Dropdown(choices=job.registry.choices()) if names != seen.names else gr.skip()
     shared = (*shared_outputs(job, view), *buttons(view, session))
     latest = attention(view, None, layer, head) if following.on else None
     if following.on:  # asked again after drawing: the user may have scrubbed meanwhile
