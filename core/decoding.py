@@ -41,12 +41,12 @@ from .model import DecoderCache, Transformer
 from .tokenizer import EOS_ID, Tokenizer
 
 METHODS = ("greedy", "beam", "sample")
+LENGTH_PENALTIES = ("gnmt", "plain")
 # Sampling that reads as language (DecodeOptions' defaults draw from the plain distribution, T = 1, no
 # cut-off). On the shipped model, test_2016's first 300 sentences, 3 seeds: T = 1 scores 23-25 BLEU and
 # reads as nonsense ("People repair floor at truck.i a house."); T = 0.8 with top-p 0.9 scores 34-36
 # (greedy: 36) and still varies from draw to draw. The studio and train_cli start there.
 SAMPLE_TEMPERATURE, SAMPLE_TOP_P = 0.8, 0.9
-LENGTH_PENALTIES = ("gnmt", "plain")
 PRUNED, LIVE, FINISHED = 0, 1, 2  # beam candidates' fate, see StepRecord.status
 NEG_INF = float("-inf")
 # Notices that translate() does not warn about: an empty input's empty output explains itself, and a

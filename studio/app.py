@@ -547,8 +547,8 @@ def build_app(registry: ModelRegistry, selected: str | None = None, checkpoints_
     with gr.Blocks(title="Transformer Studio", analytics_enabled=False, delete_cache=(3600, 7200)) as demo:
         gr.Markdown("## Transformer Studio — “Attention Is All You Need”, opened up", elem_id="studio-title")
         with gr.Row(equal_height=True):
-            picker = gr.Dropdown(choices=registry.choices(), value=selected, label="Model", scale=1, allow_custom_value=False,
-                                 elem_id="model-picker")
+            picker = gr.Dropdown(choices=registry.choices(), value=selected, label="Model", scale=1,
+                                 allow_custom_value=False, elem_id="model-picker")
             status = gr.Markdown(status_line(registry, selected), elem_classes="status-line", elem_id="model-summary")
             with gr.Column(scale=0, min_width=240):  # a bare checkbox's box would take a third of the row
                 presenter = gr.Checkbox(label="Presenter mode (large type, high contrast)", value=False,

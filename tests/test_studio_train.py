@@ -523,7 +523,7 @@ def test_live_view_redraws_only_when_something_changed(job):
     seen, state, bar, curves, metrics, samples, layer, head, *buttons, timeline, attention, spoken, picker, key = (
         tab.tick(job, first[0], 2, 1, tab.Following(True), None, None))
     assert enabled(buttons) == {"start", "save"}  # finished
-    assert spoken.startswith("Finished. ")  # a state changed since the last look: read out
+    assert spoken.startswith("Finished at step 30")  # a state changed since the last look: read out, once
     assert "&lt;b&gt;mine&lt;/b&gt;" in state and "<b>" not in state and "Finished" in state
     assert f'value="{view.step}"' in bar and "Step 30 of 30" in bar
     assert isinstance(curves, go.Figure) and len(curves.data) >= 9

@@ -471,7 +471,9 @@ def tick(job: TrainingJob, seen: Seen | None, layer: float, head: float, followi
     # Read out when the run's state changes (started, paused, finished, failed), not at every step, nor
     # on the page's first look at the job.
     changed = seen.version >= 0 and view.state != seen.state
-    spoken = f"{STATE_WORDS[view.state]}. {md(view.message)}" if changed else gr.skip()
+    word = STATE_WORDS[view.state]
+    said = view.message if view.message.startswith(word) else f"{word}. {view.message}"  # not "Paused. Paused …"
+    spoken = md(said) if changed else gr.skip()
     return (Seen(view.version, names, view.state), *shared, timeline, plot, spoken, picker, renewed)
 
 
