@@ -761,6 +761,14 @@ def load_bundle(path: Path, device: str):
     return load_checkpoint(path, device)
 
 
+def note_min_len(options, bundle) -> None:
+    """--min-len beyond anything the model can write: every output would run to its limit and be cut."""
+    longest = bundle.model.config.max_len - 2  # <bos> and <eos> take two of its positions
+    if options.min_len > longest:
+        print(f"note: --min-len {options.min_len} is more than {bundle.name} can write ({longest} tokens): every "
+              f"output runs to its maximum length and is cut there", file=sys.stderr)
+
+
 def read_text_lines(path: Path) -> list[str]:
     from core.data import read_lines
 
@@ -923,6 +931,7 @@ def command_evaluate(args: argparse.Namespace) -> None:
                                **{f"--data {p}": p for p in data_files(args.data)}})
     options = decode_options(args)
     bundle = load_bundle(args.checkpoint, args.device)
+    note_min_len(options, bundle)
     if args.data:
         sources, references = data_pairs(args, bundle)
         where = "sentence"
@@ -962,6 +971,7 @@ def command_translate(args: argparse.Namespace) -> None:
     check_output(args.output, {"--input": args.input})
     lines = read_text_lines(args.input) if args.input else args.sentences or None
     bundle = load_bundle(args.checkpoint, args.device)  # before waiting on stdin: a bad model is said at once
+    note_min_len(options, bundle)
     if lines is None and sys.stdin.isatty() and not args.output:
         return translate_as_typed(bundle, options, args.n_best)
     if lines is None:

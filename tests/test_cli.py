@@ -456,6 +456,14 @@ def test_sampling_starts_where_the_studio_does():
     assert (args.temperature, args.top_p) == (SAMPLE_TEMPERATURE, SAMPLE_TOP_P) != (1.0, 1.0)
 
 
+def test_a_min_len_beyond_the_models_reach_is_noted(run, capsys):
+    translate = ["translate", "--checkpoint", str(run / "final"), "--method", "greedy", "a b"]
+    assert train_cli.main(translate + ["--min-len", "100000"]) == 0
+    assert "note: --min-len 100000 is more than" in capsys.readouterr().err
+    assert train_cli.main(translate + ["--min-len", "2"]) == 0
+    assert "--min-len" not in capsys.readouterr().err
+
+
 def test_a_sentence_argument_that_is_not_text_is_named_by_its_number(run, capsys):
     """Bytes that are not UTF-8 reach Python as lone surrogates; the refusal named core's list index."""
     one_line_error(capsys, ["translate", "--checkpoint", str(run / "final"), "a b", "a M\udce4dchen"],
