@@ -98,6 +98,7 @@ def test_studio_in_headless_chromium(studio):
         assert translation.evaluate("(t) => t === document.activeElement")
         page.get_by_role("button", name="Copy the translation").wait_for(timeout=5000)
         page.screenshot(path=shots / "1-translate.png", full_page=True)
+        beam_rows = page.locator("#translate-nbest tbody tr").count()
         # For the keyboard and screen readers: a radio group's arrow keys move its choice (Gradio named
         # each button apart), the group is named by its label, and a plot by its title.
         page.locator("#tab-translate input[value=beam]").focus()
@@ -107,12 +108,17 @@ def test_studio_in_headless_chromium(studio):
         page.wait_for_function("document.querySelectorAll('#translate-nbest tbody tr').length === 1", timeout=10000)
         page.keyboard.press("ArrowLeft")
         page.wait_for_function("document.querySelector('#tab-translate input[value=beam]').checked", timeout=5000)
+        # Beam's translation again (its n-best list back), then its plot, named once the page's script has run.
+        page.wait_for_function(f"document.querySelectorAll('#translate-nbest tbody tr').length === {beam_rows}",
+                               timeout=10000)
         assert page.get_by_role("group", name="Decoding").count() == 1
-        assert page.get_by_role("img", name="Probability of each output token").count() == 1
-        # The translation is read out as it arrives, and each slider's reset button names its slider.
-        page.wait_for_function("(text) => document.querySelector('#tab-translate .announce.visually-hidden"
-                               "[aria-live=polite]')?.innerText.trim() === text",
-                               arg="Translation: " + translation.input_value(), timeout=5000)
+        page.get_by_role("img", name="Probability of each output token").wait_for(timeout=10000)
+        # The translation is read out as it arrives (what the box shows, once both have settled), and each
+        # slider's reset button names its slider.
+        page.wait_for_function("(() => { const box = document.querySelector('#tab-translate .readout textarea').value; "
+                               "const said = document.querySelector('#tab-translate .announce.visually-hidden"
+                               "[aria-live=polite]')?.innerText.trim(); return box !== '' && said === 'Translation: ' "
+                               "+ box; })()", timeout=10000)
         # ... and only that: Gradio's progress tracker ("0.1s", "queue: 1/1") is not part of a live region.
         assert page.evaluate("[...document.querySelectorAll('.block.announce > [data-testid=status-tracker]')]"
                              ".every((t) => getComputedStyle(t).display === 'none')")
