@@ -563,8 +563,9 @@ def build(shell: Shell, job: TrainingJob) -> None:
                 "they read right from the first step; what changes is where each one looks.")
     with gr.Row():
         timeline = Slider(0, d.attention_every, value=0, step=d.attention_every, label="training step", scale=3)
-        layer = Slider(1, layers, value=layers, step=1, label="decoder layer")
-        head = Slider(0, heads, value=0, step=1, label="head (0: mean)")  # one line in presenter mode
+        # Wide enough for their labels on one line beside the number box, presenter mode's type included.
+        layer = Slider(1, layers, value=layers, step=1, label="decoder layer", min_width=260)
+        head = Slider(0, heads, value=0, step=1, label="head (0: mean)", min_width=310)
         follow = gr.Checkbox(True, label="follow the training (latest snapshot)")
     attention_plot = gr.Plot(label="Cross-attention of the fixed example")
     seen = gr.State(Seen())
