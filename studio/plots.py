@@ -358,6 +358,9 @@ NODE_STYLE = {  # status -> (name in legend, marker)
 }
 
 
+CROWDED_STEPS = 14  # about 1,150 px of plot across 15+ steps: under 75 px, ~9 characters, a step
+
+
 def beam_tree(nodes: Sequence[dict], current_step: int, best: tuple | None = None) -> go.Figure:
     """nodes: dicts with key (the token ids from the root), step, y (in rows), parent_y (None for
     the root), token, status, token_logprob, logprob, score. Edges run from parent to child; the
@@ -414,17 +417,23 @@ def beam_tree(nodes: Sequence[dict], current_step: int, best: tuple | None = Non
     note = word_start_note([n["token"] for n in nodes])
     shown = "band: the result" if best is not None else "shaded: this step; orange ring: chosen in it"
     title = f"Search tree ({shown}{note})"
-    _layout(fig, title, int(min(2600, max(380, 160 + 32 * (bottom - top)))), margin=dict(l=30, r=30, t=100, b=60),
+    rows_px = int(min(2600, max(380, 160 + 32 * (bottom - top))))
+    # Where a step is narrower than a word, words alternate above (even steps) and below (odd) their
+    # markers, and rows lie further apart to hold a word on each side: on a phone (a step ~25 px), and on
+    # a wide screen once a search has CROWDED_STEPS steps (under ~75 px a step: "␣individual␣stand" ran together).
+    alternating = {i: ["top center" if step % 2 == 0 else "bottom center" for step in trace.x]
+                   for i, trace in enumerate(fig.data) if trace.mode == "markers+text"}
+    crowded = last >= CROWDED_STEPS
+    if crowded:
+        for i, positions in alternating.items():
+            fig.data[i].textposition = positions
+    _layout(fig, title, int(rows_px * 1.5) if crowded else rows_px, margin=dict(l=30, r=30, t=100, b=60),
             legend=dict(orientation="h", x=0, y=1, yanchor="bottom"))
-    # On a phone the legend takes two columns, three rows under the title's lines. A step is ~25 px
-    # wide there, less than a word: words alternate above (even steps) and below (odd) their markers,
-    # in smaller type, and rows lie further apart to hold a word on each side.
-    words = {f"data[{i}].{path}": value for i, trace in enumerate(fig.data) if trace.mode == "markers+text"
-             for path, value in (("textposition", ["top center" if step % 2 == 0 else "bottom center"
-                                                   for step in trace.x]), ("textfont.size", 11))}
+    # On a phone the legend takes two columns, three rows under the title's lines; the words are smaller.
+    words = {f"data[{i}].{path}": value for i, positions in alternating.items()
+             for path, value in (("textposition", positions), ("textfont.size", 11))}
     narrow(fig, **{"legend.entrywidth": 0.5, "legend.entrywidthmode": "fraction",
-                   "margin.t": title_room(title) + 3 * LINE_PX + 10, "height": int(fig.layout.height * 1.5),
-                   **words})
+                   "margin.t": title_room(title) + 3 * LINE_PX + 10, "height": int(rows_px * 1.5), **words})
     return fig
 
 

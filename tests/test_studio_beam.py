@@ -184,6 +184,15 @@ def test_word_start_marker_is_drawn_as_a_visible_space():
         assert phone[f"data[{i}].textposition"] == ["top center" if step % 2 == 0 else "bottom center"
                                                     for step in tree.data[i].x]
         assert phone[f"data[{i}].textfont.size"] < tree.data[i].textfont.size
+    # A long search crowds a wide screen too: its words alternate there, rows further apart, as on a phone
+    # (the phone's rows no further still).
+    def chain(steps: int) -> list[dict]:
+        return [{**nodes[0]}] + [{**nodes[1], "key": tuple(range(s)), "step": s} for s in range(1, steps + 1)]
+    short, long = plots.beam_tree(chain(plots.CROWDED_STEPS - 1), 1), plots.beam_tree(chain(plots.CROWDED_STEPS), 1)
+    worded = next(t for t in long.data if t.mode == "markers+text" and len(t.x) > 1)
+    assert list(worded.textposition) == ["top center" if step % 2 == 0 else "bottom center" for step in worded.x]
+    assert next(t for t in short.data if t.mode == "markers+text" and len(t.x) > 1).textposition == "top center"
+    assert long.layout.height == int(1.5 * short.layout.height) == long.layout.meta["narrow"]["height"]
 
 
 def test_example_picker_offers_the_models_sentences(registry):
