@@ -188,14 +188,18 @@ def test_studio_in_headless_chromium(studio):
         # Run to end disabled itself: the keyboard focus went to the row's first enabled button, not the page.
         page.wait_for_function("document.activeElement && document.activeElement.id === 'beam-back'", timeout=5000)
         assert page.locator("#tab-beam .announce[aria-live=polite]").count() == 1  # each step is read out
-        # On a phone the tree's words alternate above and below their markers (a trace's narrow layout),
-        # and go back above them on a wide page.
+        # On a phone the tree's words alternate above and below their markers, in smaller type (a trace's
+        # narrow layout), and go back as they were on a wide page (above them; alternating there too in a
+        # search of CROWDED_STEPS steps or more, as the untrained model's long outputs are).
         tree = "document.querySelector('#beam-tree .js-plotly-plot')"
-        words = f"{tree}._fullData.find((t) => t.mode === 'markers+text' && t.x.length > 1).textposition"
+        trace = f"{tree}._fullData.find((t) => t.mode === 'markers+text' && t.x.length > 1)"
+        wide = page.evaluate(f"JSON.stringify([{trace}.textposition, {trace}.textfont.size])")
         page.set_viewport_size({"width": 390, "height": 844})
-        page.wait_for_function(f"Array.isArray({words}) && new Set({words}).size === 2", timeout=5000)
+        page.wait_for_function(f"Array.isArray({trace}.textposition) && new Set({trace}.textposition).size === 2 "
+                               f"&& {trace}.textfont.size === 11", timeout=5000)
         page.set_viewport_size({"width": 1400, "height": 1000})
-        page.wait_for_function(f"{words} === 'top center'", timeout=5000)
+        page.wait_for_function(f"JSON.stringify([{trace}.textposition, {trace}.textfont.size]) === {wide!r}",
+                               timeout=5000)
         page.screenshot(path=shots / "3-beam.png", full_page=True)
 
         for n, (tab, key, plots) in enumerate([("Positional encoding", "positional", 3), ("Model", "model", 3)], 4):
