@@ -123,13 +123,13 @@ body.presenter #open-checkpoint { display: none; }
 /* The header row one input high: the picker shows a model's name without its "Model" label (screen
    readers keep it), and the model's one-line summary keeps the normal type size. */
 body.presenter #model-picker [data-testid="block-info"] { display: none; }
-/* On a phone the picker has a line of its own: beside the summary it was 100 px wide ("multi30k-…"). */
-@media (max-width: 640px) { #model-picker, #model-summary { min-width: 100% !important; } }
-/* ...and plotly's toolbar, always shown on a touch screen, covered the plot's label and title there. */
-@media (max-width: 640px) { .js-plotly-plot .modebar-container { display: none !important; } }
-/* ...and the beam search's table fits the screen: "finished 1" took a wide column, and the tokens, one a
-   line, ran 6 px past the right edge. */
 @media (max-width: 640px) {
+  /* On a phone the picker has a line of its own: beside the summary it was 100 px wide ("multi30k-…"). */
+  #model-picker, #model-summary { min-width: 100% !important; }
+  /* ...plotly's toolbar, always shown on a touch screen, covered the plot's label and title there. */
+  .js-plotly-plot .modebar-container { display: none !important; }
+  /* ...and the beam search's table fits the screen: "finished 1" took a wide column, and the tokens, one
+     a line, ran 6 px past the right edge. */
   #beam-hypotheses table { width: 100%; }
   #beam-hypotheses th, #beam-hypotheses td { padding: 6px 4px !important; }
   #beam-hypotheses td:first-child { white-space: normal; width: 4.5em; }

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import math
 import os
-import re
 from dataclasses import asdict, dataclass
 from functools import partial
 from pathlib import Path
@@ -18,6 +17,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from core.config import PRESETS
+from core.data import TSV_COLUMNS
 from core.tasks import TASKS
 
 from .. import plots
@@ -140,10 +140,11 @@ def data_fields(data: str) -> tuple:
         return SOURCES[0], rest, path, None, hf_name
     if scheme == "hf":
         return SOURCES[3], task, path, None, rest
-    folder, languages = re.fullmatch(r"(.+?)(:[A-Za-z_]+-[A-Za-z_]+)?", rest).groups()
+    columns = TSV_COLUMNS.fullmatch(rest)  # PATH.tsv[.gz]:LANG1-LANG2
+    folder, languages = (columns[1], f":{columns[2]}-{columns[3]}") if columns else (rest, "")
     if Path(folder).parent.name.startswith(UPLOAD_COPY_PREFIX):
         return SOURCES[2], task, path, None, hf_name
-    return SOURCES[1], task, os.path.relpath(folder, ROOT) + (languages or ""), None, hf_name
+    return SOURCES[1], task, os.path.relpath(folder, ROOT) + languages, None, hf_name
 
 
 def form_values(settings: Settings) -> tuple:
