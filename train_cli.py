@@ -192,9 +192,15 @@ EXAMPLES = {
 
 
 def build_parser() -> argparse.ArgumentParser:
+    import torch
+
+    from core import __version__
     from core.config import PRESETS
 
     parser = Parser(prog=PROG, description=__doc__, formatter_class=HelpFormatter)
+    cuda = f"CUDA {torch.version.cuda}" if torch.version.cuda else "CPU only"
+    parser.add_argument("--version", action="version",
+                        version=f"Transformer Studio {__version__} (torch {torch.__version__}, {cuda})")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     parser.commands = sub.choices  # so that a command's unknown option is refused by that command
 

@@ -13,7 +13,9 @@ from .evaluation import EvalResult, evaluate_bleu, evaluate_bundle
 from .model import DecoderCache, Transformer
 from .positional import sinusoidal_encoding
 
-__all__ = ["PRESETS", "SPECIAL_TOKENS", "ModelConfig", "DecoderCache", "Transformer", "sinusoidal_encoding",
+__version__ = "0.1.0"  # printed by `train_cli.py --version`, for bug reports
+
+__all__ = ["__version__", "PRESETS", "SPECIAL_TOKENS", "ModelConfig", "DecoderCache", "Transformer", "sinusoidal_encoding",
            "ModelBundle", "load_checkpoint", "save_checkpoint", "average_checkpoints",
            "DecodeOptions", "Translation", "translate", "translate_detailed",
            "EvalResult", "evaluate_bleu", "evaluate_bundle"]

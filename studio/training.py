@@ -33,7 +33,7 @@ from core.bundle import ModelBundle, check_fits, new_bundle, parameter_count, re
 from core.checkpoint import FILES as CHECKPOINT_FILES
 from core.checkpoint import save_checkpoint
 from core.config import ModelConfig
-from core.data import hub_offline, load_corpus
+from core.data import TSV_COLUMNS, hub_offline, load_corpus
 from core.tasks import TOKENIZER_KIND
 from core.trainer import StepEvent, TrainConfig, Trainer, TrainingStopped
 from core.tokenizer import BOS_ID
@@ -159,17 +159,18 @@ def corpus_path_spec(text: str, roots: tuple[Path, ...] = DATA_ROOTS) -> str:
     languages) -> a files: spec; ValueError unless it lies under one of roots (relative
     paths start at the repository)."""
     text = (text or "").strip()
-    match = re.fullmatch(r"(.+?)(:[A-Za-z_]+-[A-Za-z_]+)?", text)
-    if not match:
+    if not text:
         raise ValueError("Type the path of a corpus folder or a .tsv file.")
-    if "," in match[1]:  # core reads files:A,B as two aligned files: B could lie anywhere
+    columns = TSV_COLUMNS.fullmatch(text)
+    typed, languages = (columns[1], f":{columns[2]}-{columns[3]}") if columns else (text, "")
+    if "," in typed:  # core reads files:A,B as two aligned files: B could lie anywhere
         raise ValueError("Type one folder or .tsv path (no commas).")
-    path = (ROOT / match[1]).resolve()
+    path = (ROOT / typed).resolve()
     if not _inside(path, roots):
         allowed = ", ".join(str(r) for r in roots)
         raise ValueError(f"The studio reads corpora only from {allowed} (or an uploaded TSV); "
                          f"{text[:200]!r} is outside.")
-    return f"files:{path}{match[2] or ''}"
+    return f"files:{path}{languages}"
 
 
 def uploaded_tsv_spec(upload: str | None, root: Path | None = None) -> str:

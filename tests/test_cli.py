@@ -13,6 +13,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+import core  # noqa: E402
 import train_cli  # noqa: E402
 
 TRAIN = ["train", "--data", "synthetic:copy", "--preset", "tiny", "--max-steps", "30", "--max-tokens", "512",
@@ -302,6 +303,15 @@ def test_help_lists_every_command(capsys):
         train_cli.main(["--help"])
     out = capsys.readouterr().out
     assert all(cmd in out for cmd in ("train", "evaluate", "translate", "average"))
+
+
+def test_version_names_the_studio_and_torch(capsys):
+    import torch
+
+    with pytest.raises(SystemExit) as exit_info:
+        train_cli.main(["--version"])
+    assert exit_info.value.code == 0
+    assert capsys.readouterr().out.strip().startswith(f"Transformer Studio {core.__version__} (torch {torch.__version__}")
 
 
 def usage_error(capsys, argv, *needles) -> str:
