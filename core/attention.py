@@ -145,8 +145,8 @@ class MultiHeadAttention(nn.Module):
             scores = q @ k.transpose(-2, -1) / math.sqrt(self.d_head)
             if mask is not None:
                 scores = scores.masked_fill(~mask, float("-inf"))
-            probs = scores.softmax(dim=-1)
-            context = F.dropout(probs, dropout, self.training) @ v
+            probs = scores.softmax(dim=-1, dtype=torch.float32)  # in fp32 under autocast too, as the fused kernel does
+            context = F.dropout(probs, dropout, self.training).to(v.dtype) @ v
             probs = probs if need_weights else None
         else:
             probs = None

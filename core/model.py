@@ -190,6 +190,13 @@ class Transformer(nn.Module):
                              f"{self.config.max_len} tokens; shorten the input or build the model with "
                              f"a larger max_len")
 
+    def _check_right_padded(self, padding: torch.Tensor, what: str) -> None:
+        # Positions count from each row's first column (3.5): a left-padded sentence would be
+        # read as starting further on, and a padded target's real tokens would see padding.
+        if bool((padding[:, :-1] & ~padding[:, 1:]).any()):
+            raise ValueError(f"{what} must be right-padded: a real token follows padding (pad_id "
+                             f"{self.config.pad_id})")
+
     def _embed(self, ids: torch.Tensor, table: nn.Embedding, offset: int = 0,
                packing: Packing | None = None) -> torch.Tensor:
         # Section 3.4: embeddings are multiplied by sqrt(d_model); 3.5: positions are added.
@@ -205,6 +212,7 @@ class Transformer(nn.Module):
         if bool(src_padding.all(dim=1).any()):  # every key masked: eq. 1's softmax would be 0/0
             raise ValueError(f"a source row is all padding (pad_id {self.config.pad_id}); every source "
                              f"needs at least one real token")
+        self._check_right_padded(src_padding, "source")
         packing = Packing.of(src_padding)
         x = self._embed(src, self.src_embed, packing=packing)
         probs = []
@@ -251,10 +259,7 @@ class Transformer(nn.Module):
         """Decoder states of every target position given the whole target (training): the rows
         of the real target tokens, their packing (None when nothing is padded), the attention."""
         tgt_padding = tgt_in.eq(self.config.pad_id)
-        if bool((tgt_padding[:, :-1] & ~tgt_padding[:, 1:]).any()):
-            # The causal mask is what keeps real positions from attending to padding (3.2.3).
-            raise ValueError("target must be right-padded: a real token follows padding (pad_id "
-                             f"{self.config.pad_id}) in tgt_in")
+        self._check_right_padded(tgt_padding, "tgt_in")  # the causal mask then keeps padding unseen (3.2.3)
         memory, src_packing, enc_probs = self._encode(src, need_weights)
         cache = self.start_cache(src, memory, src_packing)
         packing = Packing.of(tgt_padding)

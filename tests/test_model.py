@@ -184,6 +184,15 @@ def test_padding_inside_a_target_is_refused():
         model(batch([4]), tgt)
 
 
+def test_a_left_padded_source_is_refused():
+    """Positions count from the first column (3.5): left padding would shift a sentence's positions."""
+    model = tiny()
+    src = batch([4, 2])
+    src[1] = torch.cat([src[1, 2:], src[1, :2]])  # the short row's padding moved to its front
+    with pytest.raises(ValueError, match="source must be right-padded"):
+        model.encode(src)
+
+
 def test_a_source_row_of_only_padding_is_refused():
     """Every key of such a row is masked: eq. 1 spelled out gives NaN, the fused kernel does not."""
     model = tiny()
@@ -214,6 +223,18 @@ def test_attention_rows_sum_to_one_and_padding_gets_no_weight():
         assert probs[1, :, :, 4:].abs().max() == 0  # sentence 2 has 4 real source tokens
     for probs in attn["decoder"]:
         assert torch.triu(probs, diagonal=1).abs().max() == 0  # causal: no weight on the future
+
+
+def test_attention_probabilities_stay_fp32_under_bf16_autocast():
+    """The inspect path's softmax runs in fp32 under autocast, as the fused kernel's does: a bf16
+    softmax rounds each probability to 8 bits, and its rows no longer sum to one."""
+    model = tiny()
+    src, tgt = batch([7, 4]), batch([5, 3], seed=6)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        _, attn = model(src, tgt, return_attention=True)
+    for probs in attn["encoder"] + attn["decoder"] + attn["cross"]:
+        assert probs.dtype == torch.float32
+        torch.testing.assert_close(probs.sum(-1), torch.ones(probs.shape[:-1]), atol=1e-6, rtol=0)
 
 
 def test_head_ablation_changes_output_and_switches_back():
