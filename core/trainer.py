@@ -357,13 +357,14 @@ class Trainer:
         state = {"step": self.step_count, "optimizer": self.optimizer.state_dict(),
                  "scaler": self.scaler.state_dict(), "batcher": self.batcher.state_dict(),
                  "train_config": asdict(self.config), "torch_rng": torch.get_rng_state(),
-                 "python_rng": random.getstate()}
+                 "python_rng": random.getstate(), "bad_steps": self.bad_steps}
         if self.device.type == "cuda":
             state["cuda_rng"] = torch.cuda.get_rng_state(self.device)
         return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.step_count = int(state["step"])
+        self.bad_steps = int(state.get("bad_steps", 0))  # a run saved in a row of NaN steps goes on counting it
         self.optimizer.load_state_dict(state["optimizer"])
         for group in self.optimizer.param_groups:  # this run's setting (a resume may change it), not the saved one
             group["weight_decay"] = self.config.weight_decay

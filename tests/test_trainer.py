@@ -153,6 +153,23 @@ def test_non_finite_loss_skips_steps_then_stops():
     assert all(torch.equal(before[k], after[k]) or torch.isnan(before[k]).any() for k in before)
 
 
+def test_a_resume_goes_on_counting_non_finite_steps(tmp_path):
+    """Saved after two NaN steps in a row, a resumed run gives up at the third, as the run would have."""
+    def poisoned(trainer: Trainer) -> Trainer:  # NaN activations, finite weights: every step is skipped
+        trainer.model.src_embed.register_forward_hook(lambda module, args, out: out * float("nan"))
+        return trainer
+
+    trainer = poisoned(make_trainer(max_bad_steps=3))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert trainer.step().skipped and trainer.step().skipped
+        trainer.save(tmp_path / "ckpt")
+        resumed = poisoned(make_trainer(bundle=load_checkpoint(tmp_path / "ckpt"), max_bad_steps=3))
+        resumed.load_state_dict(load_trainer_state(tmp_path / "ckpt"))
+        with pytest.raises(TrainingStopped, match="3 steps in a row"):
+            resumed.step()
+
+
 def test_fp16_scaler_overflows_are_not_counted_as_divergence():
     """Early fp16 steps often overflow at the scaler's starting scale; the scaler skips them and halves
     its scale. Ten in a row must not stop a run that gives up after three non-finite losses."""
