@@ -559,7 +559,7 @@ def build_app(registry: ModelRegistry, selected: str | None = None, checkpoints_
                                    f"(or a .zip of the folder); at most {MAX_UPLOAD_MB} MB a file",
                              file_count="multiple")
         on_screen = gr.State("translate")  # the id of the tab this session shows
-        with gr.Tabs():
+        with gr.Tabs(overflow_behavior="wrap"):  # every tab in sight on a phone too, not behind a "⋯" menu
             with gr.Tab("Translate", id="translate", elem_id="tab-translate") as translate_tab:
                 translated = translate.build(shell)
             with gr.Tab("Beam search", id="beam", elem_id="tab-beam") as beam_tab:

@@ -277,9 +277,11 @@ def parameter_shares(groups: dict[str, int]) -> go.Figure:
                            text=[f"{groups[n]:,} ({100 * groups[n] / total:.1f}%)" for n in names],
                            textposition="outside", cliponaxis=False, hoverinfo="skip"))
     fig.update_xaxes(title="parameters", range=[0, 1.3 * max(groups.values(), default=1)])
-    # On a phone, narrower names and a longer axis: the shares written beside the bars stay on the plot.
     _layout(fig, f"Where the {total:,} parameters are", 120 + 34 * len(groups), margin=dict(l=230, r=30, t=60, b=60))
-    narrow(fig, **{"margin.l": 150, "font.size": 10, "xaxis.range": [0, 3 * max(groups.values(), default=1)]})
+    # On a phone, long names on two lines ("Decoder masked" over "self-attention") in a narrower margin, and a
+    # longer axis: the bars keep some width, and the shares written beside them stay on the plot.
+    narrow(fig, **{"height": 120 + 44 * len(groups), "margin.l": 105, "font.size": 10, "xaxis.range": [0, 2.4 * max(groups.values(), default=1)],
+                   "yaxis.tickmode": "array", "yaxis.tickvals": names, "yaxis.ticktext": [wrap(n, 15) for n in names]})
     return fig
 
 
@@ -316,7 +318,10 @@ def label_smoothing(dist: np.ndarray, tokens: Sequence[str], target: int, eps: f
     lowest = float(dist[dist > 0].min()) if (dist > 0).any() else 1.0
     fig.update_yaxes(title="target probability", type="log", dtick=1, exponentformat="power",
                      range=[min(math.floor(math.log10(lowest)), -1) - 0.2, 0.1])
-    return _layout(fig, f"Label-smoothed target (ε = {eps:g}): reference token in dark blue", 380)
+    _layout(fig, f"Label-smoothed target (ε = {eps:g}): reference token in dark blue", 380)
+    # On a phone a bar is too narrow for its value written across it: plotly shrank "0.000012" to a speck.
+    narrow(fig, **{"data[0].textangle": -90, "uniformtext.minsize": 10, "uniformtext.mode": "show"})
+    return fig
 
 
 def masks(src_tokens: list[list[str]], src_pad: np.ndarray, tgt_tokens: list[str]) -> go.Figure:

@@ -272,6 +272,8 @@ def test_studio_in_headless_chromium(studio):
         page.set_viewport_size({"width": 390, "height": 844})
         page.wait_for_function(f"{plot}.layout.studioWas.narrow !== undefined && {plot}._fullLayout.title.text.includes('<br>')"
                                f" && {plot}._fullLayout.font.size === {NARROW_FONT}", timeout=5000)
+        tabs = page.get_by_role("tab")  # every tab in sight, wrapped onto a second row, none behind a menu
+        assert tabs.count() == 6 and all(tabs.nth(i).is_visible() for i in range(6))
         page.set_viewport_size({"width": 1400, "height": 1000})
         page.wait_for_function(f"{plot}.layout.studioWas.narrow === undefined && !{plot}._fullLayout.title.text.includes('<br>')"
                                f" && {plot}._fullLayout.font.size === {FONT['size']}", timeout=5000)

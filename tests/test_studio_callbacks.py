@@ -604,6 +604,11 @@ def test_figures_carry_their_phone_layout():
     assert narrow["xaxis.domain"] == narrow["xaxis2.domain"] == [0.0, 1.0]
     assert narrow["yaxis2.domain"][1] < narrow["yaxis.domain"][0]
     assert narrow["annotations[1].y"] == narrow["yaxis2.domain"][1]  # the second title above its panel
+    shares = plots.parameter_shares({"Embeddings": 2_048_000, "Decoder masked self-attention": 789_504})
+    narrow = shares.layout.meta["narrow"]  # long part names on two lines, in a margin a phone can spare
+    assert narrow["yaxis.ticktext"][0] == "Decoder masked<br>self-attention" and narrow["margin.l"] < 120
+    smoothing = plots.label_smoothing(np.array([0.9, 0.05, 0.05]), ["a", "b", "c"], 0, 0.1)
+    assert smoothing.layout.meta["narrow"]["data[0].textangle"] == -90  # each value up its bar, in legible type
 
 
 def test_sampling_starts_from_a_tempered_nucleus():
