@@ -142,6 +142,7 @@ class JobView:
     example: tuple[list[str], list[str]] | None  # the frames' (target rows, source columns) tokens
     last_good_step: int | None
     owner: str | None = None  # on a public studio, the page (session) that controls the run; None: anyone
+    run: int = 0  # which of the job's runs this is (1, 2, …; 0 before the first)
 
 
 # ----- set-up checks (pure) -----------------------------------------------------------------
@@ -369,6 +370,7 @@ class TrainingJob:
         self._state = "idle"
         self._message = ""
         self._version = 0
+        self._runs = 0  # runs started so far: names the run a view shows
         self._thread: threading.Thread | None = None
         self._names: set[str] = set()  # picker entries this job made (a new run may replace them)
         self._downloads: Path | None = None  # a temporary folder holding the newest saved .zip
@@ -406,7 +408,7 @@ class TrainingJob:
             self._names &= {settings.name}
         self._publish(run, first, new_model=True)
         with self._lock:
-            self._run = run
+            self._run, self._runs = run, self._runs + 1
             ending = f" {_ends_by_itself(run)}" if self.public else ""
             self._set("running", f"Training {settings.name} on {run.facts['device']}.{ending}")
         self._thread = threading.Thread(target=self._train, args=(run,), name="studio-training", daemon=True)
@@ -544,14 +546,14 @@ class TrainingJob:
                 self._set("paused", f"Paused after step {run.trainer.step_count:,}; press Resume to go on.")
             if run is None or self._state == "preparing":  # the last run's figures are not the new one's
                 return JobView(self._version, self._state, self._message, None, {}, 0, 0, 0.0, None, [], [], [],
-                               None, None)
+                               None, None, run=self._runs)
             tok = run.trainer.bundle.tokenizer.tokens
             src, tgt_in = run.example
             example = (tok(tgt_in[1:]) + ["<eos>"], tok(src))
             return JobView(self._version, self._state, self._message, run.settings, dict(run.facts),
                            run.trainer.step_count, run.settings.max_steps, run.elapsed(), self._eta(run),
                            list(run.history), list(run.evaluations), list(run.frames), example, run.last_good_step,
-                           run.owner if self.public else None)
+                           run.owner if self.public else None, self._runs)
 
     # ----- inside -------------------------------------------------------------------------
     def _set(self, state: str, message: str) -> None:

@@ -513,6 +513,26 @@ def test_a_saved_checkpoint_downloads_as_a_zip_the_studio_opens_again(job, monke
     assert "third-step5" in job.registry.names()  # the checkpoint itself was saved
 
 
+def test_evaluations_are_read_out_now_and_then_not_at_every_one():
+    """A live run evaluates every second or two: a screen reader hears the newest at most every
+    HEARD_EVERY_S seconds of training, a new run's first at once, and the last when the run ends."""
+    def view(run, state, *evaluations):
+        return training.JobView(7, state, "", None, {}, 0, 0, 0.0, None, [],
+                                [training.Evaluation(step, seconds, {"val_loss": 1.5, "exact_match": 0.5}, [])
+                                 for step, seconds in evaluations], [], None, None, run=run)
+
+    first_look = tab.Seen()
+    assert tab.evaluation_heard(view(1, "running", (50, 2.0)), first_look) == ("", (1, 50, 2.0))  # shown, not said
+    seen = tab.Seen(version=7, heard=(1, 50, 2.0))
+    assert tab.evaluation_heard(view(1, "running", (50, 2.0), (100, 4.0)), seen) == ("", (1, 50, 2.0))
+    due = 2.0 + tab.HEARD_EVERY_S
+    said, heard = tab.evaluation_heard(view(1, "running", (50, 2.0), (400, due)), seen)
+    assert said == "Evaluation at step 400: validation loss 1.500, exact match 50%." and heard == (1, 400, due)
+    assert tab.evaluation_heard(view(1, "finished", (50, 2.0), (100, 4.0)), seen)[0].startswith("Evaluation at step 100")
+    assert tab.evaluation_heard(view(2, "running", (50, 1.0)), seen)[1] == (2, 50, 1.0)  # another run: at once
+    assert tab.evaluation_heard(view(1, "finished", (50, 2.0)), seen)[0] == ""  # heard already
+
+
 def test_live_view_redraws_only_when_something_changed(job):
     first = tab.tick(job, None, 2, 0, tab.Following(True), None, None)
     assert isinstance(first[0], tab.Seen) and "No training yet" in first[1]
@@ -524,6 +544,7 @@ def test_live_view_redraws_only_when_something_changed(job):
         tab.tick(job, first[0], 2, 1, tab.Following(True), None, None))
     assert enabled(buttons) == {"start", "save"}  # finished
     assert spoken.startswith("Finished at step 30")  # a state changed since the last look: read out, once
+    assert "Evaluation at step 30: validation loss" in spoken and "exact match" in spoken  # ...with its last one
     assert "&lt;b&gt;mine&lt;/b&gt;" in state and "<b>" not in state and "Finished" in state
     assert f'value="{view.step}"' in bar and "Step 30 of 30" in bar
     assert isinstance(curves, go.Figure) and len(curves.data) >= 9

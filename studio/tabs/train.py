@@ -24,7 +24,7 @@ from .. import plots
 from ..app import Shell, picker_update
 from ..limits import MAX_NAME_CHARS, PUBLIC_MAX_MINUTES, PUBLIC_MAX_PARAMETERS, clean_input
 from ..text import guard, md, md_table, warn
-from ..training import (ROOT, SOURCES, UPLOAD_COPY_PREFIX, JobBusy, JobView, Settings, TrainingJob, corpus_spec,
+from ..training import (ACTIVE, ROOT, SOURCES, UPLOAD_COPY_PREFIX, JobBusy, JobView, Settings, TrainingJob, corpus_spec,
                         device_line, hub_offline, safe_name, warm_up)
 from ..widgets import Slider
 
@@ -63,6 +63,7 @@ class Seen:
     version: int = -1
     names: tuple[str, ...] = ()
     state: str = ""
+    heard: tuple[int, int, float] = (0, 0, 0.0)  # (run, step, seconds) of the evaluation last read out
 
 
 @dataclass
@@ -375,13 +376,41 @@ def metrics(view: JobView) -> str:
         every = view.settings.eval_every if view.settings else None
         return f"*The first evaluation comes at step {every}.*" if every else ""
     e = view.evaluations[-1]
-    m = e.metrics
+    parts = [f"**{p}**" if p.startswith("exact match") else p for p in _figures(e.metrics)]
+    return f"**Evaluation at step {e.step}** ({_clock(e.seconds)}): " + " · ".join(parts)
+
+
+def _figures(m: dict[str, float]) -> list[str]:
+    """An evaluation's figures in words, those it has."""
     parts = [f"validation loss {m['val_loss']:.3f}" if "val_loss" in m else "",
              f"perplexity {m['val_perplexity']:.2f}" if "val_perplexity" in m else "",
              f"token accuracy {m['val_accuracy']:.1%}" if "val_accuracy" in m else "",
-             f"**exact match {m['exact_match']:.0%}**" if "exact_match" in m else "",
+             f"exact match {m['exact_match']:.0%}" if "exact_match" in m else "",
              f"BLEU {m['bleu']:.1f}" if "bleu" in m else ""]
-    return f"**Evaluation at step {e.step}** ({_clock(e.seconds)}): " + " · ".join(p for p in parts if p)
+    return [p for p in parts if p]
+
+
+# A live run evaluates every second or two: a screen reader hears the newest evaluation at most this
+# often (seconds of training), and the last one when the run ends.
+HEARD_EVERY_S = 15
+HEARD_FIGURES = ("validation loss", "exact match", "BLEU")
+
+
+def evaluation_heard(view: JobView, seen: Seen) -> tuple[str, tuple[int, int, float]]:
+    """The newest evaluation in words if it is due to be read out ("" if not), and what seen.heard becomes."""
+    if not view.evaluations:
+        return "", seen.heard
+    e = view.evaluations[-1]
+    run, step, seconds = seen.heard
+    new = view.run != run or e.step != step
+    due = seen.version >= 0 and new and (view.run != run or e.seconds - seconds >= HEARD_EVERY_S
+                                         or view.state not in ACTIVE)
+    if not due and seen.version >= 0:
+        return "", seen.heard
+    # The page's first look shows the evaluation without reading it out, and counts it as heard.
+    telling = [f for f in _figures(e.metrics) if f.startswith(HEARD_FIGURES)]  # the curves show the rest
+    said = f"Evaluation at step {e.step:,}: " + ", ".join(telling) + "." if due else ""
+    return said, (view.run, e.step, e.seconds)
 
 
 NO_SAMPLES = "Validation samples (after the first evaluation)"
@@ -471,11 +500,14 @@ def tick(job: TrainingJob, seen: Seen | None, layer: float, head: float, followi
         timeline, plot = timeline_slider(view, False), gr.skip()
     # Read out when the run's state changes (started, paused, finished, failed), not at every step, nor
     # on the page's first look at the job.
+    # Each evaluation's figures too, at most every HEARD_EVERY_S: the curves and the progress bar are not.
     changed = seen.version >= 0 and view.state != seen.state
     word = STATE_WORDS[view.state]
     said = view.message if view.message.startswith(word) else f"{word}. {view.message}"  # not "Paused. Paused …"
-    spoken = md(said) if changed else gr.skip()
-    return (Seen(view.version, names, view.state), *shared, timeline, plot, spoken, picker, renewed)
+    evaluation, heard = evaluation_heard(view, seen)
+    said = " ".join(([said] if changed else []) + ([evaluation] if evaluation else []))
+    spoken = md(said) if said else gr.skip()
+    return (Seen(view.version, names, view.state, heard), *shared, timeline, plot, spoken, picker, renewed)
 
 
 def scrub(job: TrainingJob, following: Following, step: float, layer: float, head: float):
