@@ -28,6 +28,9 @@ class Tokenizer:
         for i, token in enumerate(SPECIAL_TOKENS):
             if hf.token_to_id(token) != i:
                 raise ValueError(f"tokenizer must map {token} to id {i}, got {hf.token_to_id(token)}")
+        # Text is text: "<pad>" typed in a sentence is spelled out, not read as the control token
+        # (a pad inside a source broke the whole batch; a typed "<eos>" would have ended a target).
+        hf.encode_special_tokens = True
         self.hf = hf
 
     @classmethod
@@ -95,10 +98,10 @@ class Tokenizer:
         return json.loads(self.hf.to_str())["model"]["type"].lower().replace("wordlevel", "word")
 
     def encode(self, text: str) -> list[int]:
-        return self.hf.encode(text, add_special_tokens=False).ids
+        return _no_control(self.hf.encode(text, add_special_tokens=False).ids)
 
     def encode_batch(self, texts: Sequence[str]) -> list[list[int]]:
-        return [e.ids for e in self.hf.encode_batch(list(texts), add_special_tokens=False)]
+        return [_no_control(e.ids) for e in self.hf.encode_batch(list(texts), add_special_tokens=False)]
 
     def decode(self, ids: Sequence[int]) -> str:
         """The text of ids, <pad>/<bos>/<eos> dropped. A generated <unk> stays, as a word of its own: dropped
@@ -124,4 +127,10 @@ class Tokenizer:
     def unknown_pieces(self, text: str) -> list[str]:
         """The parts of text that the vocabulary cannot represent (they become <unk>)."""
         enc = self.hf.encode(text, add_special_tokens=False)
-        return [text[a:b] for i, (a, b) in zip(enc.ids, enc.offsets) if i == UNK_ID]
+        return [text[a:b] for i, (a, b) in zip(_no_control(enc.ids), enc.offsets) if i == UNK_ID]
+
+
+def _no_control(ids: list[int]) -> list[int]:
+    """ids with <pad>/<bos>/<eos> made <unk>: a word-level vocabulary still looks a typed "<pad>" up
+    as a word, and only the model may place those three."""
+    return [UNK_ID if i < UNK_ID else i for i in ids] if min(ids, default=UNK_ID) < UNK_ID else ids

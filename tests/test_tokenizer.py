@@ -70,6 +70,18 @@ def test_unknown_characters_are_reported(subword):
     assert subword.unknown_pieces("Das ist 猫.") == ["猫"]
 
 
+def test_typed_special_tokens_are_text_not_control_ids(subword):
+    """A typed "<pad>" mid-sentence became id 0: the batch holding it was refused as not right-padded
+    (translation and training alike), and a typed "<eos>" would have ended a target."""
+    word = Tokenizer.train(["ein und zwanzig"], 100, "word", min_frequency=1)
+    for tok in (subword, word):
+        for text in ("ein <pad> und", "<bos> ein <eos>"):
+            ids = tok.encode(text)
+            assert not {PAD_ID, BOS_ID, EOS_ID} & set(ids) and tok.encode_batch([text]) == [ids]
+            assert tok.unknown_pieces(text)  # what it could not spell, reported
+    assert word.unknown_pieces("ein <pad> und") == ["<pad>"]
+
+
 def test_a_generated_unk_stays_in_the_text_as_a_word(subword):
     """Dropped with the other specials, a word the model could not name vanished from its output unsaid."""
     hat, dot = subword.encode("Ein Hut"), subword.encode(".")
