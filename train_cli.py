@@ -670,6 +670,21 @@ def train_loop(trainer, args: argparse.Namespace, rank: int) -> None:
     bar = tqdm(total=trainer.config.max_steps, initial=trainer.step_count, disable=None if rank == 0 else True,
                unit="step", dynamic_ncols=True)
     metrics = open(args.out / "metrics.jsonl", "a") if rank == 0 else None
+    logged = trainer.step_count
+
+    def log(event) -> None:
+        """The step's line in metrics.jsonl (and TensorBoard)."""
+        nonlocal logged
+        record = {k: v for k, v in event.to_dict().items() if v is not None}
+        metrics.write(json.dumps(record) + "\n")
+        metrics.flush()
+        logged = event.step
+        if board:
+            for key in ("loss", "perplexity", "accuracy", "lr", "tokens_per_s", "grad_norm"):
+                board.add_scalar(f"train/{key}", record[key], event.step)
+            for key, value in (event.validation or {}).items():
+                if isinstance(value, (int, float)):
+                    board.add_scalar(f"valid/{key}", value, event.step)
 
     def on_step(event) -> None:
         if rank != 0:
@@ -681,15 +696,7 @@ def train_loop(trainer, args: argparse.Namespace, rank: int) -> None:
         if bar.disable and (event.step % LOG_EVERY == 0 or event.step == trainer.config.max_steps):
             print(f"step {event.step}/{trainer.config.max_steps}: "
                   + " ".join(f"{k} {v}" for k, v in status.items()), flush=True)
-        record = {k: v for k, v in event.to_dict().items() if v is not None}
-        metrics.write(json.dumps(record) + "\n")
-        metrics.flush()
-        if board:
-            for key in ("loss", "perplexity", "accuracy", "lr", "tokens_per_s", "grad_norm"):
-                board.add_scalar(f"train/{key}", record[key], event.step)
-            for key, value in (event.validation or {}).items():
-                if isinstance(value, (int, float)):
-                    board.add_scalar(f"valid/{key}", value, event.step)
+        log(event)
         if event.validation:
             shown = {k: round(v, 3) for k, v in event.validation.items() if isinstance(v, float)}
             bar.write(f"step {event.step}: {shown}")
@@ -714,6 +721,8 @@ def train_loop(trainer, args: argparse.Namespace, rank: int) -> None:
     except KeyboardInterrupt:
         bar.close()
         if rank == 0:
+            if trainer.last_event is not None and trainer.last_event.step > logged:  # stopped in its evaluation
+                log(trainer.last_event)  # the step is kept, logged without the evaluation
             print("\ninterrupted: saving a checkpoint first (further Ctrl-C presses are ignored)", file=sys.stderr)
             path = save(trainer, args)
             # final/ too: one left from an earlier end of this run would otherwise be evaluated as its latest

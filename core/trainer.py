@@ -161,6 +161,7 @@ class Trainer:
         # True while step() runs: between its first batch and its update the run's state is half-way (the
         # batcher has moved on, the weights not yet), so a Ctrl-C waits for the step's end (train_cli).
         self.stepping = False
+        self.last_event: StepEvent | None = None  # the latest step's, even before run() has handed it over
 
     # ----- control from other threads ----------------------------------------------
     def pause(self) -> None:
@@ -304,7 +305,7 @@ class Trainer:
             self._wait_while_paused()
             if self.stopped:
                 break
-            event = self.step()
+            event = self.last_event = self.step()  # a caller interrupted in the evaluation below still has it
             every = self.config.eval_every
             due = every and (self.step_count % every == 0 or self.step_count == self.config.max_steps)
             if due and not self.stopped:  # a stop asked during the step is not kept waiting by a validation

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import errno
 import hashlib
+import json
 import os
 import queue
 import random
@@ -289,6 +290,35 @@ def test_ctrl_c_inside_a_step_saves_the_run_after_that_step_and_resumes_it_exact
     resumed = resume_or_start(saved[-1])
     assert resumed.step_count == 3 and digest(resumed.model) == straight[2][0]
     assert [_step(resumed) for _ in range(STEPS - 3)] == straight[3:]
+
+
+def test_ctrl_c_during_an_evaluation_keeps_that_steps_line_in_the_log(tmp_path):
+    """The evaluation after step 2 is abandoned, but step 2 was taken and is saved: its line in
+    metrics.jsonl must be there too (a resume starts at step 3 and would never log step 2)."""
+    import argparse
+    import dataclasses
+
+    import train_cli
+
+    trainer = make_trainer()
+    trainer.config = dataclasses.replace(trainer.config, eval_every=2)
+
+    def pressed_in_the_evaluation():
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(5)  # the signal handler interrupts this
+        raise AssertionError("Ctrl-C did not interrupt the evaluation")
+
+    trainer.evaluate = pressed_in_the_evaluation
+    args = argparse.Namespace(out=tmp_path, tensorboard=False, save_every=1000, keep_last=3)
+    try:
+        with pytest.raises(SystemExit) as exited:
+            train_cli.train_loop(trainer, args, rank=0)
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    assert exited.value.code == 130
+    assert [p.name for p in train_cli.run_checkpoints(tmp_path)] == ["step-0000002"]
+    logged = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in logged] == [1, 2] and "validation" not in logged[1]
 
 
 # ----- a full disk -------------------------------------------------------------------------------
