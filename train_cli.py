@@ -402,9 +402,14 @@ def run_record(out: Path) -> dict:
 def check_same_data(args: argparse.Namespace, record: dict) -> None:
     """--resume: the options that chose the training pairs, the carved valid/test split and the vocabulary
     stay the run's (another --seed would put the run's held-out pairs into training)."""
-    changed = [f"--{key.replace('_', '-')} {getattr(args, key)} (the run's: {record[key]})" for key in SPLIT_OPTIONS
-               if key in record and str(getattr(args, key)) != record[key]]
-    refuse_changes(changed, "the run's data split and vocabulary come from its own values")
+    def changed(keys: tuple[str, ...]) -> list[str]:
+        return [f"--{key.replace('_', '-')} {getattr(args, key)} (the run's: {record[key]})" for key in keys
+                if key in record and str(getattr(args, key)) != record[key]]
+
+    refuse_changes(changed(SPLIT_OPTIONS), "the run's data split and vocabulary come from its own values")
+    # The batcher's saved place is a place in the run's own batches, which --max-tokens cut.
+    refuse_changes(changed(("max_tokens",)), "a resume takes the run's batches up where it stopped, and they "
+                                              "were cut to the run's size")
 
 
 def data_fingerprint(corpus) -> str:

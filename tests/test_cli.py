@@ -743,6 +743,8 @@ def test_resume_refuses_another_data_split_or_vocabulary_and_keeps_data_paths_ab
                    "--seed 5 (the run's: 0)", "data split")
     one_line_error(capsys, ["train", "--out", str(run), "--resume", "--vocab-size", "99", "--max-steps", "40"],
                    "--vocab-size 99 (the run's: 8000)")
+    one_line_error(capsys, ["train", "--out", str(run), "--resume", "--max-tokens", "1000", "--max-steps", "40"],
+                   "--max-tokens 1000 (the run's: 512)", "batches")  # not the batcher's "max_tokens=512"
     one_line_error(capsys, ["train", "--out", str(run), "--resume", "--data", "synthetic:reverse", "--max-steps", "40"],
                    "--data synthetic:reverse holds other training or validation pairs")  # same words, another task
     (tmp_path / "a.txt").write_text("".join(f"w{i} x\n" for i in range(40)))
