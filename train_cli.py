@@ -545,7 +545,7 @@ def command_train(args: argparse.Namespace) -> None:
     from core.bundle import ModelBundle, check_fits, resolve_device
     from core.checkpoint import load_checkpoint, load_trainer_state
     from core.config import ModelConfig
-    from core.data import absolute_spec, load_corpus
+    from core.data import UNNAMED, absolute_spec, load_corpus
     from core.model import Transformer
     from core.trainer import TrainConfig, Trainer
 
@@ -642,12 +642,12 @@ def command_train(args: argparse.Namespace) -> None:
         log(f"note: --warmup {args.warmup} is longer than the run ({max_steps} step{'s' * (max_steps != 1)}): the "
             f"learning rate rises throughout and never reaches its peak", file=sys.stderr)
     amp = {torch.bfloat16: "bf16", torch.float16: "fp16"}.get(trainer.amp_dtype, "off")
-    if (corpus.src_lang, corpus.tgt_lang) == ("src", "tgt") and not args.resume:
+    if (corpus.src_lang, corpus.tgt_lang) == UNNAMED and not args.resume:
         log("note: the data names no languages, so the checkpoint calls them src and tgt, and evaluate or "
             "translate cannot check a direction against it; name them: files:PATH:LANG1-LANG2 for a TSV "
             "(column 1's language, then column 2's), --src and --tgt for two text files", file=sys.stderr)
     inferred = not (args.src or args.tgt or args.resume or args.data.startswith("synthetic:")
-                    or corpus.src_lang == "src")
+                    or (corpus.src_lang, corpus.tgt_lang) == UNNAMED)
     chosen = " (inferred from the data; --src/--tgt choose)" if inferred else ""
     log(f"{corpus.src_lang}→{corpus.tgt_lang}{chosen}, "
         f"{bundle.model.num_parameters() / 1e6:.1f}M parameters, vocabulary {bundle.tokenizer.vocab_size}, "

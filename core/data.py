@@ -164,6 +164,7 @@ def _empty_report(description: dict, empty: dict[str, list[int]]) -> None:
 
 
 # ----- files: ----------------------------------------------------------------------------
+UNNAMED = ("src", "tgt")  # the languages of files that do not name theirs
 TSV_COLUMNS = re.compile(r"(.+):([A-Za-z_]+)-([A-Za-z_]+)")  # PATH.tsv[.gz]:LANG1-LANG2
 
 
@@ -285,15 +286,16 @@ def _load_tsv(path: Path, columns: tuple[str, str] | None, src_lang: str | None,
     if columns:  # unsorted: with both None, _pick_langs keeps the column order
         src_lang, tgt_lang = _pick_langs(list(columns), src_lang, tgt_lang,
                                          f"{path} (columns {columns[0]}-{columns[1]})")
-    elif src_lang or tgt_lang:
+    elif (src_lang or tgt_lang) and (src_lang, tgt_lang) != UNNAMED:
         # Without column names, languages would only relabel column 1 as the source: a
         # German -> English request on an English<TAB>German file would silently train English -> German.
+        # (src, tgt) are the names such a file's own run recorded: column 1, then column 2.
         raise ValueError(f"{path}: a TSV's columns carry no language names, so src/tgt ({src_lang}, "
                          f"{tgt_lang}) cannot choose the direction; name them after the path, "
                          f"files:PATH:LANG1-LANG2 (column 1's language, then column 2's; Tatoeba's "
                          f"deu-eng.tsv.gz is :en-de)")
     else:
-        src_lang, tgt_lang = "src", "tgt"
+        src_lang, tgt_lang = UNNAMED
     swap = bool(columns) and src_lang == columns[1]
     rows, short = [], []
     for number, line in enumerate(read_lines(path), start=1):
@@ -317,7 +319,7 @@ def _load_pair(a: Path, b: Path, src_lang: str | None, tgt_lang: str | None, see
             raise FileNotFoundError(f"{path}: no such file")
     pairs, empty = _read_aligned(a, b)
     description = {"source": f"files:{a.resolve()},{b.resolve()}", "format": "pair", "files": [a.name, b.name]}
-    return _carved(pairs, empty, src_lang or "src", tgt_lang or "tgt", description, seed)
+    return _carved(pairs, empty, src_lang or UNNAMED[0], tgt_lang or UNNAMED[1], description, seed)
 
 
 def carve_splits(pairs: list[Pair], seed: int, held_out: int = 2) -> tuple[list[Pair], ...]:

@@ -411,6 +411,13 @@ def test_tsv_direction_needs_column_languages(capsys, tmp_path):
     one_line_error(capsys, ["train", "--data", f"files:{tsv}", "--src", "de", "--tgt", "en",
                             "--out", str(tmp_path / "never")], "LANG1-LANG2")
     assert not (tmp_path / "never").exists()
+    # Trained on the unnamed columns, the model is scored on the same file (its src/tgt were refused there).
+    assert train_cli.main(["train", "--data", f"files:{tsv}", "--preset", "tiny", "--max-steps", "1",
+                           "--eval-every", "0", "--out", str(tmp_path / "unnamed")]) == 0
+    capsys.readouterr()
+    assert train_cli.main(["evaluate", "--checkpoint", str(tmp_path / "unnamed" / "final"), "--data", f"files:{tsv}",
+                           "--method", "greedy"]) == 0
+    assert "BLEU" in capsys.readouterr().out
 
 
 def test_translate_keeps_one_output_line_per_input_line(run, capsys, monkeypatch, tmp_path):
