@@ -527,14 +527,19 @@ def shared_tokenizer(corpus, args, rank: int, world: int):
 
     from core.tokenizer import Tokenizer
 
-    text = None
+    text = refusal = None
     if rank == 0:
-        text = Tokenizer.train((s for pair in corpus.train for s in pair), args.vocab_size,
-                               tokenizer_kind(args)).to_json()
-    if world > 1:
-        box = [text]
+        try:
+            text = Tokenizer.train((s for pair in corpus.train for s in pair), args.vocab_size,
+                                   tokenizer_kind(args)).to_json()
+        except ValueError as exc:  # core names its argument; here it is an option
+            refusal = re.sub(r"^vocab_size\b", "--vocab-size", str(exc))
+    if world > 1:  # the refusal too: the other ranks would wait for the vocabulary for ever
+        box = [text, refusal]
         dist.broadcast_object_list(box, src=0)
-        text = box[0]
+        text, refusal = box
+    if refusal:
+        raise CLIError(refusal)
     return Tokenizer.from_json(text)
 
 

@@ -230,9 +230,11 @@ def load_checkpoint(path: str | Path, device: str | torch.device = "cpu") -> Mod
     config = read_config(path)
     model_config = ModelConfig.from_dict(config["model"])
     tokenizer = Tokenizer.load(path / "tokenizer.json")
-    if tokenizer.vocab_size > model_config.src_vocab_size or tokenizer.vocab_size > model_config.tgt_vocab_size:
+    # Equal, not merely no larger: a smaller tokenizer is another model's, and would read every id wrongly.
+    if tokenizer.vocab_size != model_config.src_vocab_size or tokenizer.vocab_size != model_config.tgt_vocab_size:
         raise ValueError(f"{path / 'tokenizer.json'} has {tokenizer.vocab_size} entries but the model's "
-                         f"vocabulary is {model_config.src_vocab_size}/{model_config.tgt_vocab_size}")
+                         f"vocabulary is {model_config.src_vocab_size}/{model_config.tgt_vocab_size}: the "
+                         f"tokenizer is not this model's")
     _check_size(model_config, path / "model.safetensors")
     model = Transformer(model_config)
     _load_weights(model, path / "model.safetensors")

@@ -62,7 +62,23 @@ class Tokenizer:
         if kind != "word":
             hf.pre_tokenizer = pre_tokenizers.Metaspace()
             hf.decoder = decoders.Metaspace()
-        hf.train_from_iterator(texts, trainer=trainer)
+        characters: set[str] = set()
+
+        def counted(texts: Iterable[str]) -> Iterable[str]:
+            for text in texts:
+                characters.update(text)
+                yield text
+
+        try:
+            hf.train_from_iterator(counted(texts), trainer=trainer)
+        except Exception as exc:  # tokenizers raises a bare Exception
+            if "not large enough to contain all chars" not in str(exc):
+                raise
+            # Unigram, unlike BPE, refuses to grow past vocab_size to hold every character it saw.
+            need = len(characters - {" "}) + 1 + len(specials)  # the metaspace ▁ stands for " "
+            raise ValueError(f"vocab_size {vocab_size} is too small: a unigram vocabulary of this text needs at "
+                             f"least about {need} entries (each of its characters, and the {len(specials)} "
+                             f"special tokens); give a larger one, or the bpe kind") from None
         return cls(hf)
 
     # ----- persistence -----------------------------------------------------------

@@ -34,11 +34,14 @@ def test_a_config_whose_layers_the_weights_lack_is_refused(saved):
         load_checkpoint(saved)
 
 
-def test_a_tokenizer_larger_than_the_model_vocabulary_is_refused(saved):
+@pytest.mark.parametrize("off_by", [-1, 1])
+def test_a_tokenizer_of_another_size_than_the_model_vocabulary_is_refused(saved, off_by):
+    """Larger: ids past the embedding. Smaller: another model's tokenizer (it loaded, and translated "Hallo"
+    into nothing)."""
     entries = tiny_bundle().tokenizer.vocab_size
-    _edit_model_config(saved, src_vocab_size=entries - 1, tgt_vocab_size=entries - 1)
+    _edit_model_config(saved, src_vocab_size=entries + off_by, tgt_vocab_size=entries + off_by)
     with pytest.raises(ValueError, match=f"tokenizer.json has {entries} entries but the model's vocabulary is "
-                                         f"{entries - 1}/{entries - 1}"):
+                                         f"{entries + off_by}/{entries + off_by}: the tokenizer is not this model's"):
         load_checkpoint(saved)
 
 

@@ -420,6 +420,17 @@ def test_tsv_direction_needs_column_languages(capsys, tmp_path):
     assert "BLEU" in capsys.readouterr().out
 
 
+def test_too_small_a_unigram_vocabulary_is_refused_by_its_option(capsys, tmp_path):
+    """Unigram, unlike BPE, will not grow past the size asked for to hold every character: tokenizers'
+    bare Exception ended in a traceback."""
+    (tmp_path / "a.txt").write_text("".join(f"{w} {i}\n" for i, w in enumerate("abcdefghijklmnopqrstuvwxyz" * 4)))
+    (tmp_path / "b.txt").write_text("".join(f"{w.upper()} {i}\n" for i, w in enumerate("abcdefghijklmnopqrstuvwxyz" * 4)))
+    one_line_error(capsys, ["train", "--data", f"files:{tmp_path / 'a.txt'},{tmp_path / 'b.txt'}", "--tokenizer",
+                            "unigram", "--vocab-size", "30", "--out", str(tmp_path / "never")],
+                   "--vocab-size 30 is too small", "at least about")
+    assert not (tmp_path / "never").exists()
+
+
 def test_translate_keeps_one_output_line_per_input_line(run, capsys, monkeypatch, tmp_path):
     monkeypatch.setattr(sys, "stdin", io.StringIO("a b\u2028c\nq r\n"))  # U+2028 is not a line break here
     assert train_cli.main(["translate", "--checkpoint", str(run / "final"), "--method", "greedy"]) == 0
