@@ -802,6 +802,13 @@ def read_text_lines(path: Path) -> list[str]:
     return read_lines(path)  # a missing file: FileNotFoundError, one line from main()
 
 
+def checkpoint_inputs(checkpoint: Path) -> dict[str, Path]:
+    """The checkpoint's files, for check_output: inputs too (an --output over its tokenizer.json broke it)."""
+    from core.checkpoint import FILES, OPTIONAL_FILES
+
+    return {f"--checkpoint's {name}": checkpoint / name for name in FILES + OPTIONAL_FILES}
+
+
 def check_output(path: Path | None, inputs: dict[str, Path | None]) -> None:
     """Refuse an --output that cannot be written, or that is one of the inputs, before the work."""
     if path is None:
@@ -953,7 +960,7 @@ def command_evaluate(args: argparse.Namespace) -> None:
     if not (args.data or (args.source_file and args.reference_file)):
         raise CLIError("give --data (with --split) or both --source-file and --reference-file")
     check_output(args.output, {"--source-file": args.source_file, "--reference-file": args.reference_file,
-                               **{f"--data {p}": p for p in data_files(args.data)}})
+                               **{f"--data {p}": p for p in data_files(args.data)}, **checkpoint_inputs(args.checkpoint)})
     options = decode_options(args)
     bundle = load_bundle(args.checkpoint, args.device)
     note_min_len(options, bundle)
@@ -993,7 +1000,7 @@ def command_translate(args: argparse.Namespace) -> None:
         options.n_best = args.n_best
     if args.sentences and args.input:
         raise CLIError("give the sentences as arguments or --input, not both")
-    check_output(args.output, {"--input": args.input})
+    check_output(args.output, {"--input": args.input, **checkpoint_inputs(args.checkpoint)})
     lines = read_text_lines(args.input) if args.input else args.sentences or None
     bundle = load_bundle(args.checkpoint, args.device)  # before waiting on stdin: a bad model is said at once
     note_min_len(options, bundle)

@@ -450,6 +450,13 @@ def test_output_never_overwrites_an_input_and_is_written_whole(run, capsys, tmp_
     one_line_error(capsys, ["evaluate", *checkpoint, "--source-file", str(src), "--reference-file", str(src),
                             "--output", str(tmp_path / "." / "in.txt")], "is the --source-file file")
     assert src.read_text() == "a b c\n"
+    tokenizer = run / "final" / "tokenizer.json"
+    before = tokenizer.read_bytes()
+    for command in ("translate", "evaluate"):  # the model read is an input too
+        one_line_error(capsys, [command, *checkpoint, "--source-file" if command == "evaluate" else "--input",
+                                str(src), *(["--reference-file", str(src)] if command == "evaluate" else []),
+                                "--output", str(tokenizer)], "is the --checkpoint's tokenizer.json file")
+    assert tokenizer.read_bytes() == before
     out = tmp_path / "out.txt"
     out.write_text("old\n")
     assert train_cli.main(["translate", *checkpoint, "--input", str(src), "--output", str(out)]) == 0
