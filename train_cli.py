@@ -913,9 +913,9 @@ def typed_lines():
         return
     for number, raw in enumerate(iter(stream.readline, b""), start=1):
         try:
-            yield number, decode_lines(raw, f"line {number}")[0]
-        except ValueError as exc:
-            print(f"error: {exc}", file=sys.stderr)
+            yield number, decode_lines(raw, "stdin")[0]
+        except ValueError as exc:  # said as "stdin line 1": the one line read, which is the session's line N
+            print(f"error: {str(exc).replace('stdin line 1', f'line {number}', 1)}", file=sys.stderr)
 
 
 def data_pairs(args: argparse.Namespace, bundle) -> tuple[list[str], list[str]]:
@@ -1002,6 +1002,8 @@ def command_translate(args: argparse.Namespace) -> None:
         raise CLIError("give the sentences as arguments or --input, not both")
     check_output(args.output, {"--input": args.input, **checkpoint_inputs(args.checkpoint)})
     lines = read_text_lines(args.input) if args.input else args.sentences or None
+    if lines is None and sys.stdin is None:  # started with stdin closed (`<&-`)
+        raise CLIError("no sentences to translate: give them as arguments, with --input, or on stdin (it is closed)")
     bundle = load_bundle(args.checkpoint, args.device)  # before waiting on stdin: a bad model is said at once
     note_min_len(options, bundle)
     if lines is None and sys.stdin.isatty() and not args.output:

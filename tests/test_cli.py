@@ -580,6 +580,17 @@ def test_stdin_that_is_not_utf8_is_one_line_naming_the_line(run, capsys, monkeyp
     assert "note: stdin line 2: 1 unknown piece mapped to <unk>: 'ü'" in captured.err
 
 
+def test_typed_lines_name_a_bad_line_once_and_go_on(monkeypatch, capsys):
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"a b\nHund \xe4\nq\n")))
+    assert list(train_cli.typed_lines()) == [(1, "a b"), (3, "q")]
+    assert capsys.readouterr().err == "error: line 2: invalid UTF-8 (byte 0xe4); save the text as UTF-8\n"
+
+
+def test_translate_with_stdin_closed_says_where_sentences_come_from(run, capsys, monkeypatch):
+    monkeypatch.setattr(sys, "stdin", None)  # what `<&-` gives
+    one_line_error(capsys, ["translate", "--checkpoint", str(run / "final")], "no sentences to translate", "closed")
+
+
 def test_evaluate_reports_notices_and_checks_the_direction(run, capsys, tmp_path):
     src, ref = tmp_path / "src.txt", tmp_path / "ref.txt"
     src.write_text("a b\nü c\n")
