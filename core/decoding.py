@@ -31,7 +31,7 @@ import math
 import re
 import warnings
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import torch
 
@@ -511,11 +511,13 @@ def _decode_rows(model: Transformer, src: Sources, max_len: torch.Tensor | int, 
 
 
 # ----- sentences in, text out ----------------------------------------------------------------
-def translate(bundle: Any, sentences: list[str], **options: Any) -> list[str]:
+def translate(bundle: Any, sentences: Iterable[str], **options: Any) -> list[str]:
     """Translate sentences with bundle.model and bundle.tokenizer (e.g. a ModelBundle); options
     are DecodeOptions fields. What happened to a sentence that the text alone does not show (source
     truncated, unknown characters, output cut at the maximum length, no hypothesis possible) is
     reported with warnings.warn; translate_detailed returns every notice."""
+    if not isinstance(sentences, str):  # a generator is read once: its sentences are needed for the warnings too
+        sentences = list(sentences)
     results = translate_detailed(bundle, sentences, **options)
     for text, result in zip(sentences, results):
         for notice in result.notices:

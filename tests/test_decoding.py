@@ -333,6 +333,8 @@ def test_unknown_characters_are_mapped_to_unk_and_reported(bundle):
     assert result.source_tokens.count("<unk>") == 3
     with pytest.warns(UserWarning, match="3 unknown pieces mapped to <unk>"):
         translate(bundle, ["a ü b 🙂 ü"])
+    with pytest.warns(UserWarning, match="3 unknown pieces mapped to <unk>"):  # a generator's too (read once)
+        assert len(translate(bundle, (s for s in ["a b", "a ü b 🙂 ü"]))) == 2
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # an empty sentence gives "" without a warning
         assert translate(bundle, ["", "  "]) == ["", ""]
