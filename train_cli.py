@@ -550,7 +550,7 @@ def command_train(args: argparse.Namespace) -> None:
     from core.bundle import ModelBundle, check_fits, resolve_device
     from core.checkpoint import load_checkpoint, load_trainer_state
     from core.config import ModelConfig
-    from core.data import UNNAMED, absolute_spec, load_corpus
+    from core.data import UNNAMED, absolute_spec, dropped_empty_note, load_corpus
     from core.model import Transformer
     from core.trainer import TrainConfig, Trainer
 
@@ -593,11 +593,13 @@ def command_train(args: argparse.Namespace) -> None:
                                          tgt_vocab_size=tokenizer.vocab_size, **model_overrides(args))
         bundle = ModelBundle(Transformer(config), tokenizer)
     bundle.info.update(name=args.out.name, src_lang=corpus.src_lang, tgt_lang=corpus.tgt_lang,
-                       data=corpus.description, examples=[s for s, _ in corpus.test[:8]])
+                       data=corpus.description, examples=corpus.examples())
     max_len = bundle.model.config.max_len
     train, dropped = encode_pairs(corpus.train, bundle.tokenizer, max_len)
     valid, _ = encode_pairs(corpus.valid, bundle.tokenizer, max_len)
     log = print if rank == 0 else (lambda *a, **k: None)
+    if dropped_empty_note(corpus.description):
+        log(f"note: {dropped_empty_note(corpus.description)}", file=sys.stderr)
     if dropped:
         log(f"note: {dropped} training pairs longer than {max_len} tokens were left out", file=sys.stderr)
     unknown = unknown_share(train)

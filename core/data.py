@@ -66,6 +66,11 @@ class ParallelCorpus:
     tgt_lang: str
     description: dict  # JSON-serialisable: source, counts, dropped_empty, and how it was read
 
+    def examples(self, n: int = 8) -> list[str]:
+        """The first n distinct test sources: the example sentences a checkpoint trained on it offers
+        (Tatoeba's test split holds "Tom ate." more than once)."""
+        return list(dict.fromkeys(src for src, _ in self.test))[:n]
+
 
 def load_corpus(spec: str, src_lang: str | None = None, tgt_lang: str | None = None, *,
                 seed: int = 0, limit: int | None = None) -> ParallelCorpus:
@@ -161,6 +166,19 @@ def _read_aligned(src_path: Path, tgt_path: Path) -> tuple[list[Pair], list[int]
 def _empty_report(description: dict, empty: dict[str, list[int]]) -> None:
     description["dropped_empty"] = sum(len(lines) for lines in empty.values())
     description["dropped_empty_lines"] = {split: lines[:MAX_LISTED] for split, lines in empty.items() if lines}
+
+
+def dropped_empty_note(description: dict) -> str:
+    """The pairs a corpus left out for an empty side, in words ("" if none), for the trainer's user:
+    "3 pairs with an empty side were left out (lines 5, 7, 9)"."""
+    count = description.get("dropped_empty", 0)
+    if not count:
+        return ""
+    listed = description.get("dropped_empty_lines", {})
+    where = "; ".join(("" if split == "all" else f"{split} ") + "line" + "s" * (len(lines) > 1) + " "
+                      + ", ".join(map(str, lines)) for split, lines in listed.items())
+    more = ", …" if sum(map(len, listed.values())) < count else ""
+    return f"{count:,} pair{'s' * (count != 1)} with an empty side {'were' if count != 1 else 'was'} left out ({where}{more})"
 
 
 # ----- files: ----------------------------------------------------------------------------

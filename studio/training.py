@@ -33,7 +33,7 @@ from core.bundle import ModelBundle, check_fits, new_bundle, parameter_count, re
 from core.checkpoint import FILES as CHECKPOINT_FILES
 from core.checkpoint import save_checkpoint
 from core.config import ModelConfig
-from core.data import TSV_COLUMNS, hub_offline, load_corpus
+from core.data import TSV_COLUMNS, dropped_empty_note, hub_offline, load_corpus
 from core.tasks import TOKENIZER_KIND
 from core.trainer import StepEvent, TrainConfig, Trainer, TrainingStopped
 from core.tokenizer import BOS_ID
@@ -696,6 +696,20 @@ def vocabulary_notice(train: list, vocab_size: int, rare_words: bool) -> str:
             f"data, and the model would learn to write <unk>. {why}")
 
 
+FEW_PAIRS = 100  # fewer training pairs than this: a notice that the model can only learn them by heart
+
+
+def data_notice(corpus, train: list) -> str:
+    """A notice of pairs left out for an empty side, and of too few training pairs to learn from; '' when
+    neither."""
+    empty = dropped_empty_note(corpus.description)
+    notes = [f"{empty[0].upper()}{empty[1:]}." if empty else ""]
+    if len(train) < FEW_PAIRS:
+        notes.append(f"Only {len(train):,} training pair{'s' * (len(train) != 1)}: enough to learn them by heart, "
+                     f"not to translate new sentences (the validation figures will stay low).")
+    return in_users_words(" ".join(filter(None, notes)))
+
+
 def cpu_notice(params: int, device: torch.device) -> str:
     """A notice that a model is large for live training on a CPU; '' when it is not."""
     if device.type != "cpu" or params <= limits.CPU_NOTICE_PARAMETERS:
@@ -722,7 +736,7 @@ def prepare(settings: Settings) -> _Run:
     torch.manual_seed(settings.seed)
     # "train" as a saved checkpoint has it: the Model tab draws the live model's own lr schedule.
     info = {"name": settings.name, "src_lang": corpus.src_lang, "tgt_lang": corpus.tgt_lang,
-            "data": corpus.description, "examples": [s for s, _ in corpus.test[:8]],
+            "data": corpus.description, "examples": corpus.examples(),
             "train": asdict(settings.train_config())}
     bundle = new_bundle(corpus.train, settings.preset, vocab_size=settings.vocab_size,
                         tokenizer_kind=TOKENIZER_KIND if synthetic else "bpe", info=info,
@@ -738,7 +752,8 @@ def prepare(settings: Settings) -> _Run:
     example = (src + [config.eos_id], [BOS_ID] + tgt)  # the attention timeline's sentence, teacher-forced
     params = bundle.model.num_parameters()
     rare_words = unknown_from_rare_words(bundle.tokenizer, settings.vocab_size)
-    notices = (cpu_notice(params, trainer.device), vocabulary_notice(train, bundle.tokenizer.vocab_size, rare_words))
+    notices = (cpu_notice(params, trainer.device), vocabulary_notice(train, bundle.tokenizer.vocab_size, rare_words),
+               data_notice(corpus, train))
     facts = {"parameters": f"{params:,}", "device": str(trainer.device),
              "notice": " ".join(filter(None, notices)),  # "" for most models
              "vocabulary": f"{bundle.tokenizer.vocab_size:,} ({bundle.tokenizer.kind})",

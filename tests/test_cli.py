@@ -431,6 +431,14 @@ def test_too_small_a_unigram_vocabulary_is_refused_by_its_option(capsys, tmp_pat
     assert not (tmp_path / "never").exists()
 
 
+def test_pairs_left_out_for_an_empty_side_are_said(capsys, tmp_path):
+    (tmp_path / "a.txt").write_text("".join(f"w{i} x\n" for i in range(40)))
+    (tmp_path / "b.txt").write_text("".join("\n" if i in (4, 6) else f"v{i} y\n" for i in range(40)))
+    assert train_cli.main(TRAIN[:1] + ["--data", f"files:{tmp_path / 'a.txt'},{tmp_path / 'b.txt'}", "--preset",
+                                       "tiny", "--max-steps", "1", "--eval-every", "0", "--out", str(tmp_path / "r")]) == 0
+    assert "note: 2 pairs with an empty side were left out (lines 5, 7)" in capsys.readouterr().err
+
+
 def test_translate_keeps_one_output_line_per_input_line(run, capsys, monkeypatch, tmp_path):
     monkeypatch.setattr(sys, "stdin", io.StringIO("a b\u2028c\nq r\n"))  # U+2028 is not a line break here
     assert train_cli.main(["translate", "--checkpoint", str(run / "final"), "--method", "greedy"]) == 0

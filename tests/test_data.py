@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import core.data
-from core.data import carve_splits, corpus_from_dataset_dict, hub_reachable, load_corpus, load_hf
+from core.data import ParallelCorpus, carve_splits, corpus_from_dataset_dict, dropped_empty_note, hub_reachable, load_corpus, load_hf
 
 TATOEBA = Path(__file__).resolve().parents[2] / "shared" / "data" / "tatoeba-deu-eng" / "deu-eng.tsv.gz"
 
@@ -133,6 +133,11 @@ def test_windows_bom_line_endings_and_unicode_line_separator(tmp_path):
 
 
 # ----- TSV and aligned pairs -----------------------------------------------------------
+def test_example_sentences_are_distinct():
+    corpus = ParallelCorpus([], [], [("Tom ate.", "a"), ("Go.", "b"), ("Tom ate.", "c"), ("Run.", "d")], "en", "de", {})
+    assert corpus.examples() == ["Tom ate.", "Go.", "Run."] and corpus.examples(2) == ["Tom ate.", "Go."]
+
+
 def test_tsv(tmp_path):
     lines = [f"house {i}\tHaus {i}\textra" for i in range(300)] + ["", "lonely\t "]
     path = write(tmp_path / "pairs.tsv.gz", lines)
@@ -140,6 +145,7 @@ def test_tsv(tmp_path):
     assert (c.src_lang, c.tgt_lang) == ("src", "tgt")
     assert (len(c.train), len(c.valid), len(c.test)) == (294, 3, 3)  # 1% each
     assert c.description["dropped_empty"] == 2 and c.description["dropped_empty_lines"] == {"all": [301, 302]}
+    assert dropped_empty_note(c.description) == "2 pairs with an empty side were left out (lines 301, 302)"
     assert ("house 7", "Haus 7") in c.train + c.valid + c.test
     de_en = load_corpus(f"files:{path}:en-de", "de", "en")
     assert (de_en.src_lang, de_en.tgt_lang) == ("de", "en")

@@ -262,11 +262,15 @@ def test_uploaded_tsv_with_malformed_lines_is_refused_with_line_numbers(job, tmp
 def test_uploaded_tsv_trains(job, tmp_path):
     upload = tmp_path / "up" / "pairs.tsv"
     upload.parent.mkdir()
-    upload.write_text("".join(f"{n} {n + 1}\t{n + 1} {n}\n" for n in range(60)), encoding="utf-8")
+    upload.write_text("".join(f"{n} {n + 1}\t{n + 1} {n}\n" for n in range(60)) + "\n7\t \n", encoding="utf-8")
     spec = training.corpus_spec(training.SOURCES[2], "", "", str(upload), "", uploads=tmp_path / "up")
     job.start(replace(QUICK, data=spec, max_steps=4, vocab_size=64, name="tsv"))
     view = wait_for(job, lambda v: v.state == "finished")
     assert view.facts["vocabulary"].endswith("(bpe)") and job.registry.names() == ["tsv"]
+    # Said on the status line: the two lines left out, and that 58 pairs can only be learnt by heart.
+    assert view.facts["notice"] == ("2 pairs with an empty side were left out (lines 61, 62). Only 58 training "
+                                    "pairs: enough to learn them by heart, not to translate new sentences (the "
+                                    "validation figures will stay low).")
 
 
 def test_hugging_face_offline_message_reaches_the_user(job, monkeypatch):
