@@ -251,7 +251,7 @@ def build_parser() -> argparse.ArgumentParser:
     o.add_argument("--lr", type=POSITIVE_NUMBER, default=5e-4, help="peak learning rate (inverse_sqrt)")
     o.add_argument("--label-smoothing", type=float, default=0.1, help="section 5.4, in [0, 1)")
     o.add_argument("--clip-norm", type=NON_NEGATIVE_NUMBER, default=0.0, help="gradient norm clipping (0: off)")
-    o.add_argument("--weight-decay", type=NON_NEGATIVE_NUMBER, default=0.0, help="Adam's L2 weight decay")
+    o.add_argument("--weight-decay", type=NON_NEGATIVE_NUMBER, default=0.0, help="weight decay, decoupled from Adam's update (AdamW, as fairseq's Adam; the paper uses none)")
     o.add_argument("--amp", choices=("auto", "off", "bf16", "fp16"), default="auto",
                    help="auto: bf16 on CUDA and on CPUs with native bf16, else fp32")
     o.add_argument("--compile", action=argparse.BooleanOptionalAction, default=False,

@@ -119,9 +119,11 @@ def resolve_amp(mode: str, device: torch.device) -> torch.dtype | None:
 
 def make_optimizer(model: nn.Module, weight_decay: float = 0.0) -> torch.optim.Adam:
     """Section 5.3: Adam with beta1 = 0.9, beta2 = 0.98, eps = 1e-9. The fused kernel updates
-    all parameters in one pass (same arithmetic, far fewer memory sweeps than the default)."""
+    all parameters in one pass (same arithmetic, far fewer memory sweeps than the default).
+    The paper uses no weight decay; given one, it is decoupled from the gradient (AdamW, as
+    fairseq's Adam), not an L2 term that Adam would rescale per parameter."""
     return torch.optim.Adam(model.parameters(), lr=0.0, betas=(0.9, 0.98), eps=1e-9,
-                            weight_decay=weight_decay, fused=True)
+                            weight_decay=weight_decay, decoupled_weight_decay=True, fused=True)
 
 
 class Trainer:
@@ -369,6 +371,7 @@ class Trainer:
         self.optimizer.load_state_dict(state["optimizer"])
         for group in self.optimizer.param_groups:  # this run's setting (a resume may change it), not the saved one
             group["weight_decay"] = self.config.weight_decay
+            group["decoupled_weight_decay"] = True  # a run saved before weight decay was decoupled too
         if state["scaler"]:  # empty when saved without fp16: a resume under fp16 starts at the scaler's first scale
             self.scaler.load_state_dict(state["scaler"])
         self.batcher.load_state_dict(state["batcher"])

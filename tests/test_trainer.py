@@ -17,7 +17,7 @@ from core.decoding import translate
 from core.evaluation import evaluate_bleu
 from core.schedule import learning_rate
 from core.tasks import make_task
-from core.trainer import TrainConfig, Trainer, TrainingStopped
+from core.trainer import TrainConfig, Trainer, TrainingStopped, make_optimizer
 
 
 def make_trainer(steps: int = 10, seed: int = 0, bundle=None, **overrides) -> Trainer:
@@ -52,6 +52,17 @@ def test_resume_equals_uninterrupted_run(tmp_path, device):
     # the loss by far more.
     assert head + tail == (straight if device == "cpu" else pytest.approx(straight, rel=1e-4))
     assert resumed.step_count == 8
+
+
+def test_weight_decay_is_decoupled_from_adams_update():
+    """AdamW's decay, as fairseq's Adam (the iwslt recipe's): a weight with no gradient shrinks by lr·λ.
+    As an L2 term Adam would have normalised λ·w into a full step of lr."""
+    weight = torch.nn.Parameter(torch.ones(1))
+    optimizer = make_optimizer(torch.nn.ParameterList([weight]), weight_decay=0.5)
+    optimizer.param_groups[0]["lr"] = 0.1
+    weight.grad = torch.zeros(1)
+    optimizer.step()
+    assert weight.item() == pytest.approx(1 - 0.1 * 0.5)
 
 
 def test_a_resume_may_change_the_precision_and_the_weight_decay(tmp_path):
