@@ -245,6 +245,10 @@ def test_seed_box_empty_is_random_and_bad_seeds_are_named():
     for bad in ("-1", "1.5", "seven", "9" * 40, str(2 ** 63)):
         with pytest.raises(ValueError, match="seed must be"):
             translate.parse_seed(bad)
+    controls = dict(beam_size=4, alpha=0.6, max_extra=50, n_best=4, temperature=0.8, top_k=0, top_p=0.9)
+    with pytest.raises(ValueError, match="seed must be"):
+        translate.options("sample", **controls, seed="1e3")
+    assert translate.options("beam", **controls, seed="1e3").seed is None  # hidden with sampling: holds nothing up
     demo = app.build_app(studio_registry())
     box = next(b for b in demo.blocks.values() if getattr(b, "label", None) == "seed (empty: random)")
     assert box.value == ""  # a Number box would show (and send) 0: every sample the same

@@ -60,7 +60,7 @@ def options(method: str, beam_size: float, alpha: float, max_extra: float, n_bes
     opts = DecodeOptions(method=method, beam_size=int(beam_size) if beam else 1, alpha=float(alpha),
                          max_len_b=int(max_extra), n_best=min(int(n_best), int(beam_size)) if beam else 1,
                          temperature=float(temperature), top_k=int(top_k), top_p=float(top_p),
-                         seed=parse_seed(seed))
+                         seed=parse_seed(seed) if method == "sample" else None)  # a hidden box holds nothing up
     opts.validate()
     return opts
 
