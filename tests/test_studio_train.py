@@ -692,6 +692,10 @@ def test_the_model_name_follows_the_data_until_the_user_types_one():
     assert tab.data_picked(corpus, "numbers", "data/x", None, "", "live-numbers") == "live-x"
     assert tab.data_picked(corpus, "numbers", "data/x", None, "", "  ") == "live-x"
     assert isinstance(tab.data_picked(corpus, "numbers", "data/x", None, "", "my-lecture"), type(gr.skip()))
+    # At Start too: a path pasted just before could reach it with the box still naming the last data.
+    fields = dict(kind=corpus, task="numbers", path="tatoeba/deu-eng.tsv.gz:en-de", upload=None, hf_name="")
+    assert tab.run_name({**fields, "name": "live-multi30k"}) == "live-deu-eng"
+    assert tab.run_name({**fields, "name": " my-lecture "}) == "my-lecture"
 
 
 def test_time_left_is_said_in_the_precision_it_has():

@@ -105,6 +105,15 @@ def _shown(value) -> str:
     return "an empty box" if value is None or str(value).strip() == "" else repr(value)
 
 
+def run_name(values: dict) -> str:
+    """The name typed, or while the box holds a default (blank or live-...), the data's own: a pasted path
+    could reach Start before the box had followed it, and the run would take the last data's name."""
+    typed = clean_input(values["name"], MAX_NAME_CHARS)[0].strip()
+    if typed and not typed.startswith("live-"):
+        return typed
+    return default_name(values["kind"], values["task"], values["path"], values["upload"], values["hf_name"])
+
+
 def settings_from(values: dict) -> Settings:
     """The panel's values -> Settings; ValueError names a bad field."""
     v = values
@@ -113,7 +122,7 @@ def settings_from(values: dict) -> Settings:
         data=corpus_spec(v["kind"], v["task"], v["path"], v["upload"], v["hf_name"]),
         src_lang=clean_input(v["src_lang"], 32)[0].strip() or None,  # language codes: short
         tgt_lang=clean_input(v["tgt_lang"], 32)[0].strip() or None,
-        limit=limit or None, name=clean_input(v["name"], MAX_NAME_CHARS)[0].strip() or "live-model",
+        limit=limit or None, name=run_name(v),
         preset=v["preset"],
         layers=_int(v["layers"], "layers"), d_model=_int(v["d_model"], "d_model", 2),
         n_heads=_int(v["n_heads"], "heads"), d_ff=_int(v["d_ff"], "d_ff"),
@@ -563,7 +572,7 @@ def build(shell: Shell, job: TrainingJob) -> None:
                     src_lang = gr.Textbox(label="Source language (blank: from the data)", max_lines=1)
                     tgt_lang = gr.Textbox(label="Target language (blank: from the data)", max_lines=1)
                     limit = gr.Number(0, precision=0, label="Training pairs used (0: all)")
-                name = gr.Textbox(d.name, label="Model name in the picker", max_lines=1)
+                name = gr.Textbox(d.name, label="Model name in the picker (live-…: follows the data)", max_lines=1)
             with gr.Column(scale=2):
                 preset = gr.Dropdown(list(PRESETS), value=d.preset, label="Preset")
                 with gr.Row():
@@ -612,8 +621,10 @@ def build(shell: Shell, job: TrainingJob) -> None:
     task.change(task_described, inputs=task, outputs=task)
     # The user's picks (.input, not .change): a page opened during a run is given that run's name and
     # model sizes (setup_of_the_run), which the data's default name and the preset's sizes must not replace.
+    # always_last: keystrokes typed while the last one's update is on its way are not dropped.
     gr.on([kind.input, task.input, path.input, upload.upload, upload.clear, hf_name.input], data_picked,
-          inputs=[kind, task, path, upload, hf_name, name], outputs=name, show_progress="hidden")
+          inputs=[kind, task, path, upload, hf_name, name], outputs=name, show_progress="hidden",
+          trigger_mode="always_last")
     preset.input(guard(preset_values), inputs=preset, outputs=[layers_in, d_model_in, heads_in, d_ff_in, dropout_in])
     gr.on([d_model_in.change, warmup.change, lr_factor.change], peak_lr, inputs=[d_model_in, warmup, lr_factor],
           outputs=lr_line)
@@ -627,7 +638,8 @@ def build(shell: Shell, job: TrainingJob) -> None:
 
     start_button.click(guard(start_run), inputs=fields, outputs=[shell.model, outcome, download],
                        api_name="train_start").then(
-        fold_setup, inputs=outcome, outputs=setup, show_progress="hidden")
+        fold_setup, inputs=outcome, outputs=setup, show_progress="hidden").then(
+        data_picked, inputs=[kind, task, path, upload, hf_name, name], outputs=name, show_progress="hidden")
 
     def release_page(request: gr.Request) -> None:  # its session, from Gradio
         job.release(session_of(request))
