@@ -158,7 +158,7 @@ def _inside(path: Path, roots: tuple[Path, ...]) -> bool:
 def corpus_path_spec(text: str, roots: tuple[Path, ...] = DATA_ROOTS) -> str:
     """A typed folder or .tsv[.gz] path (optionally ending in :LANG1-LANG2, the TSV columns'
     languages) -> a files: spec; ValueError unless it lies under one of roots (relative
-    paths start at the repository)."""
+    paths start at the repository, or at one of roots where they exist)."""
     text = (text or "").strip()
     if not text:
         raise ValueError("Type the path of a corpus folder or a .tsv file.")
@@ -167,10 +167,13 @@ def corpus_path_spec(text: str, roots: tuple[Path, ...] = DATA_ROOTS) -> str:
     if "," in typed:  # core reads files:A,B as two aligned files: B could lie anywhere
         raise ValueError("Type one folder or .tsv path (no commas).")
     path = (ROOT / typed).resolve()
-    if not _inside(path, roots):
-        allowed = ", ".join(str(r) for r in roots)
+    if not _inside(path, roots):  # or from a data folder, where it exists: "multi30k" is ../shared/data/multi30k
+        path = next((p for p in ((root / typed).resolve() for root in roots) if _inside(p, roots) and p.exists()),
+                    None)
+    if path is None:
+        allowed = " or ".join(str(r) for r in roots)
         raise ValueError(f"The studio reads corpora only from {allowed} (or an uploaded TSV); "
-                         f"{text[:200]!r} is outside.")
+                         f"{text[:200]!r} is not in them (a relative path starts at {ROOT} or at one of them).")
     return f"files:{path}{languages}"
 
 

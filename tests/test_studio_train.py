@@ -232,6 +232,9 @@ def test_corpus_paths_outside_the_data_folders_are_refused(tmp_path):
     roots = (data,)
     assert training.corpus_path_spec(str(data / "corpus"), roots) == f"files:{data / 'corpus'}"
     assert training.corpus_path_spec(f"{data}/pairs.tsv.gz:en-de", roots) == f"files:{data}/pairs.tsv.gz:en-de"
+    assert training.corpus_path_spec("corpus", roots) == f"files:{data / 'corpus'}"  # as named in a data folder
+    with pytest.raises(ValueError, match="'nowhere' is not in them \\(a relative path starts at"):
+        training.corpus_path_spec("nowhere", roots)
     (tmp_path / "data-evil").mkdir()
     (tmp_path / "data-evil" / "x.tsv").write_text("a\tb\n")
     for bad in ("../../etc/passwd", "/etc/passwd", str(data / "escape" / "passwd"), f"{data}/../x.tsv", "",

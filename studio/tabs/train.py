@@ -563,7 +563,7 @@ def build(shell: Shell, job: TrainingJob) -> None:
                                    label="Synthetic task (generated here, no download)", info=TASKS[task_name])
                 path = gr.Textbox(label="Corpus folder or .tsv[.gz] file under data/ or ../shared/data "
                                         "(a TSV's column languages may follow, e.g. deu-eng.tsv.gz:en-de)",
-                                  placeholder="../shared/data/multi30k", visible=False)
+                                  placeholder="e.g. ../shared/data/multi30k", visible=False)
                 upload = gr.File(label="TSV file: source<TAB>target, one pair a line", file_types=[".tsv", ".txt", ".gz"],
                                  type="filepath", visible=False)
                 hf_name = gr.Textbox(label=HF_LABEL_OFFLINE if hub_offline() else HF_LABEL_ONLINE,
