@@ -181,6 +181,11 @@ def test_translate_returns_text_probabilities_nbest_and_current(registry):
         assert run_translate(registry, SENTENCES[1], method=method, seed=1)[4].ids
 
 
+def test_an_empty_hypothesis_in_the_n_best_list_says_what_it_is():
+    empty = Translation("a", [5], ["a"], [-0.1, -0.2], -0.3, [("a", -0.3), ("", -8.25)], ["x", "<eos>"])
+    assert translate.nbest_rows(empty)[1] == [2, "-8.2500", translate.EMPTY_HYPOTHESIS]
+
+
 def test_more_n_best_than_the_beam_holds_is_said(registry, toasts):
     *_, notes, _ = run_translate(registry, SENTENCES[0], beam_size=2, n_best=16)
     assert "n\\-best shown: 2, the beam size" in notes and "16 asked" in notes

@@ -93,8 +93,11 @@ NBEST_CAPTION = ("n-best list — score: beam, log-probability ÷ ((5 + length) 
                  "log-probability (the sum over the tokens)")
 
 
+EMPTY_HYPOTHESIS = "(empty: <eos> came first)"  # a wide beam can keep one; a blank cell read as a fault
+
+
 def nbest_rows(t: Translation) -> list[list]:
-    return [[i + 1, f"{score:.4f}", text] for i, (text, score) in enumerate(t.n_best)]
+    return [[i + 1, f"{score:.4f}", text or EMPTY_HYPOTHESIS] for i, (text, score) in enumerate(t.n_best)]
 
 
 def nbest_table(t: Translation) -> str:
