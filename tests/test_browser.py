@@ -134,11 +134,10 @@ def test_studio_in_headless_chromium(studio):
         # Attention: grid and large head follow the translation; bertviz renders in its iframe.
         page.get_by_role("tab", name="Attention").click()
         _plots_in(page, "attention", 2)
-        # A toast rises from the bottom right, clear of the header's model summary and presenter switch.
+        # An empty sentence box is said under it, not in a toast over the plots.
         page.get_by_role("button", name="Show attention").click()
-        toast = page.get_by_text("Type a sentence to look at.")
-        toast.wait_for(timeout=10000)
-        assert toast.bounding_box()["y"] > page.viewport_size["height"] / 2
+        page.locator("#tab-attention").get_by_text("Type a sentence to look at").wait_for(timeout=10000)
+        assert page.locator(".toast-body").count() == 0
         page.get_by_text("bertviz: head view and model view").click()
         frame = page.frame_locator("iframe.bertviz").first
         frame.locator("svg text").first.wait_for(timeout=15000)
@@ -188,6 +187,15 @@ def test_studio_in_headless_chromium(studio):
         # Run to end disabled itself: the keyboard focus went to the row's first enabled button, not the page.
         page.wait_for_function("document.activeElement && document.activeElement.id === 'beam-back'", timeout=5000)
         assert page.locator("#tab-beam .announce[aria-live=polite]").count() == 1  # each step is read out
+        # A toast (a file that is no checkpoint, opened) rises from the bottom right, clear of the header's
+        # model summary and presenter switch.
+        page.get_by_text("Open another checkpoint").click()
+        page.locator("#open-checkpoint input[type=file]").set_input_files(
+            files=[{"name": "notes.txt", "mimeType": "text/plain", "buffer": b"not a checkpoint"}])
+        toast = page.locator(".toast-body").filter(has_text="Cannot open notes.txt")
+        toast.wait_for(timeout=15000)
+        assert toast.bounding_box()["y"] > page.viewport_size["height"] / 2
+        page.get_by_text("Open another checkpoint").click()  # folded again
         # On a phone the tree's words alternate above and below their markers, in smaller type (a trace's
         # narrow layout), and go back as they were on a wide page (above them; alternating there too in a
         # search of CROWDED_STEPS steps or more, as the untrained model's long outputs are).

@@ -301,7 +301,7 @@ def test_100k_characters_get_a_notice_in_bounded_time(registry, toasts):
     started = time.perf_counter()
     search = beam.start(registry, MODEL, "Hund " * 20_000, 4, 0.6, "gnmt", 10)
     assert len(search.key[1]) == 2000 and any("input cut" in n for n in search.notices)
-    assert attention.translate_here(registry, MODEL, "x" * 100_000).source == "x" * 2000
+    assert attention.translate_here(registry, MODEL, "x" * 100_000)[0].source == "x" * 2000
     assert time.perf_counter() - started < 20
 
 
@@ -312,7 +312,7 @@ def test_control_characters_and_lone_surrogates_are_cleaned(registry, toasts):
     assert current.ids and "\x00" not in current.source and "\ud800" not in current.source
     current.source.encode("utf-8")  # valid UTF-8 from here on
     assert beam.start(registry, MODEL, text, 4, 0.6, "gnmt", 10) is not None
-    assert attention.translate_here(registry, MODEL, text).ids
+    assert attention.translate_here(registry, MODEL, text)[0].ids
     assert limits.clean_input("tab\tnew\nline\r ok") == ("tab\tnew\nline\r ok", [])
 
 

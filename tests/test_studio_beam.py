@@ -57,8 +57,10 @@ def test_step_back_and_reset_retrace_the_same_views(registry):
 
 
 def test_bad_input_is_clamped_or_refused_with_notices(registry, capsys):
-    with pytest.warns(UserWarning, match="Type a source"):
-        assert act(registry, "step", None, text="  ") is None
+    with pytest.raises(beam.Refused, match="Type a source"):
+        act(registry, "step", None, text="  ")
+    search, *page = beam.act_and_render("step", registry, None, None, None, "  ", 4, 0.6, "gnmt", 50)
+    assert search is None and "Type a source sentence first" in page[-1]  # on the page, not in a toast
     search = act(registry, "reset", None, beam_size=40)
     assert search.stepper.options.beam_size == 16 and "beam size 40 is above the maximum 16; using 16" in search.notices
     search = act(registry, "reset", None, beam_size=0)
@@ -77,8 +79,8 @@ def test_bad_input_is_clamped_or_refused_with_notices(registry, capsys):
     shown = act(registry, "step", act(registry, "step", start))
     walked = act(registry, "back", shown, beam_size=2)  # Back after changed settings: walks the search shown
     assert walked is shown and walked.view.step == 1 and walked.stepper.options.beam_size == 3
-    with pytest.warns(UserWarning, match="no model"):
-        assert act(registry, "reset", None, name="gone") is None
+    with pytest.raises(beam.Refused, match="Cannot search: .*no model"):
+        act(registry, "reset", None, name="gone")
 
 
 def test_the_box_shows_the_beam_size_used_and_notices_stay_on_the_page(registry):

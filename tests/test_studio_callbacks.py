@@ -402,19 +402,19 @@ def test_attention_maps_never_outlive_a_model_switch(registry, current):
     assert (layer, head) == (gr.skip(), gr.skip())  # picked_model_ranges sets them for "other"
     assert attention.refresh_bertviz(None, attention.FIRST_STACK, ("studio-tiny", "x", "y", attention.FIRST_STACK),
                                      attention.TAB_ID, True)[:2] == (attention.NO_BERTVIZ,) * 2  # said, not blank
-    with pytest.warns(UserWarning, match="translated with studio-tiny, not other"):
-        assert "Model changed to **other**" in attention.ablate(registry, current, "other", ["L1 H1"], [], [])
+    assert "Model changed to **other**" in attention.ablate(registry, current, "other", ["L1 H1"], [], [])
     analysis, *_, drawn = attention.refresh(registry, current, drawn, attention.TAB_ID, "studio-tiny")
     assert analysis.model == "studio-tiny" and drawn == (current, registry.key("studio-tiny"))
-    mine = attention.translate_here(registry, "other", SENTENCES[0])
+    mine, _ = attention.translate_here(registry, "other", SENTENCES[0])
     assert attention.refresh(registry, mine, drawn, attention.TAB_ID, "other")[0].model == "other"
 
 
 def test_attention_tab_translates_its_own_sentence(registry):
-    current = attention.translate_here(registry, "studio-tiny", SENTENCES[2])
-    assert current.source == SENTENCES[2] and current.model == "studio-tiny"
-    with pytest.warns(UserWarning, match="Type a sentence"):  # the maps on screen stay
-        assert attention.translate_here(registry, "studio-tiny", "  ") == gr.skip()
+    current, notes = attention.translate_here(registry, "studio-tiny", SENTENCES[2])
+    assert current.source == SENTENCES[2] and current.model == "studio-tiny" and "unknown" not in notes
+    kept, said = attention.translate_here(registry, "studio-tiny", "  ")  # the maps on screen stay
+    assert kept == gr.skip() and "Type a sentence" in said  # said under the box: a toast covered the plots
+    assert "unknown pieces" in attention.translate_here(registry, "studio-tiny", "ein 猫")[1]
 
 
 # ----- Positional encoding and Model tabs ------------------------------------------------------------

@@ -18,7 +18,7 @@ from core.tokenizer import BOS_ID, EOS_ID
 from .. import bertviz_offline, plots
 from ..app import Shell
 from ..limits import HEAVY, clean_input
-from ..text import clip, guard, info, md, warn
+from ..text import clip, guard, md
 from ..widgets import Slider
 from .translate import Current, switched
 
@@ -130,7 +130,6 @@ def show(registry, current: Current):
     try:
         bundle = registry.get(current.model)
     except (LookupError, ValueError, FileNotFoundError) as exc:
-        warn(str(exc))
         return None, f"**Cannot analyse:** {md(exc)}", gr.Slider(), gr.Slider()
     analysis = analyse(bundle, current.model, current.source, current.ids)
     if analysis is None:
@@ -196,22 +195,20 @@ def refresh_bertviz(analysis: Analysis | None, stack_label: str, rendered: tuple
     return *bertviz_views(analysis, stack_label), key
 
 
-def translate_here(registry, name: str | None, text: str):
-    """The tab's own box: translate with the default settings (beam 4, α 0.6) -> the new Current;
-    nothing to translate keeps the maps on screen (gr.skip()), with a warning."""
+def translate_here(registry, name: str | None, text: str) -> tuple:
+    """The tab's own box: translate with the default settings (beam 4, α 0.6) -> (the new Current, what
+    was done to the input). Nothing to translate keeps the maps on screen (gr.skip()) and says why, under
+    the box: a toast covered the plots' placeholder."""
     text, cleaned = clean_input(text)
     if not text or not text.strip():
-        warn("Type a sentence to look at.")
-        return gr.skip()
+        return gr.skip(), "*Type a sentence to look at (or translate one on the Translate tab).*"
     try:
         key, bundle = registry.key(name), registry.get(name)
     except (LookupError, ValueError, FileNotFoundError) as exc:
-        warn(str(exc))
-        return gr.skip()
+        return gr.skip(), f"**Cannot translate:** {md(exc)}"
     t = translate_detailed(bundle, [text], DecodeOptions())[0]
-    for notice in cleaned + t.notices:
-        info(clip(notice, 300))
-    return Current(name, text, list(t.ids), DecodeOptions(), key)
+    notes = "\n".join(f"- {md(clip(notice, 300))}" for notice in cleaned + t.notices)
+    return Current(name, text, list(t.ids), DecodeOptions(), key), notes
 
 
 # ----- head ablation ------------------------------------------------------------------------
@@ -271,11 +268,8 @@ def ablate(registry, current: Current, picked: str | None, encoder: list[str], d
            cross: list[str]) -> str:
     """Translate the current source again with the ticked heads off (on a private copy of the model)."""
     if current is None or not current.source:
-        warn("Translate a sentence first.")
         return "*Translate a sentence first.*"
     if switched(registry, current, picked):  # the boxes name the picked model's heads, not the translating one's
-        warn(f"The sentence was translated with {translated_with(current, picked)}, not {picked}: translate it "
-             f"again first.")
         return stale(picked, current)
     spec = parse_heads(encoder, decoder, cross)
     if not spec:
@@ -284,7 +278,6 @@ def ablate(registry, current: Current, picked: str | None, encoder: list[str], d
         bundle = registry.get(current.model)
         model, lock = registry.ablation_model(current.model)
     except (LookupError, ValueError, FileNotFoundError) as exc:
-        warn(str(exc))
         return f"**Cannot ablate:** {md(exc)}"
     twin = ModelBundle(model, bundle.tokenizer, bundle.info, bundle.path)
     with lock, model.heads_off(spec):
@@ -305,6 +298,7 @@ def build(shell: Shell, current: gr.State, tab: gr.Tab, on_screen: gr.State) -> 
     with gr.Row():
         source = gr.Textbox(label="Or look at another sentence", scale=4)
         look = gr.Button("Show attention", scale=1)
+    looked = gr.Markdown(elem_classes="announce")  # what was done to that sentence, or why nothing was
     with gr.Row():
         stack = gr.Radio(list(STACKS), value=FIRST_STACK, label="Attention", scale=3)
         average = gr.Checkbox(label="Average over heads", value=False, scale=1)
@@ -345,7 +339,7 @@ def build(shell: Shell, current: gr.State, tab: gr.Tab, on_screen: gr.State) -> 
     for change in (current.change, shell.model_key.change):  # an old ablation is stale now
         draw(change(lambda: "", outputs=ablated, show_progress="hidden"))
     gr.on([look.click, source.submit], guard(partial(translate_here, shell.registry)),
-          inputs=[shell.model, source], outputs=current, **HEAVY)
+          inputs=[shell.model, source], outputs=[current, looked], **HEAVY)
     # Averaged over heads, the large view shows no one head: its slider rests.
     average.change(lambda averaged: gr.Slider(interactive=not averaged), inputs=average, outputs=head,
                    show_progress="hidden")

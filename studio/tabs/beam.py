@@ -20,7 +20,7 @@ from core.tokenizer import EOS_ID
 from .. import plots
 from ..app import Shell
 from ..limits import HEAVY, clean_input
-from ..text import clip, guard, info, md, md_table, warn
+from ..text import clip, guard, info, md, md_table
 from ..widgets import Slider
 from .translate import Current, picked_examples
 
@@ -117,22 +117,24 @@ def decode_options(beam_size: int, alpha: float, penalty: str, max_extra: float)
                          max_len_b=int(max_extra), n_best=1)
 
 
+class Refused(Exception):
+    """Nothing to search, and why: said on the page, where the search would be."""
+
+
 def start(registry, name: str | None, text: str, beam_size, alpha: float, penalty: str, max_extra: float
-          ) -> Search | None:
-    """A fresh search for the inputs (None, with a warning, when there is nothing to search). What
-    was changed in the input (a beam size, a cut source) goes to the search's notices, on the page
-    (not as toasts too: they covered the controls)."""
+          ) -> Search:
+    """A fresh search for the inputs (Refused when there is nothing to search). What was changed in
+    the input (a beam size, a cut source) goes to the search's notices, on the page (not as toasts:
+    they covered the controls)."""
     text, cleaned = clean_input(text)
     if not text or not text.strip():
-        warn("Type a source sentence first.")
-        return None
+        raise Refused("Type a source sentence first (or pick an example).")
     size, notice = clamp_beam(beam_size)
     try:
         model_key, bundle = registry.key(name), registry.get(name)
         stepper = BeamStepper(bundle, text, decode_options(size, alpha, penalty, max_extra))
     except (LookupError, ValueError, FileNotFoundError) as exc:
-        warn(str(exc))
-        return None
+        raise Refused(f"Cannot search: {exc}") from None
     notices = [clip(n, 300) for n in cleaned + ([notice] if notice else []) + stepper.notices]
     return Search((name, text, size, float(alpha), penalty, int(max_extra)), stepper, [stepper.view], notices,
                   model_key, bundle=bundle)
@@ -180,7 +182,10 @@ def act_and_render(action: str, registry, search: Search | None, choice: str | N
     """act() and the page it leaves, in one call: a step rendered in a callback of its own could be
     drawn before a second keypress stepped the same search on, and that second drawing was dropped
     (an event fired while its previous run is pending is ignored), so the page showed a step behind."""
-    search = act(action, registry, search, *settings)
+    try:
+        search = act(action, registry, search, *settings)
+    except Refused as why:
+        return None, *render(registry, None, refusal=str(why))
     return search, *render(registry, search, choice, *settings)
 
 
@@ -285,16 +290,17 @@ def _compare(registry, search: Search) -> tuple[str, str, str]:
             f"{t.text}  (score {t.score:.4f})", verdict + ".")
 
 
-def render(registry, search: Search | None, choice: str | None = None, *settings):
+def render(registry, search: Search | None, choice: str | None = None, *settings, refusal: str = ""):
     """Everything the tab shows for a search: tree, table, hypothesis picker, attention,
     explanation, comparison, the buttons' state (Step, Back, Run to end), the beam size box
     (the size used) and the input notices. settings (the tab's inputs, as for act): where they
-    are not the search's own, the page says so, as settings_changed() does."""
+    are not the search's own, the page says so, as settings_changed() does. refusal: why there is
+    no search, said where the notices go."""
     if search is None:
         blank = plots.empty("Type a sentence and press Step.")
         return (blank, "", gr.Dropdown(choices=[], value=None), blank, "", "", "",
                 "*Nothing searched yet.*", gr.Button(interactive=True), gr.Button(interactive=False),
-                gr.Button(interactive=True), gr.skip(), "")
+                gr.Button(interactive=True), gr.skip(), f"**{md(refusal)}**" if refusal else "")
     view = search.view
     names = [n for n, _ in _hypotheses(view)]
     choice = choice if choice in names else (names[0] if names else None)
