@@ -278,12 +278,13 @@ def check_hf_cached(spec: str) -> None:
 
 def safe_name(text: str, fallback: str = "live-model") -> str:
     """A checkpoint folder name: letters of any script with their marks (Übung, हिन्दी, مُعَلِّم), digits,
-    '.', '_' and '-'; everything else becomes '-'; no leading dot; at most 120 bytes (a file name
+    '.', '_' and '-'; everything else becomes '-'; no leading dot, nor two in a row; at most 120 bytes (a file name
     holds 255, and the folder's -stepN follows)."""
     def kept(ch: str) -> bool:  # a letter, mark or number; the joiners some scripts spell with
         return ch in "._-\u200c\u200d" or unicodedata.category(ch)[0] in "LMN"
     name = "".join(ch if kept(ch) else " " for ch in unicodedata.normalize("NFC", text or ""))
     name = "-".join(name.split())  # a run of anything else: one '-'
+    name = re.sub(r"\.{2,}", ".", name)  # "my run/../x" is my-run-.-x: no ".." that reads as a path trick
     name = name.encode()[:120].decode("utf-8", "ignore").strip(".-")
     return name or fallback
 

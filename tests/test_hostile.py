@@ -239,7 +239,7 @@ def test_names_from_the_ui_cannot_reach_files(registry, tmp_path, toasts):
         assert "cannot be used" in app.status_line(registry, name)
         assert "Cannot translate" in translate_text(registry, "Hund", name=name)[3]
     for name, safe in (("../../x", "x"), ("/etc/passwd", "etc-passwd"), (".hidden", "hidden"), ("a\x00b", "a-b"),
-                       ("..", "live-model"), ("<script>", "script"), ("Übung", "Übung"),
+                       ("..", "live-model"), ("my run/../x", "my-run-.-x"), ("<script>", "script"), ("Übung", "Übung"),
                        ("Ünïcödé 🙂 name", "Ünïcödé-name"), ("   ", "live-model"), ("हिन्दी", "हिन्दी"),
                        ("مُعَلِّم", "مُعَلِّم"), ("می\u200cخواهم", "می\u200cخواهم")):
         assert training.safe_name(name) == safe
