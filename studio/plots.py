@@ -428,7 +428,9 @@ def beam_tree(nodes: Sequence[dict], current_step: int, best: tuple | None = Non
     note = word_start_note([n["token"] for n in nodes])
     shown = "band: the result" if best is not None else "shaded: this step; orange ring: chosen in it"
     title = f"Search tree ({shown}{note})"
-    rows_px = int(min(2600, max(380, 160 + 32 * (bottom - top))))
+    # 42 px a row: a chosen node's ring (21 px) and the 13 px word above the node below it (at 32 px, a
+    # beam of 8's words sat on the rings above them).
+    rows_px = int(min(2600, max(380, 160 + 42 * (bottom - top))))
     # Where a step is narrower than a word, words alternate above (even steps) and below (odd) their
     # markers, and rows lie further apart to hold a word on each side: on a phone (a step ~25 px), and on
     # a wide screen once a search has CROWDED_STEPS steps (under ~75 px a step: "␣individual␣stand" ran together).
