@@ -14,6 +14,7 @@ from typing import Sequence
 
 import numpy as np
 import plotly.graph_objects as go
+from plotly.colors import qualitative
 from plotly.subplots import make_subplots
 
 FONT = dict(family="DejaVu Sans, Arial, sans-serif", size=14, color="#111")
@@ -247,16 +248,28 @@ def pe_heatmap(table: np.ndarray, note: str = "") -> go.Figure:
     return _layout(fig, f"PE for {table.shape[0]} positions × {table.shape[1]} dimensions{note}", 460)
 
 
-def pe_curves(table: np.ndarray, dims: Sequence[int]) -> go.Figure:
+PE_DOTS_UP_TO = 64  # positions: past this many the whole positions' dots would hide the curves
+
+
+def pe_curves(table: np.ndarray, dims: Sequence[int], between: tuple[np.ndarray, np.ndarray]) -> go.Figure:
+    """table: PE at whole positions; between: (positions, PE there) on a finer grid, so that each
+    dimension is drawn as the sinusoid it is (dimension 0's wavelength, 2π, is 6.3 positions: joined
+    from whole position to whole position it read as a zig-zag). The whole positions, the values the
+    model adds, are dots on it."""
     fig = go.Figure()
     positions = np.arange(table.shape[0])
-    for d in dims:
-        kind = "sin" if d % 2 == 0 else "cos"
-        fig.add_trace(go.Scatter(x=positions, y=table[:, d], mode="lines", name=f"dim {d} ({kind})",
+    colors = TEMPLATE.layout.colorway or qualitative.Plotly  # a dimension's curve and dots in one colour
+    for n, d in enumerate(dims):
+        kind, color = "sin" if d % 2 == 0 else "cos", colors[n % len(colors)]
+        fig.add_trace(go.Scatter(x=between[0], y=between[1][:, d], mode="lines", name=f"dim {d} ({kind})",
+                                 legendgroup=str(d), line=dict(color=color), hoverinfo="skip"))
+        dots = len(positions) <= PE_DOTS_UP_TO
+        fig.add_trace(go.Scatter(x=positions, y=table[:, d], mode="markers", legendgroup=str(d), showlegend=False,
+                                 marker=dict(color=color, size=6 if dots else 0.1), name=f"dim {d}",
                                  hovertemplate=f"dim {d}<br>pos %{{x}}<br>%{{y:.3f}}<extra></extra>"))
     fig.update_xaxes(_positions(len(table)))
     fig.update_yaxes(title="PE(pos, i)", range=[-1.1, 1.1])
-    title = "Each dimension is a sinusoid; wavelengths grow from 2π to 10000·2π"
+    title = "Each dimension is a sinusoid (dots: the whole positions a model reads); wavelengths grow from 2π to 10000·2π"
     _layout(fig, title, 400)
     # On a phone the legend goes above the plot, which keeps the width.
     narrow(fig, **{"legend.orientation": "h", "legend.entrywidth": 0.5, "legend.entrywidthmode": "fraction",

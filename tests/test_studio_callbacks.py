@@ -421,7 +421,13 @@ def test_attention_tab_translates_its_own_sentence(registry):
 def test_positional_plots_follow_d_model_and_length():
     heatmap, curves, similarity = positional.render(65, 30, [0, 1, 200])
     assert heatmap.data[0].z.shape == (30, 64)  # d_model rounded down to even
-    assert [t.name for t in curves.data] == ["dim 0 (sin)", "dim 1 (cos)"]
+    named = [t for t in curves.data if t.showlegend is not False]
+    assert [t.name for t in named] == ["dim 0 (sin)", "dim 1 (cos)"]
+    # Each drawn as the sinusoid it is, between the whole positions (dim 0's 2π read as a zig-zag joined
+    # from one to the next), with the whole positions' values, what the model adds, as dots on it.
+    smooth, dots = curves.data[0], curves.data[1]
+    assert len(smooth.x) == 8 * 29 + 1 and np.allclose(smooth.y, np.sin(smooth.x))
+    assert list(dots.x) == list(range(30)) and np.allclose(dots.y, heatmap.data[0].z[:, 0], atol=1e-6)
     assert similarity.data[0].z.shape == (30, 30)
     assert positional.dimension_choices(16, [0, 20], picked=True).value == [0]  # the user's, where they exist
     assert positional.default_dims(128) == [0, 1, 16, 32]
@@ -432,7 +438,8 @@ def test_positional_plots_say_d_model_was_rounded_and_tick_whole_positions():
     heatmap, curves, similarity = positional.render(13, 2, [0, 1])
     assert heatmap.data[0].z.shape == (2, 12) and "d_model 13 rounded down to even" in heatmap.layout.title.text
     assert "rounded" not in positional.render(12, 2, [0])[0].layout.title.text
-    assert [t.name for t in positional.render(12, 2, [12])[1].data] == ["dim 0 (sin)", "dim 1 (cos)"]  # 12: none
+    assert [t.name for t in positional.render(12, 2, [12])[1].data if t.showlegend is not False] == [
+        "dim 0 (sin)", "dim 1 (cos)"]  # 12: none
     # Two positions: plotly would tick 0, 0.5, 1; one tick per position instead (plenty: its own choice).
     for axis in (heatmap.layout.yaxis, curves.layout.xaxis, similarity.layout.xaxis, similarity.layout.yaxis):
         assert axis.dtick == 1 and axis.title.text == "position"

@@ -4,8 +4,10 @@ from __future__ import annotations
 from functools import partial
 
 import gradio as gr
+import numpy as np
+import torch
 
-from core.positional import sinusoidal_encoding
+from core.positional import encoding_at, sinusoidal_encoding
 
 from .. import plots
 from ..app import Shell
@@ -58,7 +60,9 @@ def render(d_model: float, length: float, dims: list[int] | None):
     table = sinusoidal_encoding(length, width).numpy()
     dims = [int(d) for d in (dims or []) if 0 <= int(d) < width] or [0, 1]
     note = "" if width == d_model else f" (d_model {d_model:g} rounded down to even: sin and cos come in pairs)"
-    return plots.pe_heatmap(table, note), plots.pe_curves(table, dims), plots.pe_similarity(table)
+    between = np.linspace(0, length - 1, 8 * (length - 1) + 1)  # 8 points a position: smooth at 2π
+    smooth = encoding_at(torch.from_numpy(between), width).numpy()
+    return plots.pe_heatmap(table, note), plots.pe_curves(table, dims, (between, smooth)), plots.pe_similarity(table)
 
 
 def model_width(registry, name: str | None, dims: list[int] | None, picked: bool) -> tuple:
