@@ -232,7 +232,7 @@ def build(shell: Shell):
     inputs = [shell.model, source, method, beam_size, alpha, max_extra, n_best, temperature, top_k, top_p, seed]
     outputs = [output, probs, nbest, notices, current]
     run = guard(partial(translate, shell.registry))
-    gr.on([go.click, source.submit], run, inputs=inputs, outputs=outputs, api_name="translate", **HEAVY)
+    gr.on([go.click, source.submit, seed.submit], run, inputs=inputs, outputs=outputs, api_name="translate", **HEAVY)
     examples.click(lambda sample: sample[0], inputs=examples, outputs=source).then(run, inputs=inputs, outputs=outputs,
                                                                                    **HEAVY)
     output.change(spoken_translation, inputs=output, outputs=spoken, show_progress="hidden")
