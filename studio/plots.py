@@ -224,11 +224,11 @@ def attention_head(weights: np.ndarray, rows: Sequence[str], cols: Sequence[str]
     fig.update_xaxes(_token_axis(cols, max_labels=36, tickangle=-45, title=col_title))
     fig.update_yaxes(_token_axis(rows, max_labels=(height - 150) // 16, title=row_title, autorange="reversed"))
     _layout(fig, title, height, margin=dict(l=110, r=30, t=60, b=90))
-    # On a phone the colour bar lies across the bottom and the source's labels stand upright: beside the
-    # map the bar took a third of the width, and 14 slanted labels overprinted in the 130 px left.
-    narrow(fig, **{"data[0].colorbar.orientation": "h", "data[0].colorbar.yref": "container", "data[0].colorbar.y": 0,
-                   "data[0].colorbar.yanchor": "bottom", "data[0].colorbar.thickness": 10, "height": height + 50,
-                   "margin.b": 140, "margin.l": 40, "margin.r": 10, "xaxis.tickangle": -90})
+    # On a phone a slim colour bar and upright source labels: the bar and its margins took a third of the
+    # width, and 14 slanted labels overprinted in the 130 px left. (A bar across the bottom, placed in the
+    # container, pushed the margins past the figure's height while its tab was hidden.)
+    narrow(fig, **{"data[0].colorbar.thickness": 8, "data[0].colorbar.xpad": 4, "data[0].colorbar.tickvals": [0, 0.5, 1],
+                   "margin.l": 40, "margin.r": 10, "xaxis.tickangle": -90})
     return fig
 
 

@@ -626,9 +626,9 @@ def test_figures_carry_their_phone_layout():
     smoothing = plots.label_smoothing(np.array([0.9, 0.05, 0.05]), ["a", "b", "c"], 0, 0.1)
     assert smoothing.layout.meta["narrow"]["data[0].textangle"] == -90  # each value up its bar, in legible type
     head = plots.attention_head(np.eye(3), ["a", "b", "c"], ["x", "y", "z"], "t", "query", "key")
-    narrow = head.layout.meta["narrow"]  # the colour bar across the bottom: the map keeps the phone's width
-    assert narrow["data[0].colorbar.orientation"] == "h" and narrow["xaxis.tickangle"] == -90
-    assert head.data[0].colorbar.orientation is None  # the wide page's bar stays beside the map
+    narrow = head.layout.meta["narrow"]  # a slim colour bar and upright labels: the map keeps the phone's width
+    assert narrow["data[0].colorbar.thickness"] < 15 and narrow["xaxis.tickangle"] == -90
+    assert head.data[0].colorbar.thickness is None  # the wide page's bar as plotly draws it
 
 
 def test_sampling_starts_from_a_tempered_nucleus():
