@@ -151,7 +151,7 @@ def note_unused_decoding_options(args: argparse.Namespace) -> None:
 
 MODEL_FLAGS = {"d_model": "--d-model", "d_ff": "--d-ff", "n_heads": "--heads", "dropout": "--dropout",
                "encoder_layers": "--encoder-layers", "decoder_layers": "--decoder-layers",
-               "max_len": "--max-len", "norm_first": "--norm-first"}
+               "max_len": "--max-len", "norm_first": "--norm-first", "attention_bias": "--attention-bias"}
 
 
 def option_names(message: str, command: str) -> str:
@@ -227,6 +227,8 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--decoder-layers", type=POSITIVE_INT, help="decoder layers (default: --layers)")
     m.add_argument("--dropout", type=float, help="residual dropout (default: the preset's)")
     m.add_argument("--norm-first", action="store_true", help="pre-norm instead of the paper's post-norm")
+    m.add_argument("--attention-bias", action="store_true",
+                   help="a bias on each attention projection, as fairseq has (the paper's W^Q, W^K, W^V, W^O have none)")
     # <bos> and <eos> take two positions; the vocabulary holds the 4 special tokens and at least one more.
     m.add_argument("--max-len", type=number(int, "an integer >= 2", lambda v: v >= 2), default=256,
                    help="longest sequence in tokens")
@@ -366,6 +368,8 @@ def model_overrides(args: argparse.Namespace) -> dict:
     overrides["max_len"] = args.max_len
     if args.norm_first:
         overrides["norm_first"] = True
+    if args.attention_bias:
+        overrides["attention_bias"] = True
     return overrides
 
 
@@ -578,8 +582,12 @@ def command_train(args: argparse.Namespace) -> None:
             bundle = load_checkpoint(latest)
         check_same_vocabulary_and_direction(args, corpus, bundle)  # first: a reversed direction swaps the pairs
         check_same_pairs(args, record, fingerprint)
+        overrides = model_overrides(args)
+        # A run from before --attention-bias existed has biases without the flag in its run.json: the flag
+        # can only add them, so without it the run keeps its own.
+        overrides.setdefault("attention_bias", bundle.model.config.attention_bias)
         wanted = ModelConfig.from_preset(args.preset, src_vocab_size=bundle.tokenizer.vocab_size,
-                                         tgt_vocab_size=bundle.tokenizer.vocab_size, **model_overrides(args))
+                                         tgt_vocab_size=bundle.tokenizer.vocab_size, **overrides)
         if wanted != bundle.model.config:
             given = wanted.to_dict()
             diff = ", ".join(f"{MODEL_FLAGS.get(k, k)} {v} (now {given[k]})"

@@ -42,18 +42,19 @@ class MultiHeadAttention(nn.Module):
     """h heads of size d_k = d_model / h. Self-attention projects Q, K, V with one
     fused matrix; cross-attention projects K and V of the encoder output once."""
 
-    def __init__(self, d_model: int, n_heads: int, attention_dropout: float = 0.0, *, cross: bool = False):
+    def __init__(self, d_model: int, n_heads: int, attention_dropout: float = 0.0, *, cross: bool = False,
+                 bias: bool = False):
         super().__init__()
         self.n_heads = n_heads
         self.d_head = d_model // n_heads
         self.cross = cross
         self.attention_dropout = attention_dropout
         if cross:
-            self.q_proj = nn.Linear(d_model, d_model)
-            self.kv_proj = nn.Linear(d_model, 2 * d_model)
+            self.q_proj = nn.Linear(d_model, d_model, bias=bias)
+            self.kv_proj = nn.Linear(d_model, 2 * d_model, bias=bias)
         else:
-            self.qkv_proj = nn.Linear(d_model, 3 * d_model)
-        self.out_proj = nn.Linear(d_model, d_model)  # W^O
+            self.qkv_proj = nn.Linear(d_model, 3 * d_model, bias=bias)
+        self.out_proj = nn.Linear(d_model, d_model, bias=bias)  # W^O
         # (n_heads,) of 1.0 (on) / 0.0 (off), or None; set through Transformer.heads_off().
         self.head_mask: torch.Tensor | None = None
 

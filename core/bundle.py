@@ -67,7 +67,7 @@ MEMORY_SHARE = 0.6  # of the free memory a model may plan to use, leaving room f
 def parameter_count(c: ModelConfig) -> int:
     """Parameters of core.model.Transformer(c), computed without building it."""
     d, f = c.d_model, c.d_ff
-    attention, ffn, norm = 4 * d * d + 4 * d, 2 * d * f + f + d, 2 * d
+    attention, ffn, norm = 4 * d * d + (4 * d if c.attention_bias else 0), 2 * d * f + f + d, 2 * d
     embeddings = c.src_vocab_size * d + (0 if c.shared_vocab else c.tgt_vocab_size * d)
     final_norms = 2 * norm if c.norm_first else 0
     return (embeddings + c.encoder_layers * (attention + ffn + 2 * norm)

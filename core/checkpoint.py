@@ -215,6 +215,8 @@ def read_config(path: str | Path) -> dict[str, Any]:
         raise ValueError(f"{file}: no 'model' section")
     if config.get("format_version") != FORMAT_VERSION:
         raise ValueError(f"{file}: format_version {config.get('format_version')!r}, expected {FORMAT_VERSION}")
+    if isinstance(config["model"], dict):  # written before attention_bias existed, when every projection had one
+        config["model"].setdefault("attention_bias", True)
     try:
         ModelConfig.from_dict(config["model"])
     except (TypeError, ValueError) as exc:

@@ -45,6 +45,9 @@ class ModelConfig:
     dropout: float = 0.1  # Section 5.4, residual dropout
     attention_dropout: float = 0.0  # not in the paper; fairseq's option
     norm_first: bool = False  # False: the paper's post-norm LayerNorm(x + Sublayer(x))
+    # False: the paper's projections W^Q, W^K, W^V, W^O (3.2.2) are matrices alone; True adds a bias to
+    # each, as fairseq does (checkpoints written before this option have them).
+    attention_bias: bool = False
     max_len: int = 256  # longest source or target sequence, in tokens (with bos/eos)
     pad_id: int = 0
     bos_id: int = 1
@@ -67,7 +70,7 @@ class ModelConfig:
                 raise ValueError(f"ModelConfig.{name} must be a positive integer, got {value!r}")
         if self.max_len > MAX_POSITIONS:
             raise ValueError(f"ModelConfig.max_len must be at most {MAX_POSITIONS:,} tokens, got {self.max_len:,}")
-        for name in ("shared_vocab", "norm_first"):
+        for name in ("shared_vocab", "norm_first", "attention_bias"):
             if not isinstance(getattr(self, name), bool):  # the string "false" would count as true
                 raise ValueError(f"ModelConfig.{name} must be true or false, got {getattr(self, name)!r}")
         if self.d_model % self.n_heads:

@@ -61,7 +61,7 @@ class Residual(nn.Module):
 class EncoderLayer(nn.Module):
     def __init__(self, c: ModelConfig):
         super().__init__()
-        self.self_attn = MultiHeadAttention(c.d_model, c.n_heads, c.attention_dropout)
+        self.self_attn = MultiHeadAttention(c.d_model, c.n_heads, c.attention_dropout, bias=c.attention_bias)
         self.ffn = FeedForward(c.d_model, c.d_ff)
         self.res_attn = Residual(c.d_model, c.dropout, c.norm_first)
         self.res_ffn = Residual(c.d_model, c.dropout, c.norm_first)
@@ -77,8 +77,8 @@ class EncoderLayer(nn.Module):
 class DecoderLayer(nn.Module):
     def __init__(self, c: ModelConfig):
         super().__init__()
-        self.self_attn = MultiHeadAttention(c.d_model, c.n_heads, c.attention_dropout)
-        self.cross_attn = MultiHeadAttention(c.d_model, c.n_heads, c.attention_dropout, cross=True)
+        self.self_attn = MultiHeadAttention(c.d_model, c.n_heads, c.attention_dropout, bias=c.attention_bias)
+        self.cross_attn = MultiHeadAttention(c.d_model, c.n_heads, c.attention_dropout, cross=True, bias=c.attention_bias)
         self.ffn = FeedForward(c.d_model, c.d_ff)
         self.res_self = Residual(c.d_model, c.dropout, c.norm_first)
         self.res_cross = Residual(c.d_model, c.dropout, c.norm_first)

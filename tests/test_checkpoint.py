@@ -6,6 +6,7 @@ import json
 import pytest
 
 from _models import tiny_bundle
+from core import ModelBundle, ModelConfig, Transformer
 from core.checkpoint import load_checkpoint, save_checkpoint
 
 
@@ -32,6 +33,20 @@ def test_a_config_whose_layers_the_weights_lack_is_refused(saved):
     _edit_model_config(saved, norm_first=True)
     with pytest.raises(ValueError, match=r"does not match config.json: missing \['decoder_norm.bias'"):
         load_checkpoint(saved)
+
+
+def test_a_checkpoint_from_before_attention_bias_loads_with_its_biases(tmp_path):
+    """Its config.json has no attention_bias, and every projection had a bias then."""
+    tokenizer = tiny_bundle().tokenizer
+    config = ModelConfig.from_preset("tiny", src_vocab_size=tokenizer.vocab_size, tgt_vocab_size=tokenizer.vocab_size,
+                                     attention_bias=True)
+    bundle = ModelBundle(Transformer(config), tokenizer)
+    save_checkpoint(tmp_path / "old", bundle)
+    config = json.loads((tmp_path / "old" / "config.json").read_text())
+    del config["model"]["attention_bias"]
+    (tmp_path / "old" / "config.json").write_text(json.dumps(config))
+    loaded = load_checkpoint(tmp_path / "old")
+    assert loaded.model.config.attention_bias and loaded.model.num_parameters() == bundle.model.num_parameters()
 
 
 @pytest.mark.parametrize("off_by", [-1, 1])

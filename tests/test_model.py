@@ -344,13 +344,18 @@ def test_tiny_model_overfits_sixteen_pairs():
 
 def test_paper_base_has_63_million_parameters():
     """The base model (Table 3 rounds its count to 65M) counted piece by piece: a shared 37k embedding
-    (section 3.4), eq. 2's feed-forward layers and 4 projections per attention, all with biases, and a
-    layer norm (gain and bias) after each sub-layer; no norm after the stacks (section 3.1, post-norm)."""
+    (section 3.4), eq. 2's feed-forward layers with their biases, 4 projection matrices per attention
+    (3.2.2: no biases), and a layer norm (gain and bias) after each sub-layer; no norm after the stacks
+    (section 3.1, post-norm). attention_bias adds fairseq's 4·d_model per attention."""
     config = ModelConfig.from_preset("paper-base", src_vocab_size=37000, tgt_vocab_size=37000)
     d, ff, vocab = 512, 2048, 37000
-    attention, ffn, norm = 4 * (d * d + d), d * ff + ff + ff * d + d, 2 * d
+    attention, ffn, norm = 4 * d * d, d * ff + ff + ff * d + d, 2 * d
     encoder_layer, decoder_layer = attention + ffn + 2 * norm, 2 * attention + ffn + 3 * norm
-    assert Transformer(config).num_parameters() == vocab * d + 6 * encoder_layer + 6 * decoder_layer == 63_082_496
+    assert Transformer(config).num_parameters() == vocab * d + 6 * encoder_layer + 6 * decoder_layer == 63_045_632
+    biased = Transformer(ModelConfig.from_preset("paper-base", src_vocab_size=37000, tgt_vocab_size=37000,
+                                                 attention_bias=True))
+    assert biased.num_parameters() == 63_045_632 + 18 * 4 * d  # 6 + 2·6 attentions
+    assert not any(name.endswith(("proj.bias",)) for name, _ in Transformer(config).named_parameters())
 
 
 @pytest.mark.parametrize("name", list(PRESETS))
