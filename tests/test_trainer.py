@@ -93,7 +93,9 @@ def test_loss_is_label_smoothed_by_the_config():
     plain, smoothed = (make_trainer(label_smoothing=eps).step() for eps in (0.0, 0.1))
     assert plain.perplexity == pytest.approx(smoothed.perplexity, rel=1e-6)
     assert plain.loss == pytest.approx(math.log(plain.perplexity), rel=1e-5)
-    assert smoothed.loss != pytest.approx(plain.loss, rel=1e-3)
+    # At initialisation the output is nearly uniform, where smoothing moves the loss least (~0.1% here);
+    # far more than float rounding all the same.
+    assert smoothed.loss != pytest.approx(plain.loss, rel=1e-5)
 
 
 def test_steps_take_the_warm_up_rate():
