@@ -606,8 +606,9 @@ def command_train(args: argparse.Namespace) -> None:
     train, dropped = encode_pairs(corpus.train, bundle.tokenizer, max_len)
     valid, _ = encode_pairs(corpus.valid, bundle.tokenizer, max_len)
     log = print if rank == 0 else (lambda *a, **k: None)
-    if dropped_empty_note(corpus.description):
-        log(f"note: {dropped_empty_note(corpus.description)}", file=sys.stderr)
+    empty = dropped_empty_note(corpus.description)
+    if empty:
+        log(f"note: {empty}", file=sys.stderr)
     if dropped:
         log(f"note: {dropped} training pairs longer than {max_len} tokens were left out", file=sys.stderr)
     unknown = unknown_share(train)

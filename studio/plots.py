@@ -259,11 +259,11 @@ def pe_curves(table: np.ndarray, dims: Sequence[int], between: tuple[np.ndarray,
     fig = go.Figure()
     positions = np.arange(table.shape[0])
     colors = TEMPLATE.layout.colorway or qualitative.Plotly  # a dimension's curve and dots in one colour
+    dots = len(positions) <= PE_DOTS_UP_TO
     for n, d in enumerate(dims):
         kind, color = "sin" if d % 2 == 0 else "cos", colors[n % len(colors)]
         fig.add_trace(go.Scatter(x=between[0], y=between[1][:, d], mode="lines", name=f"dim {d} ({kind})",
                                  legendgroup=str(d), line=dict(color=color), hoverinfo="skip"))
-        dots = len(positions) <= PE_DOTS_UP_TO
         fig.add_trace(go.Scatter(x=positions, y=table[:, d], mode="markers", legendgroup=str(d), showlegend=False,
                                  marker=dict(color=color, size=6 if dots else 0.1), name=f"dim {d}",
                                  hovertemplate=f"dim {d}<br>pos %{{x}}<br>%{{y:.3f}}<extra></extra>"))

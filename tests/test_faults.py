@@ -261,12 +261,25 @@ def test_resume_after_kill_9_reproduces_the_uninterrupted_run(tmp_path, straight
     assert tail == straight[resumed_from:]  # same weights and the same losses, bit for bit
 
 
+def interrupted_train_loop(trainer: Trainer, out: Path) -> None:
+    """train_cli's loop over trainer, into out, ended by a SIGINT the trainer sends itself: it exits 130."""
+    import argparse
+
+    import train_cli
+
+    args = argparse.Namespace(out=out, tensorboard=False, save_every=1000, keep_last=3)
+    try:
+        with pytest.raises(SystemExit) as exited:
+            train_cli.train_loop(trainer, args, rank=0)
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    assert exited.value.code == 130
+
+
 def test_ctrl_c_inside_a_step_saves_the_run_after_that_step_and_resumes_it_exactly(tmp_path, straight):
     """A Ctrl-C that lands in a step's forward pass (its batches taken, the weights not yet updated):
     the step ends, then train_cli saves, and a resume retraces the uninterrupted run. (It used to save
     at once: "step 2" with step 3's batches and dropout draws used up, which a resume then skipped.)"""
-    import argparse
-
     import train_cli
 
     trainer = make_trainer()
@@ -278,13 +291,7 @@ def test_ctrl_c_inside_a_step_saves_the_run_after_that_step_and_resumes_it_exact
         return forward(*args, **kwargs)
 
     trainer.objective.forward = pressed_in_step_3
-    args = argparse.Namespace(out=tmp_path, tensorboard=False, save_every=1000, keep_last=3)
-    try:
-        with pytest.raises(SystemExit) as exited:
-            train_cli.train_loop(trainer, args, rank=0)
-    finally:
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-    assert exited.value.code == 130
+    interrupted_train_loop(trainer, tmp_path)
     saved = train_cli.run_checkpoints(tmp_path)
     assert [p.name for p in saved] == ["step-0000003"]
     resumed = resume_or_start(saved[-1])
@@ -295,7 +302,6 @@ def test_ctrl_c_inside_a_step_saves_the_run_after_that_step_and_resumes_it_exact
 def test_ctrl_c_during_an_evaluation_keeps_that_steps_line_in_the_log(tmp_path):
     """The evaluation after step 2 is abandoned, but step 2 was taken and is saved: its line in
     metrics.jsonl must be there too (a resume starts at step 3 and would never log step 2)."""
-    import argparse
     import dataclasses
 
     import train_cli
@@ -309,13 +315,7 @@ def test_ctrl_c_during_an_evaluation_keeps_that_steps_line_in_the_log(tmp_path):
         raise AssertionError("Ctrl-C did not interrupt the evaluation")
 
     trainer.evaluate = pressed_in_the_evaluation
-    args = argparse.Namespace(out=tmp_path, tensorboard=False, save_every=1000, keep_last=3)
-    try:
-        with pytest.raises(SystemExit) as exited:
-            train_cli.train_loop(trainer, args, rank=0)
-    finally:
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-    assert exited.value.code == 130
+    interrupted_train_loop(trainer, tmp_path)
     assert [p.name for p in train_cli.run_checkpoints(tmp_path)] == ["step-0000002"]
     logged = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in logged] == [1, 2] and "validation" not in logged[1]
