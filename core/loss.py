@@ -6,9 +6,9 @@ the vocabulary (the form PyTorch and fairseq use). Loss is computed on real toke
 the caller passes the decoder states of non-padding positions.
 
 The output layer and the loss are the largest single piece of a training step (the vocabulary
-is 10-40x d_model), so training runs them a chunk of rows at a time and never holds the whole
-(tokens, vocabulary) logits matrix: less memory, and on CPUs no page faults from allocating and
-freeing tens of megabytes every step.
+is 10-40x d_model), so training on a CPU runs them a chunk of rows at a time and never holds the
+whole (tokens, vocabulary) logits matrix: less memory, and no page faults from allocating and
+freeing tens of megabytes every step. A GPU holds the whole matrix and computes it in one go.
 """
 from __future__ import annotations
 
@@ -129,7 +129,9 @@ class Objective(nn.Module):
         # scored; dropping it makes the decoder's rows exactly the scored positions.
         tgt_in = tgt_in.masked_fill(tgt_out.eq(pad), pad)
         hidden, target = self.model.hidden(src, tgt_in), tgt_out[tgt_out.ne(pad)]
-        if torch.compiler.is_compiling():  # the compiler fuses the plain form itself
+        # The chunks are for CPUs. The compiler fuses the plain form itself; on an H100 a bf16 step
+        # with the chunks ran at 0.13x the plain form's speed (bench/gpu_train.py).
+        if torch.compiler.is_compiling() or hidden.device.type != "cpu":
             parts = label_smoothed_loss(self.model.project(hidden), target, self.label_smoothing)
         else:
             parts = projected_loss(hidden, self.model.generator.weight, target, self.label_smoothing)

@@ -23,6 +23,7 @@ from typing import Any, Callable, Iterator
 import torch
 import torch.distributed as dist
 from torch import nn
+from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from .batching import Batch, Example, TokenBatcher
 from .bundle import ModelBundle, resolve_device
@@ -31,6 +32,7 @@ from .loss import Objective
 from .schedule import SCHEDULES, learning_rate
 
 AMP_MODES = ("auto", "off", "bf16", "fp16")
+GPU_ATTENTION = [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH]
 
 
 @dataclass
@@ -144,11 +146,13 @@ class Trainer:
         # Under DDP, accumulation's micro-batches skip the gradient all-reduce but the last (no_sync); the
         # DDP wrapper is kept apart, since torch.compile's wrapper around it is no DDP module.
         self._ddp: nn.parallel.DistributedDataParallel | None = None
-        if self.world_size > 1:
+        if dist.is_initialized():  # torchrun's ranks (train_cli starts no group for a single process)
             ids = [self.device.index] if self.device.type == "cuda" else None
             self.objective = self._ddp = nn.parallel.DistributedDataParallel(self.objective, device_ids=ids)
         if config.compile:
-            self.objective = torch.compile(self.objective)
+            # Batches differ in shape, and packing's row counts depend on the data: one graph with
+            # symbolic sizes, rather than a recompile for each new shape.
+            self.objective = torch.compile(self.objective, dynamic=True)
         self.optimizer = make_optimizer(self.model, config.weight_decay)
         self.scaler = torch.amp.GradScaler(self.device.type, enabled=self.amp_dtype == torch.float16)
         self.step_count = 0
@@ -213,10 +217,16 @@ class Trainer:
                     out.append(batch)
         return out
 
-    def _autocast(self) -> contextlib.AbstractContextManager:
-        if self.amp_dtype is None:
-            return contextlib.nullcontext()
-        return torch.autocast(self.device.type, dtype=self.amp_dtype)
+    def _precision(self) -> contextlib.ExitStack:
+        """Autocast (--amp) and, on a GPU, the attention kernels of training and validation steps."""
+        stack = contextlib.ExitStack()
+        if self.amp_dtype is not None:
+            stack.enter_context(torch.autocast(self.device.type, dtype=self.amp_dtype))
+        if self.device.type == "cuda":
+            # Not cuDNN's attention: it builds a plan for every new batch shape, and token batches
+            # (5.1) keep bringing new ones (bf16 on an H100: 16k instead of 123k target tokens/s).
+            stack.enter_context(sdpa_kernel(GPU_ATTENTION))
+        return stack
 
     def step(self) -> StepEvent:
         """One optimizer step over `accum` batches."""
@@ -232,19 +242,19 @@ class Trainer:
         n_tokens = sum(b.n_tgt_tokens for b in batches)
         total_tokens = self._all_reduce_sum(float(n_tokens))
         self.model.train()
-        loss_sum = nll_sum = correct = 0.0
+        # Loss, nll and correct tokens stay on the device until the step's one read-back (on a GPU,
+        # each .item() would stall the queue of kernels).
+        sums = torch.zeros(3, dtype=torch.float64, device=self.device)
         with self._lock:
             self.optimizer.zero_grad(set_to_none=True)
             for i, b in enumerate(batches):
                 sync = i == len(batches) - 1 or self._ddp is None
-                with (contextlib.nullcontext() if sync else self._ddp.no_sync()), self._autocast():
+                with (contextlib.nullcontext() if sync else self._ddp.no_sync()), self._precision():
                     loss, nll, hits = self.objective(b.src, b.tgt_in, b.tgt_out)
                 # Divide by the tokens of the whole step (all ranks): DDP averages gradients over
                 # ranks, so multiply back by world_size to get the per-token mean of the step.
                 self.scaler.scale(loss * self.world_size / total_tokens).backward()
-                loss_sum += loss.item()
-                nll_sum += nll.item()
-                correct += hits.item()
+                sums += torch.stack([loss.detach().double(), nll.double(), hits.double()])
             self.step_count += 1
             lr = self.lr_at(self.step_count)
             for group in self.optimizer.param_groups:
@@ -252,9 +262,10 @@ class Trainer:
             self.scaler.unscale_(self.optimizer)
             grad_norm = nn.utils.clip_grad_norm_(self.model.parameters(),
                                                  self.config.clip_norm if self.config.clip_norm > 0 else math.inf)
+            loss_sum, nll_sum, correct, grad_norm = torch.cat([sums, grad_norm.double().view(1)]).tolist()
             # Every rank decides alike (DDP): a rank that gave up alone would leave the others waiting.
             loss_finite = self._all_reduce_sum(0.0 if math.isfinite(loss_sum) else 1.0) == 0
-            finite = loss_finite and bool(torch.isfinite(grad_norm))
+            finite = loss_finite and math.isfinite(grad_norm)
             scale = self.scaler.get_scale() if self.scaler.is_enabled() else 1.0
             if finite or self.scaler.is_enabled():
                 self.scaler.step(self.optimizer)  # the fp16 scaler skips non-finite steps itself
@@ -270,7 +281,7 @@ class Trainer:
         padding = sum(b.padding_ratio for b in batches) / len(batches)
         return StepEvent(step=self.step_count, loss=loss_sum / denom,
                          perplexity=math.exp(min(nll_sum / denom, 50.0)), accuracy=correct / denom, lr=lr,
-                         tokens_per_s=n_tokens * self.world_size / elapsed, grad_norm=float(grad_norm),
+                         tokens_per_s=n_tokens * self.world_size / elapsed, grad_norm=grad_norm,
                          padding_ratio=padding, skipped=skipped)
 
     def _count_bad(self, skipped: bool, loss: float) -> None:
@@ -325,7 +336,7 @@ class Trainer:
         objective = Objective(self.model, self.config.label_smoothing)
         for b in TokenBatcher(self.valid, self.config.max_tokens, shuffle=False):
             b = b.to(self.device)
-            with self._autocast():
+            with self._precision():
                 loss, nll, hits = objective(b.src, b.tgt_in, b.tgt_out)
             loss_sum, nll_sum, correct = loss_sum + loss.item(), nll_sum + nll.item(), correct + hits.item()
             tokens += b.n_tgt_tokens

@@ -1,0 +1,146 @@
+"""The CUDA paths: bf16 and fp16 autocast, torch.compile, DistributedDataParallel over NCCL,
+decoding on the GPU, and a GPU-trained checkpoint opened on a machine without one. They skip
+without CUDA (CI never has a GPU); run them on a GPU machine with `python -m pytest tests/test_cuda.py`."""
+from __future__ import annotations
+
+import math
+import os
+import random
+
+import pytest
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+import train_cli
+from _models import reverse_task, tiny_bundle
+from bench.serving import free_port
+from core.batching import encode_pairs
+from core.bundle import ModelBundle, new_bundle
+from core.checkpoint import load_checkpoint
+from core.decoding import translate, translate_detailed
+from core.tasks import make_task
+from core.trainer import TrainConfig, Trainer
+
+pytestmark = pytest.mark.gpu
+
+
+def make_trainer(steps: int = 40, dropout: float = 0.1, **overrides) -> Trainer:
+    corpus = make_task("copy", seed=0, n_train=300, n_valid=20, n_test=20)
+    torch.manual_seed(0)
+    bundle = new_bundle(corpus.train, "tiny", vocab_size=100, tokenizer_kind="word", dropout=dropout)
+    examples, _ = encode_pairs(corpus.train, bundle.tokenizer, bundle.model.config.max_len)
+    settings = dict(max_steps=steps, max_tokens=256, warmup=20, lr_factor=0.5, seed=0, device="cuda", amp="off")
+    return Trainer(bundle, examples, TrainConfig(**{**settings, **overrides}))
+
+
+def losses(trainer: Trainer, n: int) -> list[float]:
+    return [trainer.step().loss for _ in range(n)]
+
+
+@pytest.mark.parametrize("amp", ["bf16", "fp16"])
+def test_half_precision_autocast_keeps_the_loss_curve(amp):
+    """Same start, batches and dropout masks as fp32; only the precision of the products differs.
+    fp16 also scales the loss (GradScaler), which must leave the update the same."""
+    fp32 = losses(make_trainer(), 40)
+    trainer = make_trainer(amp=amp)
+    half = losses(trainer, 40)
+    assert fp32[-1] < 0.8 * fp32[0]
+    assert max(abs(a - b) / a for a, b in zip(fp32, half)) < 0.03
+    assert fp32 != half  # the half precision was in effect
+    assert trainer.scaler.is_enabled() == (amp == "fp16")
+
+
+def test_auto_precision_is_bf16_on_a_gpu_that_has_it():
+    assert make_trainer(amp="auto").amp_dtype == (torch.bfloat16 if torch.cuda.is_bf16_supported()
+                                                  else torch.float16)
+
+
+def test_the_compiled_step_learns_as_the_eager_one():
+    """torch.compile fuses the step's kernels: the same arithmetic up to rounding (no dropout, whose
+    masks the compiled graph draws from its own generator). Batches vary in shape, so it also
+    recompiles or goes dynamic without failing."""
+    eager = losses(make_trainer(steps=12, dropout=0.0), 12)
+    compiled = losses(make_trainer(steps=12, dropout=0.0, compile=True, amp="bf16"), 12)
+    eager_bf16 = losses(make_trainer(steps=12, dropout=0.0, amp="bf16"), 12)
+    assert eager[-1] < 0.9 * eager[0]
+    assert compiled == pytest.approx(eager_bf16, rel=0.02)
+
+
+def ddp_trainer(device: str) -> Trainer:
+    corpus = make_task("reverse", seed=0, n_train=200, n_valid=10, n_test=10)
+    bundle = new_bundle(corpus.train, "tiny", vocab_size=100, tokenizer_kind="word")
+    examples, _ = encode_pairs(corpus.train, bundle.tokenizer, 256)
+    # accum 2: the first micro-batch of each step skips the all-reduce (no_sync), the second syncs.
+    return Trainer(bundle, examples, TrainConfig(max_steps=3, max_tokens=200, warmup=5, device=device, amp="bf16",
+                                                 seed=0, accum=2))
+
+
+def _nccl_worker(rank: int, world: int, port: int, results) -> None:
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    torch.cuda.set_device(rank)
+    dist.init_process_group("nccl", rank=rank, world_size=world)
+    try:
+        torch.manual_seed(rank)  # different initial weights per rank: DDP must broadcast rank 0's
+        trainer = ddp_trainer(f"cuda:{rank}")
+        assert trainer._ddp is not None
+        trainer.run()
+        results[rank] = torch.cat([p.detach().flatten() for p in trainer.model.parameters()]).cpu()
+    finally:
+        dist.destroy_process_group()
+
+
+def test_ddp_over_nccl():
+    """NCCL ranks, one per GPU (at most two; NCCL refuses two ranks on one GPU). Two end with the
+    same weights; a single rank (its gradients all-reduced over NCCL) ends where training
+    without DDP does."""
+    world = min(2, torch.cuda.device_count())
+    results = mp.Manager().dict()
+    mp.spawn(_nccl_worker, args=(world, free_port(), results), nprocs=world, join=True)
+    if world == 2:
+        assert torch.equal(results[0], results[1]) and results[0].abs().sum() > 0
+    else:
+        torch.manual_seed(0)
+        plain = ddp_trainer("cuda:0")
+        plain.run()
+        weights = torch.cat([p.detach().flatten() for p in plain.model.parameters()]).cpu()
+        # GPU atomics (embedding gradients) may differ in the last bits between two runs
+        assert torch.allclose(results[0], weights, rtol=1e-4, atol=1e-6) and not torch.equal(weights, 0 * weights)
+
+
+def test_decoding_on_the_gpu_gives_the_cpus_translations():
+    """Greedy and beam search on CUDA and on the CPU, same weights in fp32: the same outputs
+    (the model's choices are far from ties, so rounding differences in the kernels do not show)."""
+    cpu = tiny_bundle()
+    rng = random.Random(1)
+    sources = [reverse_task(rng)[0] for _ in range(40)]
+    gpu_model = type(cpu.model)(cpu.model.config)
+    gpu_model.load_state_dict(cpu.model.state_dict())
+    gpu = ModelBundle(gpu_model.cuda().eval(), cpu.tokenizer, cpu.info, None)
+    for method in ("greedy", "beam"):
+        on_cpu = translate(cpu, sources, method=method)
+        assert translate(gpu, sources, method=method) == on_cpu
+        assert sum(o == " ".join(reversed(s.split())) for o, s in zip(on_cpu, sources)) >= 36
+
+
+def test_sampling_on_the_gpu_is_seeded():
+    bundle = tiny_bundle()
+    model = type(bundle.model)(bundle.model.config)
+    model.load_state_dict(bundle.model.state_dict())
+    gpu = ModelBundle(model.cuda().eval(), bundle.tokenizer, bundle.info, None)
+    draw = [[t.text for t in translate_detailed(gpu, ["a b c d e"] * 8, method="sample", seed=seed,
+                                                temperature=1.5, top_p=1.0)] for seed in (3, 3, 4)]
+    assert draw[0] == draw[1] != draw[2]
+
+
+def test_a_run_trained_on_the_gpu_opens_and_translates_on_a_cpu(tmp_path, capsys):
+    out = tmp_path / "run"
+    assert train_cli.main(["train", "--preset", "tiny", "--data", "synthetic:copy", "--max-steps", "30",
+                           "--max-tokens", "600", "--warmup", "10", "--amp", "fp16", "--device", "cuda",
+                           "--compile", "--eval-every", "30", "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "device cuda" in printed and "amp fp16" in printed
+    bundle = load_checkpoint(out / "final")
+    assert {p.device.type for p in bundle.model.parameters()} == {"cpu"}
+    assert all(math.isfinite(p.float().sum().item()) for p in bundle.model.parameters())
+    assert len(translate(bundle, ["a b c d"])) == 1
