@@ -854,3 +854,19 @@ def test_n_best_lines_all_have_two_columns_per_hypothesis(run, tmp_path):
     assert train_cli.main(["translate", "--checkpoint", str(run / "final"), "--input", str(src),
                            "--output", str(out), "--beam", "3", "--n-best", "3"]) == 0
     assert [len(line.split("\t")) for line in out.read_text().splitlines()] == [6, 6, 6]
+
+
+def test_more_torchrun_processes_than_gpus_are_refused_before_any_group_starts(monkeypatch):
+    """NCCL needs a GPU per process; without the check, the extra processes failed with an
+    "invalid device ordinal" inside their first copy to the GPU."""
+    import torch.distributed as dist
+
+    monkeypatch.setenv("WORLD_SIZE", "4")
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "4")
+    monkeypatch.setenv("LOCAL_RANK", "0")
+    monkeypatch.setattr("torch.cuda.is_available", lambda: True)
+    monkeypatch.setattr("torch.cuda.device_count", lambda: 2)
+    monkeypatch.setattr(dist, "init_process_group", lambda *a, **k: pytest.fail("a process group was started"))
+    with pytest.raises(train_cli.CLIError, match=r"started 4 processes on a machine with 2 GPU\(s\).*"
+                                                 r"--nproc_per_node=2 or fewer"):
+        train_cli.setup_distributed()
