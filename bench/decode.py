@@ -105,7 +105,7 @@ def run_benchmark(bundle: Any, sentences: list[str], naive_limit: int, rounds: i
     picks = spread_sample(bundle, sentences, naive_limit)
     subset = [sentences[i] for i in picks]
     parts = [subset[len(subset) * r // rounds:len(subset) * (r + 1) // rounds] for r in range(rounds)]
-    figures, peak = {}, matmul_rate()
+    figures, peak = {}, matmul_rate(next(model.parameters()).device)
     for method, naive in (("beam", naive_beam), ("greedy", naive_greedy)):
         options = DecodeOptions(method=method)
         fast_time = naive_time = 0.0
@@ -133,7 +133,7 @@ def run_benchmark(bundle: Any, sentences: list[str], naive_limit: int, rounds: i
             f"speed-up {fast_rate / naive_rate:6.1f}x | identical outputs on those {len(subset)}: "
             f"{'yes' if same == len(subset) else f'NO ({len(subset) - same} differ)'}")
         out(f"{'':>7}  its matrix products: {gflop:.1f} GFLOP, {gflop * fast_rate / len(sentences):.0f} GFLOP/s "
-            f"over the run (this CPU: {peak:.0f} GFLOP/s on a 1024x1024 product) | ceiling {ceiling:.1f}x")
+            f"over the run (here: {peak:.0f} GFLOP/s on a 1024x1024 product) | ceiling {ceiling:.1f}x")
     return figures
 
 
@@ -148,16 +148,23 @@ def spread_sample(bundle: Any, sentences: list[str], n: int) -> list[int]:
     return sorted(ranked[(2 * k + 1) * len(sentences) // (2 * n)] for k in range(n))
 
 
-def matmul_rate(size: int = 1024, repeats: int = 20) -> float:
-    """GFLOP/s of a size x size float32 matrix product with torch's threads: the best of 3 tries."""
-    a, b = torch.randn(size, size), torch.randn(size, size)
+def matmul_rate(device: torch.device, size: int = 1024, repeats: int = 20) -> float:
+    """GFLOP/s of a size x size float32 matrix product (on a CPU with torch's threads): the best of 3 tries."""
+    a, b = torch.randn(size, size, device=device), torch.randn(size, size, device=device)
     best = float("inf")
     for _ in range(3):
+        synchronize(device)
         start = time.perf_counter()
         for _ in range(repeats):
             a @ b
+        synchronize(device)
         best = min(best, time.perf_counter() - start)
     return 2 * size ** 3 * repeats / best / 1e9
+
+
+def synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
 
 
 def _naive(decode: Callable, model: Transformer, tokenizer: Any, text: str, options: DecodeOptions) -> list[int]:
@@ -190,6 +197,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data-dir", type=Path, default=DATA, help=f"Multi30k folder (default {DATA})")
     parser.add_argument("--threads", type=int, default=0,
                         help="torch CPU threads for both decoders (default: torch's choice)")
+    parser.add_argument("--device", default="cpu", help="where both decoders run: cpu (default), cuda, cuda:1, ...")
     args = parser.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -197,8 +205,12 @@ def main(argv: list[str] | None = None) -> int:
     from core.checkpoint import load_checkpoint
 
     bundle = load_checkpoint(args.checkpoint)
-    print(f"{bundle.name}: {bundle.model.num_parameters() / 1e6:.1f}M parameters, "
-          f"{torch.get_num_threads()} CPU threads, Multi30k test_2016 De->En")
+    bundle.model.to(args.device)
+    device = next(bundle.model.parameters()).device
+    where = (torch.cuda.get_device_name(device) if device.type == "cuda"
+             else f"{torch.get_num_threads()} CPU threads")
+    print(f"{bundle.name}: {bundle.model.num_parameters() / 1e6:.1f}M parameters, {where}, "
+          f"Multi30k test_2016 De->En")
     print(f"The naive decoder runs one sentence at a time, each hypothesis re-decoding its whole prefix; "
           f"it is timed and compared on {min(args.naive_limit, len(sentences))} sentences only, one from each "
           f"stratum of source length.")
