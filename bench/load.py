@@ -84,9 +84,9 @@ def train_values(steps: int) -> list:
             d.warmup, d.lr_factor, d.label_smoothing, d.max_tokens, d.clip_norm, d.eval_every, d.attention_every]
 
 
-def training_step(client) -> int | None:
-    """The step the Train tab shows now (from its progress bar's text)."""
-    outputs = client.predict(1, 0, True, api_name="/train_view")
+def training_step(client, model: str) -> int | None:
+    """The step the Train tab shows now (from its progress bar's text), to a page showing `model`."""
+    outputs = client.predict(1, 0, model, api_name="/train_view")  # its decoder layer and head sliders, picker
     match = re.search(r"Step ([\d,]+) of", " ".join(str(o) for o in outputs))
     return int(match[1].replace(",", "")) if match else None
 
@@ -184,7 +184,7 @@ def run(args: argparse.Namespace) -> dict:
         if args.train:
             control.predict(*train_values(10**6), api_name="/train_start")
             time.sleep(2.0)  # the run is preparing its data and model
-            step_before = training_step(control)
+            step_before = training_step(control, model)
         load_before = os.getloadavg()
         results = Results()
         deadline = time.monotonic() + args.seconds
@@ -200,7 +200,7 @@ def run(args: argparse.Namespace) -> dict:
         elapsed = time.monotonic() - t0
         studio_cpu, client_cpu = cpu_seconds(proc.pid) - cpu0, own_cpu_seconds() - own0
         load_after = os.getloadavg()
-        step_after = training_step(control) if args.train else None
+        step_after = training_step(control, model) if args.train else None
         if args.train:
             control.predict(api_name="/train_stop")
         lat = results.latencies
