@@ -1,6 +1,8 @@
 """Training on a CUDA GPU: target tokens/s of the trainer's step on Multi30k's token batches
 (section 5.1) in fp32, under bf16 autocast, and under bf16 autocast with torch.compile; the
-variants take turns step by step, so that the ratios to fp32 are measured side by side.
+variants take turns step by step, so that the ratios to fp32 are measured side by side. A step's
+time ends when its loss is read back; its optimizer's last kernels then finish during the next
+variant's step (the three optimizers are alike, so each is charged about what it passes on).
 
     python bench/gpu_train.py [--preset paper-base] [--max-tokens 8192] [--steps 40] [--warmup-steps 20] [--no-compile]
 """

@@ -91,6 +91,14 @@ def training_step(client, model: str) -> int | None:
     return int(match[1].replace(",", "")) if match else None
 
 
+def first_step(client, model: str, timeout: float = 60.0) -> int | None:
+    """The Train tab's step once the run has prepared its data and model and taken a step."""
+    deadline = time.monotonic() + timeout
+    while (step := training_step(client, model)) is None and time.monotonic() < deadline:
+        time.sleep(0.5)
+    return step
+
+
 class HttpClient:
     """Gradio's REST API with the standard library (POST /gradio_api/call/NAME, then read the
     event stream): the same queue as gradio_client, at a fraction of its CPU cost per request,
@@ -183,8 +191,7 @@ def run(args: argparse.Namespace) -> dict:
         step_before = None
         if args.train:
             control.predict(*train_values(10**6), api_name="/train_start")
-            time.sleep(2.0)  # the run is preparing its data and model
-            step_before = training_step(control, model)
+            step_before = first_step(control, model)
         load_before = os.getloadavg()
         results = Results()
         deadline = time.monotonic() + args.seconds

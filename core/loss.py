@@ -8,7 +8,7 @@ the caller passes the decoder states of non-padding positions.
 The output layer and the loss are the largest single piece of a training step (the vocabulary
 is 10-40x d_model), so training on a CPU runs them a chunk of rows at a time and never holds the
 whole (tokens, vocabulary) logits matrix: less memory, and no page faults from allocating and
-freeing tens of megabytes every step. A GPU holds the whole matrix and computes it in one go.
+freeing tens of megabytes every step. A GPU computes the whole matrix in one go, up to a size.
 """
 from __future__ import annotations
 
@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from .model import Transformer
 
 CHUNK_ELEMENTS = 1 << 22  # logits per chunk: 16 MB in fp32
+WHOLE_LOGITS_MAX = 1 << 28  # on a GPU, logits up to 1 GiB in fp32 are computed whole
 
 
 @dataclass
@@ -129,9 +130,11 @@ class Objective(nn.Module):
         # scored; dropping it makes the decoder's rows exactly the scored positions.
         tgt_in = tgt_in.masked_fill(tgt_out.eq(pad), pad)
         hidden, target = self.model.hidden(src, tgt_in), tgt_out[tgt_out.ne(pad)]
-        # The chunks are for CPUs. The compiler fuses the plain form itself, and on an H100 training
-        # steps ran faster with it (paper-base: 1.07x in fp32, 1.14x in bf16; one run each).
-        if torch.compiler.is_compiling() or hidden.device.type != "cpu":
+        # The chunks are for CPUs, and for logits too large to hold whole (the paper's 25k-token batches
+        # with a 37k vocabulary: ~4 GB, twice over with their gradient). The compiler fuses the plain form
+        # itself, and on an H100 steps ran faster with it (paper-base: 1.07x fp32, 1.14x bf16; a run each).
+        whole = hidden.device.type != "cpu" and hidden.size(0) * self.model.config.tgt_vocab_size <= WHOLE_LOGITS_MAX
+        if torch.compiler.is_compiling() or whole:
             parts = label_smoothed_loss(self.model.project(hidden), target, self.label_smoothing)
         else:
             parts = projected_loss(hidden, self.model.generator.weight, target, self.label_smoothing)
