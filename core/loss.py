@@ -107,6 +107,10 @@ def projected_loss(hidden: torch.Tensor, weight: torch.Tensor, target: torch.Ten
     return LossParts(loss, nll.detach(), correct.long())
 
 
+def _whole_on_gpu(hidden: torch.Tensor, vocab: int) -> bool:
+    return hidden.device.type != "cpu" and hidden.size(0) * vocab <= WHOLE_LOGITS_MAX
+
+
 def smoothed_target_distribution(target: int, vocab_size: int, eps: float) -> torch.Tensor:
     """The distribution label_smoothed_loss trains towards, for plotting."""
     dist = torch.full((vocab_size,), eps / vocab_size)
@@ -133,8 +137,7 @@ class Objective(nn.Module):
         # The chunks are for CPUs, and for logits too large to hold whole (the paper's 25k-token batches
         # with a 37k vocabulary: ~4 GB, twice over with their gradient). The compiler fuses the plain form
         # itself, and on an H100 steps ran faster with it (paper-base: 1.07x fp32, 1.14x bf16; a run each).
-        whole = hidden.device.type != "cpu" and hidden.size(0) * self.model.config.tgt_vocab_size <= WHOLE_LOGITS_MAX
-        if torch.compiler.is_compiling() or whole:
+        if torch.compiler.is_compiling() or _whole_on_gpu(hidden, self.model.config.tgt_vocab_size):
             parts = label_smoothed_loss(self.model.project(hidden), target, self.label_smoothing)
         else:
             parts = projected_loss(hidden, self.model.generator.weight, target, self.label_smoothing)
