@@ -929,9 +929,9 @@ def typed_lines():
         return
     for number, raw in enumerate(iter(stream.readline, b""), start=1):
         try:
-            yield number, decode_lines(raw, "stdin")[0]
-        except ValueError as exc:  # said as "stdin line 1": the one line read, which is the session's line N
-            print(f"error: {str(exc).replace('stdin line 1', f'line {number}', 1)}", file=sys.stderr)
+            yield number, decode_lines(raw, "", first_line=number)[0]
+        except ValueError as exc:
+            print(f"error: {exc}", file=sys.stderr)
 
 
 def data_pairs(args: argparse.Namespace, bundle) -> tuple[list[str], list[str]]:

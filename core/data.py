@@ -123,14 +123,15 @@ def read_lines(path: Path) -> list[str]:
     return decode_lines(data, str(path))
 
 
-def decode_lines(data: bytes, name: str) -> list[str]:
-    """Lines of UTF-8 bytes read from `name` (a file, stdin), as split_lines() gives them."""
+def decode_lines(data: bytes, name: str, first_line: int = 1) -> list[str]:
+    """Lines of UTF-8 bytes read from `name` (a file, stdin; "" for lines typed at a terminal, named by
+    their number alone), as split_lines() gives them; data's first line is line `first_line` there."""
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        line = data.count(b"\n", 0, exc.start) + 1
-        raise ValueError(f"{name} line {line}: invalid UTF-8 (byte {data[exc.start]:#04x}); "
-                         f"save the text as UTF-8") from None
+        line = first_line + data.count(b"\n", 0, exc.start)
+        where = f"{name} line {line}" if name else f"line {line}"
+        raise ValueError(f"{where}: invalid UTF-8 (byte {data[exc.start]:#04x}); save the text as UTF-8") from None
     return split_lines(text)
 
 
