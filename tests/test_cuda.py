@@ -14,36 +14,22 @@ import torch.multiprocessing as mp
 
 import train_cli
 from _models import reverse_task, tiny_bundle
+from _trainers import ddp_trainer, losses, make_trainer
 from bench.serving import free_port
-from core.batching import encode_pairs
-from core.bundle import ModelBundle, new_bundle
+from core.bundle import ModelBundle
 from core.checkpoint import load_checkpoint
 from core.decoding import translate, translate_detailed
-from core.tasks import make_task
-from core.trainer import TrainConfig, Trainer
+from core.trainer import Trainer
 
 pytestmark = pytest.mark.gpu
-
-
-def make_trainer(steps: int = 40, dropout: float = 0.1, **overrides) -> Trainer:
-    corpus = make_task("copy", seed=0, n_train=300, n_valid=20, n_test=20)
-    torch.manual_seed(0)
-    bundle = new_bundle(corpus.train, "tiny", vocab_size=100, tokenizer_kind="word", dropout=dropout)
-    examples, _ = encode_pairs(corpus.train, bundle.tokenizer, bundle.model.config.max_len)
-    settings = dict(max_steps=steps, max_tokens=256, warmup=20, lr_factor=0.5, seed=0, device="cuda", amp="off")
-    return Trainer(bundle, examples, TrainConfig(**{**settings, **overrides}))
-
-
-def losses(trainer: Trainer, n: int) -> list[float]:
-    return [trainer.step().loss for _ in range(n)]
 
 
 @pytest.mark.parametrize("amp", ["bf16", "fp16"])
 def test_half_precision_autocast_keeps_the_loss_curve(amp):
     """Same start, batches and dropout masks as fp32; only the precision of the products differs.
     fp16 also scales the loss (GradScaler), which must leave the update the same."""
-    fp32 = losses(make_trainer(), 40)
-    trainer = make_trainer(amp=amp)
+    fp32 = losses(make_trainer(40, device="cuda"), 40)
+    trainer = make_trainer(40, device="cuda", amp=amp)
     half = losses(trainer, 40)
     gap = max(abs(a - b) / a for a, b in zip(fp32, half))
     assert fp32[-1] < 0.8 * fp32[0]
@@ -54,27 +40,18 @@ def test_half_precision_autocast_keeps_the_loss_curve(amp):
 def test_auto_precision_is_bf16_on_a_gpu_that_has_it():
     if not torch.cuda.is_bf16_supported():
         pytest.skip("this GPU has no bf16")
-    assert make_trainer(amp="auto").amp_dtype == torch.bfloat16
+    assert make_trainer(device="cuda", amp="auto").amp_dtype == torch.bfloat16
 
 
 def test_the_compiled_step_learns_as_the_eager_one():
     """torch.compile fuses the step's kernels: the same arithmetic up to rounding (no dropout, whose
     masks the compiled graph draws from its own generator). Batches vary in shape, so it also
     recompiles or goes dynamic without failing."""
-    eager = losses(make_trainer(steps=12, dropout=0.0), 12)
-    compiled = losses(make_trainer(steps=12, dropout=0.0, compile=True, amp="bf16"), 12)
-    eager_bf16 = losses(make_trainer(steps=12, dropout=0.0, amp="bf16"), 12)
+    eager = losses(make_trainer(12, dropout=0.0, device="cuda"), 12)
+    compiled = losses(make_trainer(12, dropout=0.0, device="cuda", compile=True, amp="bf16"), 12)
+    eager_bf16 = losses(make_trainer(12, dropout=0.0, device="cuda", amp="bf16"), 12)
     assert eager[-1] < 0.9 * eager[0]
     assert compiled == pytest.approx(eager_bf16, rel=0.02)
-
-
-def ddp_trainer(device: str) -> Trainer:
-    corpus = make_task("reverse", seed=0, n_train=200, n_valid=10, n_test=10)
-    bundle = new_bundle(corpus.train, "tiny", vocab_size=100, tokenizer_kind="word")
-    examples, _ = encode_pairs(corpus.train, bundle.tokenizer, 256)
-    # accum 2: the first micro-batch of each step skips the all-reduce (no_sync), the second syncs.
-    return Trainer(bundle, examples, TrainConfig(max_steps=3, max_tokens=200, warmup=5, device=device, amp="bf16",
-                                                 seed=0, accum=2))
 
 
 def weights(trainer: Trainer) -> torch.Tensor:
@@ -87,7 +64,7 @@ def _nccl_worker(rank: int, world: int, port: int, results) -> None:
     dist.init_process_group("nccl", rank=rank, world_size=world)
     try:
         torch.manual_seed(rank)  # different initial weights per rank: DDP must broadcast rank 0's
-        trainer = ddp_trainer(f"cuda:{rank}")
+        trainer = ddp_trainer(f"cuda:{rank}", "bf16")
         assert trainer._ddp is not None
         start, losses = weights(trainer), []
         trainer.run(lambda event: losses.append(event.loss))
@@ -111,7 +88,7 @@ def test_ddp_over_nccl():
         assert torch.equal(end, results[1][1])
     else:
         torch.manual_seed(0)
-        plain, plain_losses = ddp_trainer("cuda:0"), []
+        plain, plain_losses = ddp_trainer("cuda:0", "bf16"), []
         plain.run(lambda event: plain_losses.append(event.loss))
         # GPU atomics (embedding gradients) may differ in the last bits between two runs, which
         # Adam can turn into a visible step for a weight whose gradient is ~0: compare the losses.

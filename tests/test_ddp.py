@@ -16,18 +16,10 @@ def worker(rank: int, world: int, port: int, results) -> None:
     torch.set_num_threads(1)
     dist.init_process_group("gloo", rank=rank, world_size=world)
     try:
-        from core.batching import encode_pairs
-        from core.bundle import new_bundle
-        from core.tasks import make_task
-        from core.trainer import TrainConfig, Trainer
+        from _trainers import ddp_trainer
 
-        corpus = make_task("reverse", seed=0, n_train=200, n_valid=10, n_test=10)
         torch.manual_seed(rank)  # different initial weights per rank: DDP must broadcast rank 0's
-        bundle = new_bundle(corpus.train, "tiny", vocab_size=100, tokenizer_kind="word")
-        examples, _ = encode_pairs(corpus.train, bundle.tokenizer, 256)
-        # accum 2: the first micro-batch of each step skips the all-reduce (no_sync), the second syncs.
-        trainer = Trainer(bundle, examples, TrainConfig(max_steps=3, max_tokens=200, warmup=5, device="cpu",
-                                                        amp="off", seed=0, accum=2))
+        trainer = ddp_trainer("cpu", "off")
         first = trainer._next_batches()[0].src.sum().item()
         trainer._batches = None
         trainer.batcher.load_state_dict({**trainer.batcher.state_dict(), "position": 0})

@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from _models import reverse_task, tiny_bundle
+from _trainers import losses, make_trainer
 from core.batching import encode_pairs
 from core.bundle import new_bundle
 from core.checkpoint import load_checkpoint, load_trainer_state
@@ -18,22 +19,6 @@ from core.evaluation import evaluate_bleu
 from core.schedule import learning_rate
 from core.tasks import make_task
 from core.trainer import TrainConfig, Trainer, TrainingStopped, make_optimizer
-
-
-def make_trainer(steps: int = 10, seed: int = 0, bundle=None, **overrides) -> Trainer:
-    corpus = make_task("copy", seed=0, n_train=300, n_valid=20, n_test=20)
-    if bundle is None:
-        torch.manual_seed(seed)
-        bundle = new_bundle(corpus.train, "tiny", vocab_size=100, tokenizer_kind="word", dropout=0.1)
-    examples, _ = encode_pairs(corpus.train, bundle.tokenizer, bundle.model.config.max_len)
-    settings = dict(max_steps=steps, max_tokens=256, warmup=20, lr_factor=0.5, seed=seed, device="cpu", amp="off")
-    config = TrainConfig(**{**settings, **overrides})
-    valid, _ = encode_pairs(corpus.valid, bundle.tokenizer, bundle.model.config.max_len)
-    return Trainer(bundle, examples, config, valid_pairs=corpus.valid, valid=valid)
-
-
-def losses(trainer: Trainer, n: int) -> list[float]:
-    return [trainer.step().loss for _ in range(n)]
 
 
 @pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])

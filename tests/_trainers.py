@@ -1,0 +1,36 @@
+"""Test helpers: Trainers on the synthetic tasks, as the trainer, CUDA and DDP tests build them."""
+from __future__ import annotations
+
+import torch
+
+from core.batching import encode_pairs
+from core.bundle import new_bundle
+from core.tasks import make_task
+from core.trainer import TrainConfig, Trainer
+
+
+def make_trainer(steps: int = 10, seed: int = 0, bundle=None, dropout: float = 0.1, **overrides) -> Trainer:
+    """The tiny preset learning `copy` (300 pairs), on the CPU in fp32 unless overrides say otherwise."""
+    corpus = make_task("copy", seed=0, n_train=300, n_valid=20, n_test=20)
+    if bundle is None:
+        torch.manual_seed(seed)
+        bundle = new_bundle(corpus.train, "tiny", vocab_size=100, tokenizer_kind="word", dropout=dropout)
+    examples, _ = encode_pairs(corpus.train, bundle.tokenizer, bundle.model.config.max_len)
+    settings = dict(max_steps=steps, max_tokens=256, warmup=20, lr_factor=0.5, seed=seed, device="cpu", amp="off")
+    config = TrainConfig(**{**settings, **overrides})
+    valid, _ = encode_pairs(corpus.valid, bundle.tokenizer, bundle.model.config.max_len)
+    return Trainer(bundle, examples, config, valid_pairs=corpus.valid, valid=valid)
+
+
+def losses(trainer: Trainer, n: int) -> list[float]:
+    return [trainer.step().loss for _ in range(n)]
+
+
+def ddp_trainer(device: str, amp: str) -> Trainer:
+    """Three steps of `reverse` for a DDP rank; accum 2: the first micro-batch of each step skips the
+    all-reduce (no_sync), the second syncs. The caller seeds the initial weights."""
+    corpus = make_task("reverse", seed=0, n_train=200, n_valid=10, n_test=10)
+    bundle = new_bundle(corpus.train, "tiny", vocab_size=100, tokenizer_kind="word")
+    examples, _ = encode_pairs(corpus.train, bundle.tokenizer, 256)
+    return Trainer(bundle, examples, TrainConfig(max_steps=3, max_tokens=200, warmup=5, device=device, amp=amp,
+                                                 seed=0, accum=2))
