@@ -41,6 +41,8 @@ class Tokenizer:
         pass both languages' sentences."""
         if kind not in KINDS:
             raise ValueError(f"unknown tokenizer kind {kind!r}; allowed: {', '.join(KINDS)}")
+        if not isinstance(vocab_size, int) or isinstance(vocab_size, bool):
+            raise ValueError(f"vocab_size must be a whole number, got {vocab_size!r}")
         if vocab_size <= len(SPECIAL_TOKENS):
             raise ValueError(f"vocab_size must be larger than {len(SPECIAL_TOKENS)}, got {vocab_size}")
         specials = list(SPECIAL_TOKENS)
@@ -67,6 +69,10 @@ class Tokenizer:
         def counted(texts: Iterable[str]) -> Iterable[str]:
             for text in texts:
                 characters.update(text)
+                if kind == "word":
+                    # A corpus's own "<unk>" words would be counted as words and shift the ids
+                    # after the specials; encode() maps them to <unk> anyway.
+                    text = " ".join(w for w in text.split() if w not in SPECIAL_TOKENS)
                 yield text
 
         try:

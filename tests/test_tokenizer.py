@@ -66,6 +66,18 @@ def test_word_kind_round_trip_on_spaced_tokens():
         assert tok.decode(tok.encode(text)) == text
 
 
+def test_word_kind_trains_on_text_holding_special_token_words():
+    # A corpus's literal "<unk>" was counted as a word and shifted the ids after the specials.
+    tok = Tokenizer.train(["ein <unk> und <pad> zwanzig"] * 2, 100, "word")
+    assert tok.encode("ein <unk> und") == [tok.hf.token_to_id("ein"), UNK_ID, tok.hf.token_to_id("und")]
+
+
+@pytest.mark.parametrize("size", ["100", 100.5, True])
+def test_vocab_size_must_be_a_whole_number(size):
+    with pytest.raises(ValueError, match="vocab_size must be a whole number"):
+        Tokenizer.train(["ein und zwanzig"], size, "word")
+
+
 def test_unknown_characters_are_reported(subword):
     assert subword.unknown_pieces("Das ist 猫.") == ["猫"]
 
