@@ -21,6 +21,7 @@ import pickle
 import pickletools
 import re
 import shutil
+import threading
 import warnings
 import zipfile
 from pathlib import Path
@@ -42,6 +43,9 @@ OPTIONAL_FILES = ("trainer.pt",)
 # call them, so it could run code); of damaged bytes it says other things ("Unsupported operand 149").
 NAMES_CODE = re.compile(r"GLOBAL|unrecognized function|Can only (create new object|build)")
 CODE_OPCODES = {"GLOBAL", "STACK_GLOBAL", "INST", "OBJ", "REDUCE", "NEWOBJ", "NEWOBJ_EX", "BUILD"}
+# One save at a time per process: two threads saving to one path (the studio's Save clicked twice,
+# a run's periodic save) would share the hidden .saving-PID folder and delete each other's files.
+_SAVING = threading.Lock()
 
 
 def _unique_state(model: Transformer, dtype: torch.dtype | None) -> dict[str, torch.Tensor]:
@@ -79,6 +83,7 @@ def save_checkpoint(path: str | Path, bundle: ModelBundle, trainer_state: dict[s
     """Write bundle (and optionally the trainer state) to the directory path, atomically.
     half=True stores float16 weights (for shipping); they load back as float32."""
     path = Path(path)
+    _check_tokenizer_fits(bundle.tokenizer, bundle.model.config, "the bundle's tokenizer")
     with _replacing(path) as tmp:
         save_file(_unique_state(bundle.model, torch.float16 if half else None), str(tmp / "model.safetensors"))
         info = {k: v for k, v in bundle.info.items() if k not in ("format_version", "model")}
@@ -107,23 +112,24 @@ def copy_checkpoint(source: str | Path, path: str | Path) -> Path:
 def _replacing(path: Path):
     """A hidden sibling folder to fill with a checkpoint's files; once filled, it is fsynced and
     renamed into place. A failure (or Ctrl-C) while filling removes it and leaves path as it was."""
-    _check_replaceable(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    _remove_stale_saves(path)
-    tmp = path.with_name(f".{path.name}.saving-{os.getpid()}")
-    if tmp.exists():
-        shutil.rmtree(tmp)
-    try:
-        tmp.mkdir()
-        yield tmp
-        _fsync_dir(tmp)
-        _swap_into_place(tmp, path)
-    except BaseException as exc:
-        shutil.rmtree(tmp, ignore_errors=True)
-        if isinstance(exc, OSError):  # disk full, read-only, quota: say what was kept
-            raise OSError(exc.errno, f"saving checkpoint {path} failed ({exc.strerror or exc}); "
-                                     f"the previous checkpoint there, if any, is unchanged") from exc
-        raise
+    with _SAVING:
+        _check_replaceable(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        _remove_stale_saves(path)
+        tmp = path.with_name(f".{path.name}.saving-{os.getpid()}")
+        if tmp.exists():
+            shutil.rmtree(tmp)
+        try:
+            tmp.mkdir()
+            yield tmp
+            _fsync_dir(tmp)
+            _swap_into_place(tmp, path)
+        except BaseException as exc:
+            shutil.rmtree(tmp, ignore_errors=True)
+            if isinstance(exc, OSError):  # disk full, read-only, quota: say what was kept
+                raise OSError(exc.errno, f"saving checkpoint {path} failed ({exc.strerror or exc}); "
+                                         f"the previous checkpoint there, if any, is unchanged") from exc
+            raise
 
 
 def _check_replaceable(path: Path) -> None:
@@ -232,16 +238,20 @@ def load_checkpoint(path: str | Path, device: str | torch.device = "cpu") -> Mod
     config = read_config(path)
     model_config = ModelConfig.from_dict(config["model"])
     tokenizer = Tokenizer.load(path / "tokenizer.json")
-    # Equal, not merely no larger: a smaller tokenizer is another model's, and would read every id wrongly.
-    if tokenizer.vocab_size != model_config.src_vocab_size or tokenizer.vocab_size != model_config.tgt_vocab_size:
-        raise ValueError(f"{path / 'tokenizer.json'} has {tokenizer.vocab_size} entries but the model's "
-                         f"vocabulary is {model_config.src_vocab_size}/{model_config.tgt_vocab_size}: the "
-                         f"tokenizer is not this model's")
+    _check_tokenizer_fits(tokenizer, model_config, str(path / "tokenizer.json"))
     _check_size(model_config, path / "model.safetensors")
     model = Transformer(model_config)
     _load_weights(model, path / "model.safetensors")
     info = {k: v for k, v in config.items() if k not in ("format_version", "model")}
     return ModelBundle(model.to(device).eval(), tokenizer, info, path)
+
+
+def _check_tokenizer_fits(tokenizer: Tokenizer, config: ModelConfig, what: str) -> None:
+    """A checkpoint holds one tokenizer for both sides. Equal, not merely no larger: a smaller
+    tokenizer is another model's, and would read every id wrongly."""
+    if tokenizer.vocab_size != config.src_vocab_size or tokenizer.vocab_size != config.tgt_vocab_size:
+        raise ValueError(f"{what} has {tokenizer.vocab_size} entries but the model's vocabulary is "
+                         f"{config.src_vocab_size}/{config.tgt_vocab_size}: the tokenizer is not this model's")
 
 
 def _check_size(config: ModelConfig, file: Path) -> None:

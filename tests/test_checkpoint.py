@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import threading
 
 import pytest
 
@@ -58,6 +59,36 @@ def test_a_tokenizer_of_another_size_than_the_model_vocabulary_is_refused(saved,
     with pytest.raises(ValueError, match=f"tokenizer.json has {entries} entries but the model's vocabulary is "
                                          f"{entries + off_by}/{entries + off_by}: the tokenizer is not this model's"):
         load_checkpoint(saved)
+
+
+def test_a_bundle_whose_tokenizer_is_not_its_models_is_not_saved(tmp_path):
+    # Saved, it could never be loaded again (a checkpoint holds one tokenizer for both sides).
+    tokenizer = tiny_bundle().tokenizer
+    config = ModelConfig.from_preset("tiny", src_vocab_size=tokenizer.vocab_size, tgt_vocab_size=tokenizer.vocab_size + 5,
+                                     shared_vocab=False)
+    with pytest.raises(ValueError, match=f"the bundle's tokenizer has {tokenizer.vocab_size} entries"):
+        save_checkpoint(tmp_path / "ckpt", ModelBundle(Transformer(config), tokenizer))
+    assert not (tmp_path / "ckpt").exists()
+
+
+def test_threads_saving_to_one_path_leave_a_complete_checkpoint(tmp_path):
+    # They shared one hidden .saving-PID folder and deleted each other's files mid-save.
+    bundle, errors = tiny_bundle(), []
+
+    def save_thrice():
+        try:
+            for _ in range(3):
+                save_checkpoint(tmp_path / "ckpt", bundle, {"step": 1})
+        except Exception as exc:  # noqa: BLE001 - collected for the assertion
+            errors.append(exc)
+
+    threads = [threading.Thread(target=save_thrice) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == [] and load_checkpoint(tmp_path / "ckpt").model.num_parameters() == bundle.model.num_parameters()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ckpt"]
 
 
 @pytest.mark.parametrize("missing", ["model.safetensors", "tokenizer.json", "config.json"])
