@@ -17,8 +17,8 @@ from typing import Any
 import torch
 
 from .decoding import (FINISHED, LIVE, PRUNED, BeamState, DecodeOptions, Hypothesis, StepRecord, beam_start, beam_step,
-                       copy_cache, inference, last_tokens, length_penalty, max_output_length, prepare_source,
-                       ranked, resolve_options)
+                       check_beam_fits, copy_cache, inference, last_tokens, length_penalty, max_output_length,
+                       prepare_source, ranked, resolve_options)
 
 STATUS = {PRUNED: "pruned", LIVE: "live", FINISHED: "finished"}
 
@@ -65,6 +65,7 @@ class BeamStepper:
     def __init__(self, bundle: Any, text: str, options: DecodeOptions | None = None, **overrides: Any):
         self.model, self.tokenizer = bundle.model, bundle.tokenizer
         self.options = resolve_options(options, {"method": "beam", **overrides})
+        check_beam_fits(self.model, self.options)
         max_len = self.model.config.max_len
         self.source = prepare_source(self.tokenizer, text, max_len)
         self.max_output, clamp = max_output_length(len(self.source.ids), self.options, max_len)

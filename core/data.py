@@ -77,6 +77,8 @@ def load_corpus(spec: str, src_lang: str | None = None, tgt_lang: str | None = N
     """Read a corpus from ``synthetic:NAME``, ``files:PATH`` or ``hf:NAME[:CONFIG]`` (see the
     module docstring); ``limit`` keeps a seeded random sample of at most that many
     training pairs (in their original order), for quick runs."""
+    if not isinstance(spec, str):
+        raise ValueError(f"a corpus spec must be a string, one of: {SPEC_FORMS}; got {spec!r}")
     kind, _, rest = spec.partition(":")
     if not rest or kind not in ("synthetic", "files", "hf"):
         raise ValueError(f"unknown corpus spec {spec!r}; use one of: {SPEC_FORMS}")

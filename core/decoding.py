@@ -60,6 +60,7 @@ LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 # of 128 in batches of 1,024 sentences decode greedily 1.2-1.3x faster than batches of 256 encoded
 # whole; groups of 64 and 256 were as fast as 128).
 SOURCE_GROUP = 128
+INT64_MAX = 2**63 - 1  # torch's integers (a generator's seed, a tensor's size) are 64-bit
 
 
 # ----- options and results ---------------------------------------------------------------
@@ -120,6 +121,8 @@ class DecodeOptions:
 def _check_int(name: str, value: Any, low: int) -> None:
     if not isinstance(value, int) or isinstance(value, bool) or value < low:
         raise ValueError(f"DecodeOptions.{name} must be an integer >= {low}; got {value!r}")
+    if value > INT64_MAX:
+        raise ValueError(f"DecodeOptions.{name} must be at most 2**63 - 1; got {value!r}")
 
 
 def _check_number(name: str, value: Any, allowed: str, ok: Callable[[float], bool]) -> None:
@@ -335,6 +338,14 @@ def beam_start(model: Transformer, src: Sources, max_out: torch.Tensor) -> BeamS
                      [[] for _ in range(n)])
 
 
+def check_beam_fits(model: Transformer, options: DecodeOptions) -> None:
+    """Each step keeps the 2K best expansions of a sentence, so K must be below the vocabulary."""
+    vocab = model.config.tgt_vocab_size
+    if options.beam_size >= vocab:
+        raise ValueError(f"DecodeOptions.beam_size must be smaller than the vocabulary ({vocab} tokens); "
+                         f"got {options.beam_size}")
+
+
 def beam_step(model: Transformer, state: BeamState, options: DecodeOptions) -> tuple[BeamState, StepRecord]:
     """Advance every active sentence by one token; state is not modified."""
     k, n, t = options.beam_size, len(state.sentences), state.tokens.size(1)
@@ -342,13 +353,10 @@ def beam_step(model: Transformer, state: BeamState, options: DecodeOptions) -> t
     cache = copy_cache(state.cache)
     log_probs = model.decode_step(last_tokens(model, state.tokens), cache)
     log_probs = constrain(model, log_probs, state.tokens, state.max_out.repeat_interleave(r), options)
-    vocab = log_probs.size(1)
-    if vocab <= k:
-        raise ValueError(f"DecodeOptions.beam_size must be smaller than the vocabulary ({vocab} tokens); got {k}")
     # A sentence's 2K best expansions lie among each hypothesis's 2K best tokens (adding the
     # hypothesis's log-probability keeps a row's order), so only those are summed and ranked,
     # not all R·V: one pass over the vocabulary instead of two (an add, then topk).
-    width = min(2 * k, vocab)  # smaller only for tiny vocabularies
+    width = min(2 * k, log_probs.size(1))  # smaller only for tiny vocabularies
     row_lp, row_tokens = ranking.top_k(log_probs, width)
     total = (state.logprobs[:, None] + row_lp).view(n, r * width)
     cand_logprobs, flat = total.topk(min(2 * k, r * width), dim=1)
@@ -413,6 +421,7 @@ def beam_search(model: Transformer, src: Sources, max_len: torch.Tensor | int,
     source (int or (B,)), eos included. Returns per source its n_best hypotheses, best first.
     options.method is ignored."""
     opts = resolve_options(options, overrides)
+    check_beam_fits(model, opts)
     with inference(model):
         state = beam_start(model, src, _lengths(src, max_len, model))
         while not state.done:

@@ -182,9 +182,15 @@ class Transformer(nn.Module):
                 nn.init.xavier_uniform_(p)
 
     # ----- pieces -----------------------------------------------------------------
-    def _check_length(self, ids: torch.Tensor, what: str, offset: int = 0) -> None:
-        if ids.dim() != 2:
-            raise ValueError(f"{what} must be a (batch, length) tensor of token ids, got shape {tuple(ids.shape)}")
+    def _check_ids(self, ids: torch.Tensor, what: str, vocab_size: int, offset: int = 0) -> None:
+        """Named errors for what nn.Embedding would report as 'index out of range in self'."""
+        if ids.dim() != 2 or ids.size(1) == 0:
+            raise ValueError(f"{what} must be a (batch, length) tensor of token ids with at least one "
+                             f"token, got shape {tuple(ids.shape)}")
+        if ids.dtype not in (torch.int64, torch.int32):
+            raise ValueError(f"{what} must hold integer token ids (torch.long), got {ids.dtype}")
+        if bool(((ids < 0) | (ids >= vocab_size)).any()):
+            raise ValueError(f"{what} holds token ids outside the vocabulary 0..{vocab_size - 1}")
         if offset + ids.size(1) > self.config.max_len:
             raise ValueError(f"{what} length {offset + ids.size(1)} exceeds the model's max_len "
                              f"{self.config.max_len} tokens; shorten the input or build the model with "
@@ -207,7 +213,7 @@ class Transformer(nn.Module):
                 need_weights: bool = False) -> tuple[torch.Tensor, Packing | None, list[torch.Tensor | None]]:
         """The encoder stack on the real source tokens: (rows (N, d_model), their packing or
         None when nothing is padded (rows are then (B, S, d_model)), per-layer attention)."""
-        self._check_length(src, "source")
+        self._check_ids(src, "source", self.config.src_vocab_size)
         src_padding = src.eq(self.config.pad_id)
         if bool(src_padding.all(dim=1).any()):  # every key masked: eq. 1's softmax would be 0/0
             raise ValueError(f"a source row is all padding (pad_id {self.config.pad_id}); every source "
@@ -230,7 +236,7 @@ class Transformer(nn.Module):
                 ) -> tuple[torch.Tensor, list[torch.Tensor | None], list[torch.Tensor | None]]:
         """The decoder stack over tgt_in (B, T), after the cache.length tokens already in the cache.
         With `packing` (whole targets only), on the real target tokens; returns rows (N, d_model)."""
-        self._check_length(tgt_in, "target", cache.length)
+        self._check_ids(tgt_in, "target", self.config.tgt_vocab_size, cache.length)
         y = self._embed(tgt_in, self.tgt_embed, cache.length, packing)
         self_probs, cross_probs = [], []
         for i, layer in enumerate(self.decoder_layers):
@@ -258,6 +264,10 @@ class Transformer(nn.Module):
                         need_weights: bool) -> tuple[torch.Tensor, Packing | None, Attention]:
         """Decoder states of every target position given the whole target (training): the rows
         of the real target tokens, their packing (None when nothing is padded), the attention."""
+        self._check_ids(tgt_in, "tgt_in", self.config.tgt_vocab_size)
+        if tgt_in.size(0) != src.size(0):
+            raise ValueError(f"src and tgt_in must hold the same number of sentences, got {src.size(0)} "
+                             f"and {tgt_in.size(0)}")
         tgt_padding = tgt_in.eq(self.config.pad_id)
         self._check_right_padded(tgt_padding, "tgt_in")  # the causal mask then keeps padding unseen (3.2.3)
         memory, src_packing, enc_probs = self._encode(src, need_weights)

@@ -73,6 +73,8 @@ class TrainConfig:
         for name in non_negative:
             if not getattr(self, name) >= 0:
                 raise ValueError(f"TrainConfig.{name} must be >= 0, got {getattr(self, name)}")
+        if not 0 <= self.seed < 2**63:  # what torch.manual_seed takes
+            raise ValueError(f"TrainConfig.seed must be from 0 to 2**63 - 1, got {self.seed}")
         if self.schedule not in SCHEDULES:
             raise ValueError(f"TrainConfig.schedule {self.schedule!r}; allowed: {', '.join(SCHEDULES)}")
         if self.amp not in AMP_MODES:

@@ -16,6 +16,7 @@ import torch
 
 from _models import reverse_task, tiny_bundle
 from core import decoding
+from core.beam import BeamStepper
 from core.batching import pad_ids
 from core.decoding import (DecodeOptions, Translation, _repeated_ngrams, beam_search, filter_logits, greedy_decode,
                            length_penalty, max_output_length, prepare_source, sample, translate, translate_detailed)
@@ -168,6 +169,8 @@ def test_beam_wider_than_half_the_vocabulary(bundle):
     assert result.text == "c b a" and len(result.n_best) == 3
     with pytest.raises(ValueError, match="beam_size must be smaller than the vocabulary"):
         translate(bundle, ["a b c"], beam_size=vocab)
+    with pytest.raises(ValueError, match="beam_size must be smaller than the vocabulary"):
+        BeamStepper(bundle, "a b c", beam_size=vocab)  # before, it built and failed at its first step
 
 
 def test_length_penalties():
@@ -274,6 +277,7 @@ def test_repeated_ngrams_bans_only_the_token_that_completes_a_seen_ngram():
     {"beam_size": 0}, {"top_p": 1.5}, {"top_p": 0.0}, {"alpha": -0.1}, {"method": "viterbi"},
     {"length_penalty": "wu"}, {"temperature": 0}, {"top_k": -1}, {"n_best": 5}, {"max_len_b": -1},
     {"max_len_a": float("nan")}, {"batch_size": 0}, {"min_len": 1.5}, {"beam_size": True}, {"seed": "x"},
+    {"seed": 2**63}, {"max_len_b": 2**70},
 ])
 def test_nonsense_options_raise_value_error_naming_the_option(bundle, bad):
     name = next(iter(bad))

@@ -413,6 +413,21 @@ def test_too_long_sequence_raises_clear_error():
         model(batch([3]), batch([70]))
 
 
+@pytest.mark.parametrize("src, tgt_in, message", [
+    (batch([3]), torch.tensor([[5, V]]), r"tgt_in holds token ids outside the vocabulary 0..39"),
+    (torch.tensor([[5, -1]]), batch([3]), r"source holds token ids outside the vocabulary"),
+    (batch([3]), batch([3]).float(), r"tgt_in must hold integer token ids"),
+    (batch([3]), batch([3])[0], r"tgt_in must be a \(batch, length\) tensor"),
+    (batch([3]), batch([3])[:, :0], r"with at least one token, got shape \(1, 0\)"),
+    (batch([3]), batch([3, 3]), r"src and tgt_in must hold the same number of sentences, got 1 and 2"),
+])
+def test_bad_token_tensors_are_refused_by_name(src, tgt_in, message):
+    # They failed inside torch ("index out of range in self", a reshape) or, for a batch-size
+    # mismatch, were read as beam hypotheses sharing one source.
+    with pytest.raises(ValueError, match=message):
+        tiny()(src, tgt_in)
+
+
 def test_cache_reorders_compose_before_the_next_step():
     # Beam search re-ranks each sentence's hypotheses, then drops finished sentences; the cache
     # applies both at once while the next step appends its keys/values.

@@ -217,7 +217,8 @@ def test_evaluate_reports_loss_bleu_and_samples():
 
 @pytest.mark.parametrize("field,value", [("max_steps", 0), ("schedule", "cosine"), ("amp", "fp8"),
                                          ("label_smoothing", 1.0), ("max_steps", 1.5), ("accum", True),
-                                         ("max_tokens", "4096"), ("lr_factor", "1"), ("compile", 1)])
+                                         ("max_tokens", "4096"), ("lr_factor", "1"), ("compile", 1),
+                                         ("seed", -1), ("seed", 2**63)])
 def test_bad_train_config_names_the_field(field, value):
     with pytest.raises(ValueError, match=field):
         TrainConfig(**{field: value})
