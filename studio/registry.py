@@ -29,6 +29,7 @@ class ModelRegistry:
         self._lock = threading.Lock()
         self.uploaded: list[str] = []  # names opened from visitors' uploads, oldest first
         self._keys: dict[str, int] = {}  # name -> serial of the model offered under it (see key())
+        self._saved_as: dict[str, str] = {}  # a model held in memory -> the checkpoint of these very weights
         self._serial = 0
         if checkpoint_dir is not None and checkpoint_dir.is_dir():
             for sub in sorted(checkpoint_dir.iterdir()):
@@ -44,16 +45,23 @@ class ModelRegistry:
         def label(name: str) -> str:
             if name in self.uploaded:
                 return f"{name} (uploaded)"
+            if name in self._saved_as:
+                return f"{name} (saved as {self._saved_as[name]})"
             held = self._bundles.get(name) if name not in self._paths else None
             return f"{name} (unsaved)" if held is not None and held.path is None else name
         return [(label(name), name) for name in self.names()]
 
-    def add(self, name: str, bundle: ModelBundle, same_model: bool = False) -> str:
+    def add(self, name: str, bundle: ModelBundle, same_model: bool = False, saved_as: str | None = None) -> str:
         """Offer a model made in this app session (e.g. by the Train tab); replaces a same-named one.
         same_model: newer weights of the model offered under name (a training run's snapshot),
-        which keeps its key()."""
+        which keeps its key(). saved_as: the checkpoint these weights were just saved to (newer
+        weights added later are unsaved again)."""
         with self._lock:
             self._bundles[name] = bundle
+            if saved_as:
+                self._saved_as[name] = saved_as
+            else:
+                self._saved_as.pop(name, None)
             self._paths.pop(name, None)
             self._ablation.pop(name, None)
             if not same_model or name not in self._keys:
@@ -75,6 +83,7 @@ class ModelRegistry:
             self._bundles.pop(name, None)
             self._ablation.pop(name, None)
             self._keys.pop(name, None)
+            self._saved_as.pop(name, None)
 
     def key(self, name: str | None) -> tuple[str, int] | None:
         """The identity of the model offered as name (None: no such model). A name can be taken by

@@ -351,6 +351,7 @@ class _Run:
     frame_every: int = 10
     last_good: ModelBundle | None = None
     last_good_step: int | None = None
+    saved: tuple[int, str] | None = None  # (step, checkpoint name) of the run's last save
     started: float = field(default_factory=time.monotonic)
     owner: str | None = None  # the session that started it (public studio)
     time_up: bool = False  # stopped by limits.PUBLIC_MAX_MINUTES
@@ -522,6 +523,10 @@ class TrainingJob:
         info = {**bundle.info, "name": path.name, "step": step, "train": asdict(run.settings.train_config())}
         saved = save_checkpoint(path, replace(bundle, info=info))
         self.registry.add_folder(saved)  # offered in the picker at once, not after a restart
+        run.saved = (step, saved.name)
+        if run.settings.name in self.registry.names():  # the run's own entry: the weights just saved
+            bundle.info["step"] = step
+            self.registry.add(run.settings.name, bundle, same_model=True, saved_as=saved.name)
         return saved
 
     def zip_saved(self, folder: Path) -> Path:
@@ -587,8 +592,9 @@ class TrainingJob:
     def _publish(self, run: _Run, snapshot: ModelBundle, new_model: bool = False) -> None:
         """Offer snapshot in the picker and keep it as the last good weights. new_model: the run's
         first, which replaces any earlier run's model of the same name (a new registry key)."""
-        snapshot.info["step"] = run.trainer.step_count
-        self.registry.add(run.settings.name, snapshot, same_model=not new_model)
+        step = snapshot.info["step"] = run.trainer.step_count
+        saved_as = run.saved[1] if run.saved and run.saved[0] == step else None  # no step since the save
+        self.registry.add(run.settings.name, snapshot, same_model=not new_model, saved_as=saved_as)
         with self._lock:
             self._names.add(run.settings.name)
             run.last_good, run.last_good_step = snapshot, snapshot.info["step"]

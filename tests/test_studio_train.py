@@ -118,6 +118,8 @@ def test_run_pause_resume_finish_and_save(job):
     assert job.save("   ").name == job.save("🙂").name[:-2] == "live-numbers-step30"  # nothing usable: the run's
     saved = load_checkpoint(path)
     assert saved.info["step"] == 30 and saved.info["src_lang"] == "en" and saved.info["name"] == path.name
+    # The finished run's own entry in the picker no longer says "(unsaved)": it names its last save.
+    assert dict(job.registry.choices())["live-numbers (saved as live-numbers-step30-2)"] == "live-numbers"
     assert same_output(saved, live)
 
 
@@ -475,13 +477,17 @@ def test_callbacks_start_pause_resume_stop_save(job):
     message, picker, download = tab.save(job, "demo", "live-numbers")
     assert "Saved **demo\\-step" in message and picker.value == "live-numbers"
     assert any(str(choice[0]).startswith("demo-step") for choice in picker.choices)  # (label, value) pairs
-    # The saved checkpoint is on disk; the live run, held in memory, says it is not.
+    # The live run's entry holds the weights just saved, and says where they are.
     labels = dict((value, label) for label, value in picker.choices)
-    assert labels["live-numbers"] == "live-numbers (unsaved)"
-    assert all(label == value for value, label in labels.items() if value.startswith("demo-step"))
+    [saved] = [value for value in labels if value.startswith("demo-step")]
+    assert labels["live-numbers"] == f"live-numbers (saved as {saved})" and labels[saved] == saved
     assert download.visible and download.value["path"].endswith(".zip") and "Download demo-step" in download.label
     tab.control(job, "stop")
     wait_for(job, lambda v: v.state == "stopped")
+    # Stopped after more steps: the live model's newest weights are unsaved again.
+    labels = dict((value, label) for label, value in tab.picker_update(job.registry, "live-numbers").choices)
+    assert labels["live-numbers"] == ("live-numbers (unsaved)" if job.view().step > int(saved.split("step")[1])
+                                      else f"live-numbers (saved as {saved})")
     tab.control(job, "pause")  # nothing to pause: a warning, no exception
     message, _, download = tab.save(TrainingJob(ModelRegistry(None)), "x", None)
     assert "Not saved" in message and not download.visible

@@ -542,7 +542,7 @@ def build(shell: Shell, job: TrainingJob) -> None:
         stop_button = gr.Button("Stop", variant="stop", interactive=False)
         # One line high, as the buttons beside it: the curves start higher on a 720-line projector.
         save_name = gr.Textbox(label="Checkpoint name", show_label=False, container=False, max_lines=1, scale=2,
-                               placeholder="Checkpoint name")  # blank: the model's; saved as NAME-stepN
+                               placeholder="Checkpoint name (saved as NAME-stepN)")  # blank: the model's
         save_button = gr.Button("Save checkpoint", interactive=False, min_width=210)  # on one line
     button_row = [start_button, pause_button, resume_button, stop_button, save_button]
     if job.public:
