@@ -67,7 +67,7 @@ class BeamStepper:
         self.options = resolve_options(options, {"method": "beam", **overrides})
         check_beam_fits(self.model, self.options)
         max_len = self.model.config.max_len
-        self.source = prepare_source(self.tokenizer, text, max_len)
+        self.source = prepare_source(self.tokenizer, text, max_len, getattr(bundle, "info", None))
         self.max_output, clamp = max_output_length(len(self.source.ids), self.options, max_len)
         self.notices = self.source.notices + ([clamp] if clamp and not self.source.empty else [])
         self.reset()

@@ -35,7 +35,7 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import torch
 
-from . import ranking
+from . import ranking, tasks
 from .batching import pad_ids, source_ids
 from .model import DecoderCache, Transformer
 from .tokenizer import EOS_ID, Tokenizer
@@ -186,8 +186,9 @@ class Source:
         return not self.ids
 
 
-def prepare_source(tokenizer: Tokenizer, text: str, max_len: int) -> Source:
-    """Encode text for a model whose sequences hold at most max_len tokens."""
+def prepare_source(tokenizer: Tokenizer, text: str, max_len: int, info: dict[str, Any] | None = None) -> Source:
+    """Encode text for a model whose sequences hold at most max_len tokens; info, its checkpoint's
+    config (bundle.info), lets a synthetic task's model say when text is not of its task's form."""
     if not isinstance(text, str):
         raise TypeError(f"a source sentence must be a str, got {type(text).__name__}")
     surrogate = LONE_SURROGATE.search(text)
@@ -206,7 +207,8 @@ def prepare_source(tokenizer: Tokenizer, text: str, max_len: int) -> Source:
         notices.append(f"source truncated from {len(ids) - 1} to {max_len - 1} tokens "
                        f"(the model's max_len is {max_len} with <eos>)")
         ids = ids[:max_len - 1] + ids[-1:]
-    return Source(ids, tokenizer.tokens(ids), notices)
+    form = tasks.form_notice(info or {}, text)
+    return Source(ids, tokenizer.tokens(ids), notices + ([form] if form else []))
 
 
 def max_output_length(source_length: int, options: DecodeOptions, model_max_len: int) -> tuple[int, str | None]:
@@ -550,7 +552,7 @@ def translate_detailed(bundle: Any, sentences: list[str], options: DecodeOptions
     sources = []
     for number, text in enumerate(sentences):
         try:
-            sources.append(prepare_source(tokenizer, text, max_len))
+            sources.append(prepare_source(tokenizer, text, max_len, getattr(bundle, "info", None)))
         except (TypeError, ValueError) as exc:  # named as the caller's list indexes it
             raise (TypeError if isinstance(exc, TypeError) else ValueError)(f"sentences[{number}]: {exc}") from None
     results = [_empty_translation(s) if s.empty else None for s in sources]

@@ -31,8 +31,10 @@ test score measures generalisation, not memory.
 from __future__ import annotations
 
 import datetime
+import functools
 import random
-from typing import Callable, Hashable
+import re
+from typing import Any, Callable, Hashable
 
 from .data import ParallelCorpus
 
@@ -154,6 +156,52 @@ def iso_date(d: datetime.date) -> str:
 def _dates(rng: random.Random) -> Sample:
     d = FIRST_DAY + datetime.timedelta(days=rng.randint(0, (LAST_DAY - FIRST_DAY).days))
     return rng.choice(DATE_FORMATS)(d), iso_date(d), d
+
+
+# ----- the form of each task's sources ---------------------------------------------
+# A task's model reads only what its generator writes: "forty two" (no hyphen token) or "42" (not
+# digit by digit) come out as confident nonsense, so translation says when a source is not of that form.
+_DAY = r"[1-9]( [0-9])?"
+_YEAR = r"[0-9] [0-9] [0-9] [0-9]"
+_MONTH, _WEEKDAY = f"({'|'.join(MONTHS)})", f"({'|'.join(WEEKDAYS)})"
+_ORDINAL = rf"{_DAY} (st|nd|rd|th)"
+_DATE_FORMS = re.compile("|".join(f"({form})" for form in (  # DATE_FORMATS, in order
+    rf"{_MONTH} {_DAY} , {_YEAR}", rf"{_DAY} {_MONTH} {_YEAR}", rf"{_WEEKDAY} , {_ORDINAL} of {_MONTH} {_YEAR}",
+    rf"{_YEAR} ({'|'.join(m[:3] for m in MONTHS)}) {_DAY}", rf"{_WEEKDAY} {_MONTH} {_ORDINAL} {_YEAR}",
+    rf"{_DAY} \. {_DAY} \. {_YEAR}")))
+
+
+@functools.cache
+def _number_sources() -> frozenset[str]:
+    return frozenset(form for n in range(1000) for form in (english_number(n), " ".join(str(n))))
+
+
+SOURCE_FORMS: dict[str, Callable[[str], bool]] = {
+    "copy": re.compile(r"[a-z]( [a-z]){2,9}").fullmatch,
+    "reverse": re.compile(r"[a-z]( [a-z]){2,9}").fullmatch,
+    "sort": re.compile(r"[a-z]( [a-z]){2,9}").fullmatch,
+    "numbers": lambda text: text in _number_sources(),
+    "dates": _DATE_FORMS.fullmatch,
+}
+SOURCE_EXAMPLES = {"copy": "'k q a d'", "reverse": "'k q a d'", "sort": "'k q a d'",
+                   "numbers": "'forty - two' or '4 2'", "dates": "'March 5 , 2 0 2 1' or '5 . 3 . 2 0 2 1'"}
+
+
+def task_of(info: dict[str, Any]) -> str | None:
+    """The synthetic task a model learnt, from its checkpoint's data section (None: real text)."""
+    data = info.get("data")
+    source = data.get("source") if isinstance(data, dict) else None
+    name = source.partition(":")[2] if isinstance(source, str) and source.startswith("synthetic:") else None
+    return name if name in SOURCE_FORMS else None
+
+
+def form_notice(info: dict[str, Any], text: str) -> str | None:
+    """A notice when text is not a source of the synthetic task the model learnt, else None."""
+    task = task_of(info)
+    if task is None or SOURCE_FORMS[task](" ".join(text.split())):
+        return None
+    return (f"not in the form of the {task} task's sources, which this model learnt (e.g. {SOURCE_EXAMPLES[task]}): "
+            f"its output means little")
 
 
 # name -> (sampler, languages, default (train, valid, test) sizes)

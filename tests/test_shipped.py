@@ -11,7 +11,8 @@ import torch
 
 from core.batching import source_ids
 from core.checkpoint import load_checkpoint
-from core.decoding import translate
+from core.beam import BeamStepper
+from core.decoding import translate, translate_detailed
 from core.evaluation import evaluate_bleu
 
 CHECKPOINTS = Path(__file__).resolve().parents[1] / "checkpoints"
@@ -42,6 +43,15 @@ def test_numbers_model_translates_and_its_attention_crosses():
         focus = layer[0].mean(0).argmax(-1).tolist()  # query: bos, ein, und, zwanzig
         crossing.append(focus[0] == 2 and focus[2] == 0)
     assert any(crossing)
+
+
+def test_the_numbers_model_says_when_a_source_is_not_of_its_form():
+    # Unremarked, "forty two" came out as a confident "zwei".
+    bundle = load_checkpoint(NUMBERS_MODEL)
+    wrong, right = translate_detailed(bundle, ["forty two", "forty - two"])
+    assert any(n.startswith("not in the form of the numbers task's sources") for n in wrong.notices)
+    assert right.notices == [] and right.text == "zwei und vierzig"
+    assert any("numbers task" in n for n in BeamStepper(bundle, "forty two").notices)
 
 
 def read_gz(path: Path) -> list[str]:

@@ -8,8 +8,8 @@ import random
 import pytest
 
 from core.data import load_corpus
-from core.tasks import (DATE_FORMATS, TASKS, TOKENIZER_KIND, _draw, english_number, german_number, iso_date,
-                        make_task)
+from core.tasks import (DATE_FORMATS, TASKS, TOKENIZER_KIND, _draw, english_number, form_notice, german_number,
+                        iso_date, make_task)
 from core.tokenizer import UNK_ID, Tokenizer
 
 SMALL = dict(n_train=300, n_valid=40, n_test=40)
@@ -128,3 +128,25 @@ def test_load_corpus_synthetic():
     assert c.description["counts"]["train"] == 50 and c.description["train_before_limit"] == 1500
     with pytest.raises(ValueError, match="has the target language 'de', not 'fr'"):
         load_corpus("synthetic:numbers", tgt_lang="fr")
+
+
+@pytest.mark.parametrize("name", list(TASKS))
+def test_every_generated_source_is_of_its_tasks_form(name):
+    corpus = make_task(name, seed=3)
+    info = {"data": corpus.description}
+    assert [src for src, _ in corpus.train + corpus.valid + corpus.test if form_notice(info, src)] == []
+
+
+@pytest.mark.parametrize("name, text", [
+    ("numbers", "forty two"), ("numbers", "42"), ("numbers", "one thousand"), ("copy", "abc"),
+    ("sort", "a b"), ("dates", "March 5, 2021"), ("dates", "5 . 3 . 21"), ("dates", "2021-03-05"),
+])
+def test_a_source_not_of_the_tasks_form_gets_a_notice(name, text):
+    # The numbers model turned "forty two" into a confident "zwei", and "42" into "null", unremarked.
+    notice = form_notice({"data": {"source": f"synthetic:{name}"}}, text)
+    assert notice.startswith(f"not in the form of the {name} task's sources")
+
+
+def test_models_of_real_text_get_no_form_notice():
+    assert form_notice({"data": {"source": "files:../shared/data/multi30k"}}, "forty two") is None
+    assert form_notice({}, "forty two") is None and form_notice({"data": "odd"}, "x") is None

@@ -54,7 +54,7 @@ def analyse(bundle: ModelBundle, name: str, source: str, ids: list[int]) -> Anal
     """Feed source and its translation ids (no bos/eos) through the model with attention kept;
     None when the source has no tokens."""
     max_len = bundle.model.config.max_len
-    prepared = prepare_source(bundle.tokenizer, source, max_len)
+    prepared = prepare_source(bundle.tokenizer, source, max_len, bundle.info)
     src = prepared.ids
     if not src:
         return None
