@@ -674,6 +674,8 @@ def command_train(args: argparse.Namespace) -> None:
         f"{bundle.model.num_parameters() / 1e6:.1f}M parameters, vocabulary {bundle.tokenizer.vocab_size}, "
         f"{len(train)} training pairs, device {trainer.device}, amp {amp}, "
         f"{world} process(es); steps {trainer.step_count}->{max_steps}")
+    log(f"loss: label-smoothed cross-entropy per target token (section 5.4, eps {trainer.config.label_smoothing}); "
+        f"ppl: exp of the unsmoothed one, the reference tokens' perplexity")
     if rank == 0:
         args.out.mkdir(parents=True, exist_ok=True)
         given = {k: str(v) for k, v in vars(args).items() if k != "from_run"}
@@ -724,7 +726,7 @@ def train_loop(trainer, args: argparse.Namespace, rank: int) -> None:
                   + " ".join(f"{k} {v}" for k, v in status.items()), flush=True)
         log(event)
         if event.validation:
-            shown = {k: round(v, 3) for k, v in event.validation.items() if isinstance(v, float)}
+            shown = " ".join(f"{k} {v:.3f}" for k, v in event.validation.items() if isinstance(v, float))
             bar.write(f"step {event.step}: {shown}")
         if event.step % args.save_every == 0 or event.step == trainer.config.max_steps:
             save(trainer, args)
@@ -764,7 +766,8 @@ def train_loop(trainer, args: argparse.Namespace, rank: int) -> None:
             metrics.close()
     if rank == 0:
         final = copy_checkpoint(run_checkpoints(args.out)[-1], args.out / "final")  # never half of one
-        print(f"done: {trainer.step_count} steps; final checkpoint {final}")
+        print(f"done: {trainer.step_count} steps; final checkpoint {final} (the last step's: `average` the last "
+              f"few, or evaluate a step-N folder, where a validation score was higher earlier)")
 
 
 def save(trainer, args: argparse.Namespace) -> Path:

@@ -93,9 +93,10 @@ def check_fits(config: ModelConfig, device: torch.device, free: int | None = Non
     need = params * BYTES_PER_PARAMETER
     free = free_memory(device) if free is None else free
     if need > MEMORY_SHARE * free:
-        size = f"{params / 1e9:,.1f}B" if params >= 1e9 else f"{params / 1e6:,.1f}M"
-        raise ValueError(f"This model has {size} parameters: training it needs about "
-                         f"{need / 2**30:,.1f} GiB (weights, gradients, Adam: {BYTES_PER_PARAMETER} bytes a "
+        size = f"{params:.2g}" if params >= 1e12 else f"{params / 1e9:,.1f}B" if params >= 1e9 else f"{params / 1e6:,.1f}M"
+        gib = need / 2**30
+        raise ValueError(f"this model has {size} parameters: training it needs about "
+                         f"{f'{gib:.2g}' if gib >= 1e6 else f'{gib:,.1f}'} GiB (weights, gradients, Adam: {BYTES_PER_PARAMETER} bytes a "
                          f"parameter, before activations), but {device.type.upper()} has {free / 2**30:,.1f} GiB "
                          f"free. Choose a smaller preset, d_model, d_ff or fewer layers.")
     return params

@@ -75,12 +75,12 @@ class ModelConfig:
         for name in ("shared_vocab", "norm_first", "attention_bias"):
             if not isinstance(getattr(self, name), bool):  # the string "false" would count as true
                 raise ValueError(f"ModelConfig.{name} must be true or false, got {getattr(self, name)!r}")
+        if self.d_model % 2:
+            raise ValueError(f"ModelConfig.d_model must be even for sinusoidal encodings, got {self.d_model}")
         if self.d_model % self.n_heads:
             divisors = [h for h in range(1, min(self.d_model, 64) + 1) if self.d_model % h == 0]
             raise ValueError(f"ModelConfig.d_model ({self.d_model}) must be divisible by n_heads "
                              f"({self.n_heads}); allowed n_heads for this d_model: {', '.join(map(str, divisors))}")
-        if self.d_model % 2:
-            raise ValueError(f"ModelConfig.d_model must be even for sinusoidal encodings, got {self.d_model}")
         for name in ("dropout", "attention_dropout"):
             value = getattr(self, name)
             if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0.0 <= value < 1.0:

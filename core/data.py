@@ -93,6 +93,9 @@ def load_corpus(spec: str, src_lang: str | None = None, tgt_lang: str | None = N
         corpus = load_files(rest, src_lang, tgt_lang, seed=seed)
     else:
         name, _, config = rest.partition(":")
+        if name.startswith((".", "/", "~")):  # a path: the Hub's names are OWNER/NAME or NAME
+            raise ValueError(f"{spec}: hf: takes a Hugging Face dataset's name (e.g. {HF_EXAMPLES.split(',')[0]}), "
+                             f"not a path; read local files with files:{rest}")
         corpus = load_hf(name, config or None, src_lang, tgt_lang, seed=seed)
     if limit is not None and len(corpus.train) > limit:
         keep = sorted(random.Random(seed).sample(range(len(corpus.train)), limit))

@@ -515,7 +515,7 @@ def test_a_sentence_argument_that_is_not_text_is_named_by_its_number(run, capsys
 
 @pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
 def test_a_failed_write_names_the_file_without_pythons_errno(run, capsys):
-    one_line_error(capsys, ["translate", "--checkpoint", str(run / "final"), "--output", "/dev/full", "a b"],
+    one_line_error(capsys, ["translate", "--checkpoint", str(run / "final"), "--output", "/dev/full", "a b c"],
                    "error: cannot write /dev/full (--output): No space left on device")
     assert "[Errno" not in train_cli.in_words(OSError(2, "No such file or directory", "/proc/x"))
 

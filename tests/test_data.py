@@ -207,6 +207,11 @@ def test_bad_specs(tmp_path):
             load_corpus(spec)
     with pytest.raises(ValueError, match="unknown synthetic task 'nope'; allowed: copy, reverse"):
         load_corpus("synthetic:nope")
+    with pytest.raises(ValueError, match="a corpus spec must be a string"):
+        load_corpus(None)
+    # A local path given as hf: was reported as "huggingface.co is unreachable".
+    with pytest.raises(ValueError, match="not a path; read local files with files:../shared/data/multi30k"):
+        load_corpus("hf:../shared/data/multi30k")
     with pytest.raises(ValueError, match="limit must be a positive integer"):
         load_corpus("synthetic:copy", limit=0)
     path = write(tmp_path / "plain.txt", ["a"])

@@ -336,7 +336,7 @@ def test_a_model_too_large_for_memory_is_refused_before_building(job, monkeypatc
     assert check_fits(huge, torch.device("cpu"), free=2**40) > 200e6
     with pytest.raises(ValueError, match=r"needs about 3\.1 GiB .* has 1\.0 GiB free"):
         check_fits(huge, torch.device("cpu"), free=2**30)
-    with pytest.raises(ValueError, match="Cannot start: This model has .* GiB"):
+    with pytest.raises(ValueError, match="Cannot start: this model has .* GiB"):
         monkeypatch.setattr(bundle_module, "free_memory", lambda device: 2**30)
         job.start(replace(QUICK, preset="paper-big"))  # 185M parameters need 2.9 GiB
     assert job.view().state == "idle"
