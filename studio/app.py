@@ -90,7 +90,7 @@ CSS = """
 .block.announce > [data-testid="status-tracker"] { display: none !important; }
 /* Gradio draws a disabled Start or Stop in nearly its enabled colours: on a projector nobody could
    tell which of the Train tab's buttons act. */
-button:disabled { opacity: 0.35; cursor: not-allowed; }
+button:disabled { opacity: 0.35; cursor: not-allowed; filter: grayscale(1); }  /* a pale red Stop still looked live */
 /* ...and on the dark theme 0.35 left their labels unreadable (2.7:1). */
 .dark button:disabled { opacity: 0.55; }
 /* Gradio 6.31's radio button paints itself white on hover, the chosen one too: under the pointer the

@@ -186,6 +186,9 @@ def _heatmap(weights: np.ndarray, rows: Sequence[str], cols: Sequence[str], show
 GRID_HOVER_CELLS = 100_000
 
 
+SLIM_COLORBAR = {"data[0].colorbar.thickness": 8, "data[0].colorbar.xpad": 4, "data[0].colorbar.tickvals": [0, 0.5, 1]}
+
+
 def attention_grid(maps: np.ndarray, rows: Sequence[str], cols: Sequence[str], title: str,
                    column_names: Sequence[str]) -> go.Figure:
     """maps (layers, columns, Q, K): a block per layer (rows) and head (columns), drawn as one
@@ -210,7 +213,9 @@ def attention_grid(maps: np.ndarray, rows: Sequence[str], cols: Sequence[str], t
     fig.update_yaxes(tickmode="array", tickvals=[l * (q + 1) + (q - 1) / 2 for l in range(n_layers)],
                      ticktext=[f"layer {l + 1}" for l in range(n_layers)], autorange="reversed", showgrid=False,
                      zeroline=False)
-    return _layout(fig, title, 140 + 190 * n_layers, margin=dict(l=80, r=30, t=90, b=30))
+    _layout(fig, title, 140 + 190 * n_layers, margin=dict(l=80, r=30, t=90, b=30))
+    narrow(fig, **SLIM_COLORBAR, **{"margin.l": 55, "margin.r": 10})  # on a phone the bar was as wide as a head
+    return fig
 
 
 def attention_head(weights: np.ndarray, rows: Sequence[str], cols: Sequence[str], title: str,
@@ -227,8 +232,7 @@ def attention_head(weights: np.ndarray, rows: Sequence[str], cols: Sequence[str]
     # On a phone a slim colour bar and upright source labels: the bar and its margins took a third of the
     # width, and 14 slanted labels overprinted in the 130 px left. (A bar across the bottom, placed in the
     # container, pushed the margins past the figure's height while its tab was hidden.)
-    narrow(fig, **{"data[0].colorbar.thickness": 8, "data[0].colorbar.xpad": 4, "data[0].colorbar.tickvals": [0, 0.5, 1],
-                   "margin.l": 40, "margin.r": 10, "xaxis.tickangle": -90})
+    narrow(fig, **SLIM_COLORBAR, **{"margin.l": 40, "margin.r": 10, "xaxis.tickangle": -90})
     return fig
 
 

@@ -28,7 +28,7 @@ FIRST_STACK = "Cross-attention (decoder → encoder)"  # a translation's story: 
 NO_BERTVIZ = "<p><em>No attention to show: translate a sentence with the picked model first.</em></p>"
 AXES = {"encoder": ("query: source token", "key: source token"),
         "decoder": ("query: decoder input", "key: decoder input"),
-        "cross": ("query: target token being predicted", "key: source token")}
+        "cross": ("query: target token<br>being predicted", "key: source token")}
 ABLATION_STACKS = ("encoder", "decoder", "cross")
 
 

@@ -6,6 +6,7 @@ state about once a second and redraws only when something changed.
 """
 from __future__ import annotations
 
+import itertools
 import math
 import os
 from dataclasses import asdict, dataclass
@@ -42,7 +43,10 @@ STATE_WORDS = {"idle": "No training yet", "preparing": "Preparing", "running": "
                "stopping": "Stopping", "stopped": "Stopped", "finished": "Finished", "failed": "Failed"}
 CURVES = (("Loss (label-smoothed)", "loss", "val_loss"), ("Perplexity", "perplexity", "val_perplexity"),
           ("Token accuracy", "accuracy", "val_accuracy"), ("Learning rate", "lr", None),
-          ("Target tokens per second", "tokens_per_s", None), ("Exact match / BLEU", None, None))  # validation
+          ("Target tokens/s, smoothed", "tokens_per_s", None), ("Exact match / BLEU", None, None))  # validation
+# Points the speed curve averages over: step by step it swung between 3k and 22k tokens/s (batches of
+# different lengths, evaluations, other users), which on a projector reads as noise.
+SPEED_WINDOW = 20
 # The synthetic tasks' labels in the picker, short enough for its box (presenter mode included); core's
 # full description of the picked task shows below it.
 TASK_LABELS = {"copy": "copy 3-10 letters", "reverse": "reverse 3-10 letters", "sort": "sort 3-10 letters",
@@ -352,7 +356,10 @@ def curves(view: JobView) -> go.Figure:
     for i, (_, train_key, valid_key) in enumerate(CURVES):
         row, col = divmod(i, 3)
         if train_key:
-            fig.add_trace(go.Scatter(x=steps, y=[h[train_key] for h in view.history], mode="lines", name="train",
+            values = [h[train_key] for h in view.history]
+            if train_key == "tokens_per_s":
+                values = running_mean(values, SPEED_WINDOW)
+            fig.add_trace(go.Scatter(x=steps, y=values, mode="lines", name="train",
                                      line=dict(color="#1b6ca8", width=1.5), showlegend=i == 0,
                                      legendgroup="train"), row=row + 1, col=col + 1)
         if valid_key and evals:
@@ -378,6 +385,12 @@ def curves(view: JobView) -> go.Figure:
     plots.narrow(fig, **{"font.size": plots.NARROW_FONT, "margin.t": 125, "legend.x": 0, "legend.xanchor": "left",
                          "legend.y": 1.03})
     return fig
+
+
+def running_mean(values: list[float], window: int) -> list[float]:
+    """Each value averaged with the (up to) window - 1 before it."""
+    sums = [0.0, *itertools.accumulate(values)]
+    return [(sums[i + 1] - sums[max(0, i + 1 - window)]) / min(i + 1, window) for i in range(len(values))]
 
 
 def metrics(view: JobView) -> str:
@@ -457,7 +470,7 @@ def attention(view: JobView, step: float | None, layer: float, head: float) -> g
     which = f"mean of {n_heads} heads" if h == 0 else f"head {h}"
     rows, cols = view.example
     return plots.attention_head(weights, rows, cols, f"Step {frame.step}: cross-attention, layer {l + 1}, {which}",
-                                "reference token being predicted", "source token")
+                                "reference token<br>being predicted", "source token")
 
 
 def timeline_slider(view: JobView, follow: bool) -> gr.Slider:
