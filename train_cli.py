@@ -1010,7 +1010,7 @@ def command_evaluate(args: argparse.Namespace) -> None:
 def command_translate(args: argparse.Namespace) -> None:
     from tqdm import tqdm
 
-    from core.decoding import translate_detailed
+    from core.translation import translate_detailed
 
     options = decode_options(args)
     if args.n_best > 1:
@@ -1058,7 +1058,7 @@ def output_line(result, n_best: int) -> str:
 
 def translate_as_typed(bundle, options, n_best: int) -> None:
     """stdin is a terminal: each line is translated as soon as it is typed, until Ctrl-D."""
-    from core.decoding import translate_detailed
+    from core.translation import translate_detailed
 
     language = bundle.info.get("src_lang")
     print(f"{bundle.name}: type {f'{language} ' if language else ''}sentences, one per line (Enter translates); "

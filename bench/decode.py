@@ -32,8 +32,8 @@ from torch.utils.flop_counter import FlopCounterMode
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from core.decoding import (DecodeOptions, inference, length_penalty, max_output_length,  # noqa: E402
-                           prepare_source, translate_detailed)
+from core.decoding import DecodeOptions, inference, length_penalty  # noqa: E402
+from core.translation import max_output_length, prepare_source, translate_detailed  # noqa: E402
 from core.model import Transformer  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared/data/multi30k"

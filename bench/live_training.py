@@ -28,7 +28,7 @@ TARGET = 0.95
 
 
 def test_exact_match(bundle, pairs: list[tuple[str, str]]) -> float:
-    from core.decoding import translate_detailed
+    from core.translation import translate_detailed
 
     outputs = [r.text for r in translate_detailed(bundle, [s for s, _ in pairs], method="greedy")]
     return sum(o == t for o, (_, t) in zip(outputs, pairs)) / len(pairs)

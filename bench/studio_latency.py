@@ -49,7 +49,7 @@ def translate_and_attention(registry, name: str, text: str, options) -> dict[str
     from studio.tabs import attention
     from studio.tabs.translate import Current
 
-    from core.decoding import translate_detailed
+    from core.translation import translate_detailed
 
     clock = time.perf_counter if CLOCK == "wall" else time.process_time
     t0 = clock()

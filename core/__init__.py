@@ -8,7 +8,8 @@ decodes and evaluates it. No UI imports here.
 from .bundle import ModelBundle
 from .checkpoint import average_checkpoints, load_checkpoint, save_checkpoint
 from .config import PRESETS, SPECIAL_TOKENS, ModelConfig
-from .decoding import DecodeOptions, Translation, translate, translate_detailed
+from .decoding import DecodeOptions
+from .translation import Translation, translate, translate_detailed
 from .evaluation import EvalResult, evaluate_bleu, evaluate_bundle
 from .model import DecoderCache, Transformer
 from .positional import sinusoidal_encoding

@@ -17,8 +17,8 @@ from typing import Any
 import torch
 
 from .decoding import (FINISHED, LIVE, PRUNED, BeamState, DecodeOptions, Hypothesis, StepRecord, beam_start, beam_step,
-                       check_beam_fits, copy_cache, inference, last_tokens, length_penalty, max_output_length,
-                       prepare_source, ranked, resolve_options)
+                       check_beam_fits, copy_cache, inference, last_tokens, length_penalty, ranked, resolve_options)
+from .translation import max_output_length, prepare_source
 
 STATUS = {PRUNED: "pruned", LIVE: "live", FINISHED: "finished"}
 

@@ -28,17 +28,13 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import math
-import re
-import warnings
-from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator, Sequence
 
 import torch
 
-from . import ranking, tasks
-from .batching import pad_ids, source_ids
+from . import ranking
 from .model import DecoderCache, Transformer
-from .tokenizer import EOS_ID, Tokenizer
 
 METHODS = ("greedy", "beam", "sample")
 LENGTH_PENALTIES = ("gnmt", "plain")
@@ -49,21 +45,10 @@ LENGTH_PENALTIES = ("gnmt", "plain")
 SAMPLE_TEMPERATURE, SAMPLE_TOP_P = 0.8, 0.9
 PRUNED, LIVE, FINISHED = 0, 1, 2  # beam candidates' fate, see StepRecord.status
 NEG_INF = float("-inf")
-# Notices that translate() does not warn about: an empty input's empty output explains itself, and a
-# clamped length limit changes no output by itself (an output cut at the limit has its own notice).
-EMPTY_INPUT = "empty input"
-CLAMPED_LIMIT = "maximum output length"
-LONE_SURROGATE = re.compile("[\ud800-\udfff]")
-# translate_detailed encodes a batch in groups of this many sentences of similar length, each padded
-# only to its own longest: cross-attention then reads little padding, and the encoder's activations
-# stay small enough for the CPU's caches (Multi30k test_2016 on a 2-core CPU, interleaved runs: groups
-# of 128 in batches of 1,024 sentences decode greedily 1.2-1.3x faster than batches of 256 encoded
-# whole; groups of 64 and 256 were as fast as 128).
-SOURCE_GROUP = 128
 INT64_MAX = 2**63 - 1  # torch's integers (a generator's seed, a tensor's size) are 64-bit
 
 
-# ----- options and results ---------------------------------------------------------------
+# ----- options and hypotheses ---------------------------------------------------------------
 @dataclass
 class DecodeOptions:
     method: str = "beam"            # "greedy" | "beam" | "sample"
@@ -150,75 +135,6 @@ class Hypothesis:
     token_logprobs: list[float]  # the model's log-probability of each id (eos included)
     logprob: float               # their sum, log P(Y | X)
     score: float                 # beam: logprob / lp(|Y|); greedy and sampling: logprob
-
-
-@dataclass
-class Translation:
-    text: str                        # detokenized best output
-    ids: list[int]                   # output ids without bos/eos
-    tokens: list[str]                # token strings of ids (for plots)
-    token_logprobs: list[float]      # log-prob of each output token, then of eos: len(ids) + 1 entries
-    score: float                     # beam: length-normalised; greedy/sample: sum of token_logprobs
-    n_best: list[tuple[str, float]]  # (text, score), best first; n_best entries (fewer if fewer finished)
-    source_tokens: list[str]         # the source as fed to the encoder, "<eos>" included
-    notices: list[str] = field(default_factory=list)  # what was done to the input, in words
-
-    @property
-    def confidence(self) -> float:
-        """The geometric mean of the output tokens' probabilities (eos included), exp(mean log-prob):
-        how sure the model was of what it wrote, whatever the length. NaN when nothing was decoded."""
-        if not self.token_logprobs:
-            return math.nan
-        return math.exp(sum(self.token_logprobs) / len(self.token_logprobs))
-
-
-# ----- sources -----------------------------------------------------------------------------
-@dataclass
-class Source:
-    """A sentence ready for the encoder, and what was done to it."""
-
-    ids: list[int]       # tokenizer.encode(text) + [eos], truncated to max_len; [] if empty
-    tokens: list[str]
-    notices: list[str]
-
-    @property
-    def empty(self) -> bool:
-        return not self.ids
-
-
-def prepare_source(tokenizer: Tokenizer, text: str, max_len: int, info: dict[str, Any] | None = None) -> Source:
-    """Encode text for a model whose sequences hold at most max_len tokens; info, its checkpoint's
-    config (bundle.info), lets a synthetic task's model say when text is not of its task's form."""
-    if not isinstance(text, str):
-        raise TypeError(f"a source sentence must be a str, got {type(text).__name__}")
-    surrogate = LONE_SURROGATE.search(text)
-    if surrogate:  # what undecodable bytes become under errors="surrogateescape"; the tokenizer rejects them
-        raise ValueError(f"character {surrogate.start() + 1} is U+{ord(surrogate[0]):04X}, not text: was it read "
-                         f"from bytes that are not UTF-8?")
-    ids = source_ids(tokenizer, text) if text.strip() else []
-    if len(ids) <= 1:
-        return Source([], [], [EMPTY_INPUT])
-    notices = []
-    unknown = tokenizer.unknown_pieces(text)
-    if unknown:
-        shown = ", ".join(repr(p) for p in dict.fromkeys(unknown))
-        notices.append(f"{len(unknown)} unknown piece{'s' * (len(unknown) > 1)} mapped to <unk>: {shown}")
-    if len(ids) > max_len:
-        notices.append(f"source truncated from {len(ids) - 1} to {max_len - 1} tokens "
-                       f"(the model's max_len is {max_len} with <eos>)")
-        ids = ids[:max_len - 1] + ids[-1:]
-    form = tasks.form_notice(info or {}, text)
-    return Source(ids, tokenizer.tokens(ids), notices + ([form] if form else []))
-
-
-def max_output_length(source_length: int, options: DecodeOptions, model_max_len: int) -> tuple[int, str | None]:
-    """a·|source| + b output tokens (eos included), clamped to [1, max_len - 1]; and a notice if clamped."""
-    wanted = int(options.max_len_a * source_length + options.max_len_b)
-    limit = model_max_len - 1
-    if wanted > limit:
-        return limit, (f"{CLAMPED_LIMIT} {wanted} clamped to {limit} tokens "
-                       f"(the model's max_len is {model_max_len} with <bos>)")
-    return max(wanted, 1), None
 
 
 # ----- shared step machinery ---------------------------------------------------------------
@@ -519,87 +435,3 @@ def _decode_rows(model: Transformer, src: Sources, max_len: torch.Tensor | int, 
             cache, tokens, token_lp, max_out = cache.select(keep), tokens[keep], token_lp[keep], max_out[keep]
             rows = [rows[i] for i in keep.tolist()]
     return results
-
-
-# ----- sentences in, text out ----------------------------------------------------------------
-def translate(bundle: Any, sentences: Iterable[str], **options: Any) -> list[str]:
-    """Translate sentences with bundle.model and bundle.tokenizer (e.g. a ModelBundle); options
-    are DecodeOptions fields. What happened to a sentence that the text alone does not show (source
-    truncated, unknown characters, output cut at the maximum length, no hypothesis possible) is
-    reported with warnings.warn; translate_detailed returns every notice."""
-    if not isinstance(sentences, str):  # a generator is read once: its sentences are needed for the warnings too
-        sentences = list(sentences)
-    results = translate_detailed(bundle, sentences, **options)
-    for text, result in zip(sentences, results):
-        for notice in result.notices:
-            if notice != EMPTY_INPUT and not notice.startswith(CLAMPED_LIMIT):
-                warnings.warn(f"{notice}: {text[:40]!r}{'...' * (len(text) > 40)}", stacklevel=2)
-    return [r.text for r in results]
-
-
-def translate_detailed(bundle: Any, sentences: list[str], options: DecodeOptions | None = None, *,
-                       on_batch: Callable[[int], None] | None = None, **overrides: Any) -> list[Translation]:
-    """Translate sentences, in batches of options.sentences_per_batch sentences of similar length,
-    returned in input order. on_batch(n) is called after each batch of n sentences."""
-    if isinstance(sentences, str):
-        raise TypeError("sentences must be a list of str, not a single str")
-    if not (hasattr(bundle, "model") and hasattr(bundle, "tokenizer")):
-        raise TypeError(f"bundle must be a ModelBundle (core.load_checkpoint(folder) returns one) or hold .model "
-                        f"and .tokenizer, got {type(bundle).__name__}")
-    opts = resolve_options(options, overrides)
-    model, tokenizer = bundle.model, bundle.tokenizer
-    max_len = model.config.max_len
-    sources = []
-    for number, text in enumerate(sentences):
-        try:
-            sources.append(prepare_source(tokenizer, text, max_len, getattr(bundle, "info", None)))
-        except (TypeError, ValueError) as exc:  # named as the caller's list indexes it
-            raise (TypeError if isinstance(exc, TypeError) else ValueError)(f"sentences[{number}]: {exc}") from None
-    results = [_empty_translation(s) if s.empty else None for s in sources]
-    order = sorted((i for i, s in enumerate(sources) if not s.empty), key=lambda i: len(sources[i].ids))
-    device = next(model.parameters()).device
-    generator = make_generator(opts, device) if opts.method == "sample" else None
-    with inference(model):
-        for start in range(0, len(order), opts.sentences_per_batch):
-            batch = order[start:start + opts.sentences_per_batch]
-            limits = [max_output_length(len(sources[i].ids), opts, max_len) for i in batch]
-            src = [pad_ids([sources[i].ids for i in batch[g:g + SOURCE_GROUP]], device)
-                   for g in range(0, len(batch), SOURCE_GROUP)]
-            max_out = torch.tensor([n for n, _ in limits], device=device)
-            for i, (limit, notice), hyps in zip(batch, limits, _decode(model, src, max_out, opts, generator)):
-                notices = [notice] if notice else []
-                if hyps and len(hyps[0].ids) >= limit:  # eos came at the last position allowed: forced
-                    notices.append(f"output stopped at the maximum length ({limit - 1} tokens and <eos>): "
-                                   f"it may be cut short")
-                results[i] = _translation(tokenizer, sources[i], hyps, notices)
-            if on_batch:
-                on_batch(len(batch))
-    return results
-
-
-def _decode(model: Transformer, src: Sources, max_out: torch.Tensor, options: DecodeOptions,
-            generator: torch.Generator | None) -> list[list[Hypothesis]]:
-    if options.method == "beam":
-        return beam_search(model, src, max_out, options)
-    if options.method == "greedy":
-        return [[h] if h else [] for h in greedy_decode(model, src, max_out, options)]
-    return [[h] if h else [] for h in sample(model, src, max_out, options, generator)]
-
-
-def _strip_eos(ids: list[int]) -> list[int]:
-    return ids[:-1] if ids and ids[-1] == EOS_ID else ids
-
-
-def _translation(tokenizer: Tokenizer, source: Source, hyps: list[Hypothesis], notices: list[str]) -> Translation:
-    if not hyps:  # only when every continuation was forbidden (e.g. no_repeat_ngram on a tiny vocabulary)
-        hyps = [Hypothesis([], [], NEG_INF, NEG_INF)]
-        notices = notices + ["no hypothesis could be completed"]
-    best = hyps[0]
-    ids = _strip_eos(best.ids)
-    return Translation(tokenizer.decode(ids), ids, tokenizer.tokens(ids), list(best.token_logprobs), best.score,
-                       [(tokenizer.decode(_strip_eos(h.ids)), h.score) for h in hyps],
-                       source.tokens, source.notices + notices)
-
-
-def _empty_translation(source: Source) -> Translation:
-    return Translation("", [], [], [], 0.0, [("", 0.0)], [], list(source.notices))

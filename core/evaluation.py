@@ -12,7 +12,8 @@ from typing import Any
 from sacrebleu.metrics import BLEU, CHRF
 from tqdm.auto import tqdm
 
-from .decoding import DecodeOptions, Translation, translate_detailed
+from .decoding import DecodeOptions
+from .translation import Translation, translate_detailed
 
 
 @dataclass(frozen=True)

@@ -349,7 +349,7 @@ class Trainer:
     def evaluate(self) -> dict[str, Any]:
         """Validation loss, BLEU of greedy output on a validation sample, a few sample translations."""
         # Imported here: evaluation pulls in sacrebleu, slow to import and needed only when evaluating.
-        from .decoding import translate_detailed
+        from .translation import translate_detailed
         from .evaluation import evaluate_bleu
 
         result: dict[str, Any] = dict(self.validation_loss())

@@ -10,7 +10,8 @@ import torch
 
 from _models import reverse_task, tiny_bundle
 from core.beam import BeamStepper
-from core.decoding import DecodeOptions, beam_search, length_penalty, translate_detailed
+from core.decoding import DecodeOptions, beam_search, length_penalty
+from core.translation import translate_detailed
 from core.tokenizer import BOS_ID
 
 

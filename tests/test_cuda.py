@@ -18,7 +18,7 @@ from _trainers import ddp_trainer, losses, make_trainer
 from bench.serving import free_port
 from core.bundle import ModelBundle
 from core.checkpoint import load_checkpoint
-from core.decoding import translate, translate_detailed
+from core.translation import translate, translate_detailed
 from core.trainer import Trainer
 
 pytestmark = pytest.mark.gpu

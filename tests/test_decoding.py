@@ -15,11 +15,12 @@ import pytest
 import torch
 
 from _models import reverse_task, tiny_bundle
-from core import decoding
+from core import translation
 from core.beam import BeamStepper
 from core.batching import pad_ids
-from core.decoding import (DecodeOptions, Translation, _repeated_ngrams, beam_search, filter_logits, greedy_decode,
-                           length_penalty, max_output_length, prepare_source, sample, translate, translate_detailed)
+from core.decoding import (DecodeOptions, _repeated_ngrams, beam_search, filter_logits, greedy_decode, length_penalty,
+                           sample)
+from core.translation import Translation, max_output_length, prepare_source, translate, translate_detailed
 from core.tokenizer import BOS_ID, EOS_ID, PAD_ID
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -113,7 +114,7 @@ def test_beam_size_one_equals_greedy(bundle, sentences):
 
 @pytest.mark.parametrize("method", ["beam", "greedy"])
 def test_batched_equals_each_sentence_alone(bundle, sentences, method, monkeypatch):
-    monkeypatch.setattr(decoding, "SOURCE_GROUP", 2)  # batches of 4 sentences encoded in groups of 2
+    monkeypatch.setattr(translation, "SOURCE_GROUP", 2)  # batches of 4 sentences encoded in groups of 2
     mixed = sentences + ["", "a b"]
     batched = translate_detailed(bundle, mixed, method=method, n_best=1, batch_size=4)
     for text, result in zip(mixed, batched):

@@ -8,7 +8,8 @@ import sacrebleu
 
 from _models import reverse_task, tiny_bundle
 from core import evaluation
-from core.decoding import DecodeOptions, Translation, translate
+from core.decoding import DecodeOptions
+from core.translation import Translation, translate
 from core.evaluation import EvalResult, evaluate_bleu, evaluate_bundle
 from core.tokenizer import Tokenizer
 

@@ -12,7 +12,7 @@ import torch
 from core.batching import source_ids
 from core.checkpoint import load_checkpoint
 from core.beam import BeamStepper
-from core.decoding import translate, translate_detailed
+from core.translation import translate, translate_detailed
 from core.evaluation import evaluate_bleu
 
 CHECKPOINTS = Path(__file__).resolve().parents[1] / "checkpoints"

@@ -9,7 +9,8 @@ import pytest
 import torch
 
 from _studio import SENTENCES, studio_bundle, studio_registry
-from core.decoding import DecodeOptions, translate_detailed
+from core.decoding import DecodeOptions
+from core.translation import translate_detailed
 from studio import plots
 from studio.tabs import beam
 

@@ -16,7 +16,7 @@ import torch
 
 from _studio import SENTENCES, studio_bundle, studio_registry, toasts  # noqa: F401 (a fixture)
 from core.checkpoint import save_checkpoint
-from core.decoding import Translation, translate_detailed
+from core.translation import Translation, translate_detailed
 from studio import app, bertviz_offline, plots
 from studio.registry import ModelRegistry
 from studio.tabs import attention, model_view, positional, translate

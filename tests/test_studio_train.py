@@ -22,7 +22,7 @@ from core.bundle import check_fits, parameter_count
 from core.checkpoint import FILES as CHECKPOINT_FILES
 from core.checkpoint import load_checkpoint
 from core.config import ModelConfig
-from core.decoding import translate_detailed
+from core.translation import translate_detailed
 from core.model import Transformer
 from studio import training
 from studio.app import open_checkpoint

@@ -14,7 +14,7 @@ from _trainers import losses, make_trainer
 from core.batching import encode_pairs
 from core.bundle import new_bundle
 from core.checkpoint import load_checkpoint, load_trainer_state
-from core.decoding import translate
+from core.translation import translate
 from core.evaluation import evaluate_bleu
 from core.schedule import learning_rate
 from core.tasks import make_task

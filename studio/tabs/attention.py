@@ -12,7 +12,8 @@ import torch
 
 from core.bundle import ModelBundle
 from core.config import ModelConfig
-from core.decoding import DecodeOptions, prepare_source, translate_detailed
+from core.decoding import DecodeOptions
+from core.translation import prepare_source, translate_detailed
 from core.tokenizer import BOS_ID, EOS_ID
 
 from .. import bertviz_offline, plots

@@ -14,7 +14,8 @@ import gradio as gr
 
 from core.beam import BeamStepper, HypothesisView, StepView
 from core.bundle import ModelBundle
-from core.decoding import DecodeOptions, translate_detailed
+from core.decoding import DecodeOptions
+from core.translation import translate_detailed
 from core.tokenizer import EOS_ID
 
 from .. import plots

@@ -12,7 +12,7 @@ import torch
 
 from core.batching import source_ids
 from core.bundle import ModelBundle
-from core.decoding import Translation, translate_detailed
+from core.translation import Translation, translate_detailed
 from core.loss import smoothed_target_distribution
 from core.schedule import learning_rate
 from core.tokenizer import PAD_ID

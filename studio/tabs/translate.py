@@ -7,7 +7,8 @@ from functools import partial
 import gradio as gr
 
 from core.bundle import ModelBundle
-from core.decoding import SAMPLE_TEMPERATURE, SAMPLE_TOP_P, DecodeOptions, Translation, translate_detailed
+from core.decoding import SAMPLE_TEMPERATURE, SAMPLE_TOP_P, DecodeOptions
+from core.translation import Translation, translate_detailed
 
 from .. import plots
 from ..app import Shell
