@@ -18,7 +18,7 @@ import time
 import warnings
 from dataclasses import asdict, dataclass, fields
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, get_type_hints
 
 import torch
 import torch.distributed as dist
@@ -57,13 +57,14 @@ class TrainConfig:
     max_bad_steps: int = 5  # consecutive non-finite losses before giving up
 
     def __post_init__(self) -> None:
+        hints = get_type_hints(TrainConfig)  # the annotations as types, not the strings of __future__
         for f in fields(self):
-            value = getattr(self, f.name)
-            if f.type == "int" and (not isinstance(value, int) or isinstance(value, bool)):
+            value, kind = getattr(self, f.name), hints[f.name]
+            if kind is int and (not isinstance(value, int) or isinstance(value, bool)):
                 raise ValueError(f"TrainConfig.{f.name} must be a whole number, got {value!r}")
-            if f.type == "float" and (not isinstance(value, (int, float)) or isinstance(value, bool)):
+            if kind is float and (not isinstance(value, (int, float)) or isinstance(value, bool)):
                 raise ValueError(f"TrainConfig.{f.name} must be a number, got {value!r}")
-            if f.type == "bool" and not isinstance(value, bool):
+            if kind is bool and not isinstance(value, bool):
                 raise ValueError(f"TrainConfig.{f.name} must be true or false, got {value!r}")
         positive = ("max_steps", "max_tokens", "accum", "warmup", "lr_factor", "peak_lr", "max_bad_steps")
         for name in positive:
