@@ -160,9 +160,10 @@ class Transformer(nn.Module):
         super().__init__()
         config.validate()
         self.config = c = config
-        self.src_embed = nn.Embedding(c.src_vocab_size, c.d_model, padding_idx=c.pad_id)
-        self.tgt_embed = self.src_embed if c.shared_vocab else nn.Embedding(c.tgt_vocab_size, c.d_model,
-                                                                            padding_idx=c.pad_id)
+        # No padding_idx: padding never reaches a layer (packing.py) or a key (masks), the Xavier init
+        # below would overwrite its zero row, and the tied pre-softmax layer trains that row anyway.
+        self.src_embed = nn.Embedding(c.src_vocab_size, c.d_model)
+        self.tgt_embed = self.src_embed if c.shared_vocab else nn.Embedding(c.tgt_vocab_size, c.d_model)
         self.register_buffer("positional", sinusoidal_encoding(c.max_len, c.d_model), persistent=False)
         self.embed_dropout = Dropout(c.dropout)
         self.encoder_layers = nn.ModuleList(EncoderLayer(c) for _ in range(c.encoder_layers))
