@@ -455,7 +455,9 @@ def status_line(registry: ModelRegistry, name: str | None) -> str:
 
 
 def picker_update(registry: ModelRegistry, name: str | None) -> gr.Dropdown:
-    return gr.Dropdown(choices=registry.choices(), value=name)
+    """The picker's choices as they are now, keeping name picked while it is offered: a value not
+    among the choices (a model removed meanwhile) made Gradio refuse every later event reading it."""
+    return gr.Dropdown(choices=registry.choices(), value=name if name in registry.names() else None)
 
 
 def refresh(registry: ModelRegistry, name: str | None):

@@ -25,6 +25,7 @@ from core.config import ModelConfig
 from core.translation import translate_detailed
 from core.model import Transformer
 from studio import training
+from studio import app
 from studio.app import open_checkpoint
 from studio.registry import ModelRegistry
 from studio.tabs import model_view
@@ -491,6 +492,23 @@ def test_callbacks_start_pause_resume_stop_save(job):
     tab.control(job, "pause")  # nothing to pause: a warning, no exception
     message, _, download = tab.save(TrainingJob(ModelRegistry(None)), "x", None)
     assert "Not saved" in message and not download.visible
+
+
+def sent(update: gr.Dropdown) -> dict:
+    """What a component returned as an update sends to the page: the arguments given, not its defaults."""
+    return update._constructor_args[0]
+
+
+def test_a_picked_model_removed_meanwhile_is_unpicked(job):
+    """Picker choices without the picked name kept it as the page's value: Gradio then refused every event
+    reading the picker ("Value: doomed is not in the list of choices"), the one-second tick included."""
+    job.registry.add("doomed", studio_bundle())
+    first = tab.tick(job, None, 2, 0, tab.Following(True), "doomed", None)
+    assert "value" not in sent(first[-2])  # still offered: a pick made meanwhile is left alone
+    job.registry.remove("doomed")  # an upload evicted, or a public studio's earlier run
+    later = tab.tick(job, first[0], 2, 0, tab.Following(True), "doomed", None)
+    assert sent(later[-2]) == {"choices": [], "value": None}
+    assert sent(app.picker_update(job.registry, "doomed"))["value"] is None
 
 
 def test_a_new_run_under_the_last_runs_name_says_it_replaces_it(job, toasts):

@@ -62,10 +62,10 @@ PERPLEXITY_TICKS = [m * 10 ** e for e in range(6) for m in (1, 2, 5)]  # 1 to 50
 
 @dataclass(frozen=True)
 class Seen:
-    """What this browser session last drew: the job's version and the picker's names."""
+    """What this browser session last drew: the job's version and the picker's (label, name) choices."""
 
     version: int = -1
-    names: tuple[str, ...] = ()
+    choices: tuple[tuple[str, str], ...] = ()
     state: str = ""
     heard: tuple[int, int, float] = (0, 0, 0.0)  # (run, step, seconds) of the evaluation last read out
 
@@ -508,12 +508,16 @@ def tick(job: TrainingJob, seen: Seen | None, layer: float, head: float, followi
     only where it may (buttons())."""
     seen = seen or Seen()
     view = job.view()
-    names = tuple(job.registry.names())
+    # Labels change without names too ("saved as X" is "unsaved" again after the next evaluation).
+    choices = tuple(job.registry.choices())
     key = job.registry.key(picked)
     renewed = key if (model_key is None or model_key[0] == picked) and key != model_key else gr.skip()
-    if view.version == seen.version and names == seen.names:
+    if view.version == seen.version and choices == seen.choices:
         return (*(gr.skip(),) * 17, renewed)
-    picker = gr.Dropdown(choices=job.registry.choices()) if names != seen.names else gr.skip()
+    # The value only when the picked model is gone (see picker_update): set always, it would undo a pick
+    # made while this tick was queued.
+    gone = {} if picked in job.registry.names() else {"value": None}
+    picker = gr.Dropdown(choices=list(choices), **gone) if choices != seen.choices else gr.skip()
     shared = (*shared_outputs(job, view), *buttons(view, session))
     latest = attention(view, None, layer, head) if following.on else None
     if following.on:  # asked again after drawing: the user may have scrubbed meanwhile
@@ -529,7 +533,7 @@ def tick(job: TrainingJob, seen: Seen | None, layer: float, head: float, followi
     evaluation, heard = evaluation_heard(view, seen)
     said = " ".join(([said] if changed else []) + ([evaluation] if evaluation else []))
     spoken = md(said) if said else gr.skip()
-    return (Seen(view.version, names, view.state, heard), *shared, timeline, plot, spoken, picker, renewed)
+    return (Seen(view.version, choices, view.state, heard), *shared, timeline, plot, spoken, picker, renewed)
 
 
 def scrub(job: TrainingJob, following: Following, step: float, layer: float, head: float):
