@@ -198,6 +198,15 @@ def uploaded_tsv_spec(upload: str | None, root: Path | None = None) -> str:
     return f"files:{copy}"
 
 
+def discard_upload_copy(spec: str) -> None:
+    """Delete the copy uploaded_tsv_spec made for spec, if it is one: once the run's corpus is read, or
+    its start refused (up to MAX_UPLOAD_BYTES each; refused starts on a public studio filled /tmp)."""
+    folder = Path(spec.removeprefix("files:")).parent
+    if spec.startswith("files:") and folder.name.startswith(UPLOAD_COPY_PREFIX) \
+            and folder.parent == Path(tempfile.gettempdir()):
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 def in_users_words(message: str) -> str:
     """message with the studio's copy of an uploaded TSV named as the user's file (bad.tsv, not
     /tmp/studio-tsv-gv5njwqh/bad.tsv)."""

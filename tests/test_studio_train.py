@@ -279,6 +279,24 @@ def test_uploaded_tsv_trains(job, tmp_path):
                                     "validation figures will stay low).")
 
 
+def test_an_uploaded_tsvs_copy_is_deleted_once_read_or_refused(job, tmp_path, monkeypatch):
+    """Every Start copied the upload (up to 200 MB) into a temporary folder that stayed, refused Starts'
+    too: on a public studio, Start pressed during another visitor's run filled /tmp."""
+    monkeypatch.setenv("GRADIO_TEMP_DIR", str(tmp_path))  # where the studio takes uploads from
+    upload = tmp_path / "pairs.tsv"
+    upload.write_text("".join(f"{n} {n + 1}\t{n + 1} {n}\n" for n in range(60)), encoding="utf-8")
+    copies = lambda: set(Path(tempfile.gettempdir()).glob(f"{training.UPLOAD_COPY_PREFIX}*"))  # noqa: E731
+    before = copies()
+    from_upload = dict(kind=training.SOURCES[2], upload=str(upload), name="tsv", vocab_size=64, max_steps=3)
+    assert tab.start(job, *panel(**from_upload, n_heads=3))[1].startswith(tab.NOT_STARTED)  # 64 / 3 heads
+    assert copies() == before
+    assert tab.start(job, *panel(**from_upload))[1] == ""
+    assert copies() == before  # read: the run needs it no more
+    wait_for(job, lambda v: v.state == "finished")
+    job.start(replace(QUICK, max_steps=10_000))
+    assert "one at a time" in tab.start(job, *panel(**from_upload))[1] and copies() == before
+
+
 def test_hugging_face_offline_message_reaches_the_user(job, monkeypatch):
     spec = training.corpus_spec(training.SOURCES[3], "", "", None, " bentrevett/multi30k ")
     assert spec == "hf:bentrevett/multi30k"

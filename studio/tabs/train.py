@@ -26,7 +26,7 @@ from ..app import Shell, picker_update
 from ..limits import MAX_NAME_CHARS, PUBLIC_MAX_MINUTES, PUBLIC_MAX_PARAMETERS, clean_input
 from ..text import guard, md, md_table, warn
 from ..training import (ACTIVE, ROOT, SOURCES, UPLOAD_COPY_PREFIX, JobBusy, JobView, Settings, TrainingJob, corpus_spec,
-                        device_line, hub_offline, safe_name, warm_up)
+                        device_line, discard_upload_copy, hub_offline, safe_name, warm_up)
 from ..widgets import Slider
 
 TICK_S = 1.0
@@ -122,8 +122,7 @@ def settings_from(values: dict) -> Settings:
     """The panel's values -> Settings; ValueError names a bad field."""
     v = values
     limit = _int(v["limit"], "training pairs", 0) if v["limit"] not in (None, "") else 0
-    return Settings(
-        data=corpus_spec(v["kind"], v["task"], v["path"], v["upload"], v["hf_name"]),
+    fields = dict(
         src_lang=clean_input(v["src_lang"], 32)[0].strip() or None,  # language codes: short
         tgt_lang=clean_input(v["tgt_lang"], 32)[0].strip() or None,
         limit=limit or None, name=run_name(v),
@@ -137,6 +136,12 @@ def settings_from(values: dict) -> Settings:
         max_tokens=_int(v["max_tokens"], "max tokens", 16),
         clip_norm=_float(v["clip_norm"], "gradient clipping"), eval_every=_int(v["eval_every"], "evaluate every"),
         attention_every=_int(v["attention_every"], "attention snapshot every"))
+    data = corpus_spec(v["kind"], v["task"], v["path"], v["upload"], v["hf_name"])  # last: it may copy an upload
+    try:
+        return Settings(data=data, **fields)
+    except BaseException:
+        discard_upload_copy(data)
+        raise
 
 
 def preset_values(preset: str) -> tuple:
@@ -231,12 +236,16 @@ def start(job: TrainingJob, *values, session: str | None = None):
     """Start a run: (the picker, with the new model selected; the line under the buttons; the last
     save's download, put away with its line). A refusal stays on that line, beside the set-up panel
     that can fix it; no toast: one covered the boxes it named (and one on a start, the progress bar)."""
+    settings = None
     try:
         settings = settings_from(dict(zip(FIELDS, values)))
         replaced = settings.name in job.registry.names()  # start() refuses a name it did not make
         name = job.start(settings, session)
     except (JobBusy, ValueError) as exc:
         return gr.skip(), f"{NOT_STARTED} {md(str(exc).removeprefix('Cannot start: '))}", gr.skip()
+    finally:
+        if settings is not None:  # the corpus is read (or the start refused): its upload copy is done with
+            discard_upload_copy(settings.data)
     # A large model's notice stays on the status line; the picker shows the new model.
     said = (f"*The earlier run called {md(name)} is replaced by this one (a checkpoint saved from it keeps its own "
             f"name); give the next run another name to keep both.*") if replaced else ""
