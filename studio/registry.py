@@ -25,7 +25,7 @@ class ModelRegistry:
     def __init__(self, checkpoint_dir: Path | None = CHECKPOINTS):
         self._paths: dict[str, Path] = {}
         self._bundles: dict[str, ModelBundle] = {}
-        self._ablation: dict[str, tuple[Transformer, threading.Lock]] = {}
+        self._ablation: dict[str, tuple[Transformer, Transformer, threading.Lock]] = {}  # name -> (of, copy, lock)
         self._lock = threading.Lock()
         self.uploaded: list[str] = []  # names opened from visitors' uploads, oldest first
         self._keys: dict[str, int] = {}  # name -> serial of the model offered under it (see key())
@@ -126,13 +126,16 @@ class ModelRegistry:
                 self._bundles[name] = load_checkpoint(self._paths[name])
             return self._bundles[name]
 
-    def ablation_model(self, name: str) -> tuple[Transformer, threading.Lock]:
-        """A private copy of the model for head ablation and the lock that guards it."""
-        bundle = self.get(name)
+    def ablation_model(self, name: str, bundle: ModelBundle | None = None) -> tuple[Transformer, threading.Lock]:
+        """A private copy of bundle's model (default: the one offered as name) for head ablation, and
+        the lock that guards it; one copy per name, made again when asked for other weights (a
+        translation made with an earlier snapshot of a training run)."""
+        bundle = bundle or self.get(name)
         with self._lock:
-            if name not in self._ablation:
-                self._ablation[name] = (copy.deepcopy(bundle.model).eval(), threading.Lock())
-            return self._ablation[name]
+            held = self._ablation.get(name)
+            if held is None or held[0] is not bundle.model:
+                held = self._ablation[name] = (bundle.model, copy.deepcopy(bundle.model).eval(), threading.Lock())
+            return held[1], held[2]
 
 
 def same_model(a: ModelBundle, b: ModelBundle) -> bool:

@@ -2,6 +2,7 @@
 Attention, Positional encoding and Model tabs, bad input, escaping."""
 from __future__ import annotations
 
+import contextlib
 import html
 import math
 import re
@@ -15,7 +16,11 @@ import pytest
 import torch
 
 from _studio import SENTENCES, studio_bundle, studio_registry, toasts  # noqa: F401 (a fixture)
+from core.bundle import ModelBundle
 from core.checkpoint import save_checkpoint
+from core.config import ModelConfig
+from core.model import Transformer
+from core.tokenizer import Tokenizer
 from core.translation import Translation, translate_detailed
 from studio import app, bertviz_offline, plots
 from studio.registry import ModelRegistry
@@ -365,6 +370,32 @@ def test_head_ablation_switches_heads_off_only_on_the_copy(registry, current):
         assert module.head_mask is None
     assert run_translate(registry, SENTENCES[1])[4].ids == current.ids
     assert attention.word_diff("a b c", "a <b> c") == "a **&lt;b&gt;** c"
+
+
+def test_attention_and_ablation_read_the_weights_that_translated(registry, current, monkeypatch):
+    """A training run's next snapshot keeps its registry key: the maps were drawn, and the heads switched
+    off, on the newer weights, so 'changed' mixed training progress with the ablation."""
+    bundle = studio_bundle()
+    torch.manual_seed(123)
+    newer = ModelBundle(Transformer(bundle.model.config).eval(), bundle.tokenizer, bundle.info)
+    registry.add("studio-tiny", newer, same_model=True)  # as TrainingJob._publish does
+    analysis = attention.show(registry, current)[0]
+    assert analysis.translation == bundle.tokenizer.decode(current.ids)
+    again = attention.analyse(current.bundle, "studio-tiny", current.source, current.ids)
+    assert all(np.array_equal(analysis.maps[k], again.maps[k]) for k in again.maps)
+    model, _ = registry.ablation_model("studio-tiny", current.bundle)
+    assert torch.equal(model.generator.weight, current.bundle.model.generator.weight)
+    assert not torch.equal(model.generator.weight, newer.model.generator.weight)
+    monkeypatch.setattr(Transformer, "heads_off", contextlib.contextmanager(lambda self, heads: (yield)))
+    assert "is unchanged" in attention.ablate(registry, current, "studio-tiny", [], [], ["L1 H1"])  # none off really
+
+
+def test_a_beam_as_wide_as_a_tiny_vocabulary_is_said_not_raised(registry):
+    tokenizer = Tokenizer.train(["a b c", "b c a"], vocab_size=64, kind="word", min_frequency=1)  # 7 entries
+    config = ModelConfig.from_preset("tiny", src_vocab_size=tokenizer.vocab_size, tgt_vocab_size=tokenizer.vocab_size)
+    registry.add("small", ModelBundle(Transformer(config).eval(), tokenizer, {"name": "small"}))
+    said = translate.translate(registry, "small", "a b", "beam", 8, 0.6, 10, 4, 1.0, 0, 1.0, "")[3]
+    assert said.startswith("**Cannot translate:**") and "beam\\_size must be smaller than the vocabulary" in said
 
 
 def test_attention_is_drawn_only_on_screen_and_once_per_sentence(registry, current):

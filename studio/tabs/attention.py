@@ -129,7 +129,7 @@ def show(registry, current: Current):
     if current is None or not current.source or current.model is None:
         return None, header(None), gr.Slider(), gr.Slider()
     try:
-        bundle = registry.get(current.model)
+        bundle = current.bundle or registry.get(current.model)
     except (LookupError, ValueError, FileNotFoundError) as exc:
         return None, f"**Cannot analyse:** {md(exc)}", gr.Slider(), gr.Slider()
     analysis = analyse(bundle, current.model, current.source, current.ids)
@@ -205,11 +205,11 @@ def translate_here(registry, name: str | None, text: str) -> tuple:
         return gr.skip(), "*Type a sentence to look at (or translate one on the Translate tab).*"
     try:
         key, bundle = registry.key(name), registry.get(name)
+        t = translate_detailed(bundle, [text], DecodeOptions())[0]
     except (LookupError, ValueError, FileNotFoundError) as exc:
         return gr.skip(), f"**Cannot translate:** {md(exc)}"
-    t = translate_detailed(bundle, [text], DecodeOptions())[0]
     notes = "\n".join(f"- {md(clip(notice, 300))}" for notice in cleaned + t.notices)
-    return Current(name, text, list(t.ids), DecodeOptions(), key), notes
+    return Current(name, text, list(t.ids), DecodeOptions(), key, bundle), notes
 
 
 # ----- head ablation ------------------------------------------------------------------------
@@ -276,8 +276,8 @@ def ablate(registry, current: Current, picked: str | None, encoder: list[str], d
     if not spec:
         return "*Tick one or more heads to switch off.*"
     try:
-        bundle = registry.get(current.model)
-        model, lock = registry.ablation_model(current.model)
+        bundle = current.bundle or registry.get(current.model)
+        model, lock = registry.ablation_model(current.model, bundle)
     except (LookupError, ValueError, FileNotFoundError) as exc:
         return f"**Cannot ablate:** {md(exc)}"
     twin = ModelBundle(model, bundle.tokenizer, bundle.info, bundle.path)

@@ -43,6 +43,9 @@ class Current:
     ids: list[int] = field(default_factory=list)
     options: DecodeOptions | None = None
     key: tuple | None = None  # the model's registry key: a new training run under its name is another model
+    # The model as it translated: a training run's later snapshots, under the same key, have other weights,
+    # and the Attention tab's maps and head ablation must read the weights that wrote this translation.
+    bundle: ModelBundle | None = None
 
 
 def examples_for(bundle: ModelBundle) -> list[str]:
@@ -119,10 +122,10 @@ def translate(registry, name: str | None, text: str, method: str, beam_size: flo
     try:
         key, bundle = registry.key(name), registry.get(name)
         opts = options(method, beam_size, alpha, max_extra, n_best, temperature, top_k, top_p, seed)
+        t = translate_detailed(bundle, [text], opts)[0]  # e.g. a beam as wide as a tiny model's vocabulary
     except (LookupError, ValueError, FileNotFoundError) as exc:
         # The blank plot is built only when needed: ~7 ms, a sixth of a translate request's CPU.
         return "", plots.empty("no translation yet"), "", f"**Cannot translate:** {md(exc)}", Current()
-    t = translate_detailed(bundle, [text], opts)[0]
     if method != "sample":
         cleaned = cleaned + unsure(t, bundle)
     if method == "beam" and int(n_best) > opts.n_best:
@@ -132,7 +135,7 @@ def translate(registry, name: str | None, text: str, method: str, beam_size: flo
     notes = "\n".join(f"- {md(n)}" for n in notices)
     tokens = t.tokens + ["<eos>"] if t.token_logprobs else []
     return (t.text, plots.token_probabilities(tokens, t.token_logprobs), nbest_table(t), notes,
-            Current(name, text, list(t.ids), opts, key))
+            Current(name, text, list(t.ids), opts, key, bundle))
 
 
 def redecode(registry, current: Current, name: str | None, text: str, method: str, *rest):
