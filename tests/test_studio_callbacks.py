@@ -118,6 +118,41 @@ def test_opening_a_file_that_is_not_a_checkpoint_warns_and_keeps_serving(registr
                         "config.json, model.safetensors and tokenizer.json.")
 
 
+def _with_zip_headers(zip_bytes: bytes, local: int, central: int, change) -> bytes:
+    """zip_bytes with change(data, offset) applied at each local and central file header's field."""
+    data = bytearray(zip_bytes)
+    for signature, at in ((b"PK\x03\x04", local), (b"PK\x01\x02", central)):
+        start = 0
+        while (start := data.find(signature, start)) >= 0:
+            change(data, start + at)
+            start += 4
+    return bytes(data)
+
+
+def test_a_zip_that_python_cannot_unpack_is_named_not_raised(registry, tmp_path, toasts):
+    """An encrypted member (RuntimeError) or Windows' Deflate64 (NotImplementedError) fell through to the
+    generic 'Something went wrong' toast."""
+    folder = save_checkpoint(tmp_path / "ck", studio_bundle())
+    plain = tmp_path / "plain.zip"
+    with zipfile.ZipFile(plain, "w") as z:
+        for p in sorted(folder.iterdir()):
+            z.write(p, f"ck/{p.name}")
+
+    def encrypted(data, at):  # general-purpose flag bit 0
+        data[at] |= 1
+
+    def deflate64(data, at):  # compression method 9
+        data[at:at + 2] = (9).to_bytes(2, "little")
+
+    for name, (local, central, change), said in (
+            ("locked.zip", (6, 8, encrypted), "is encrypted; zip the folder again without a password"),
+            ("d64.zip", (8, 10, deflate64), "is compressed with a method the studio cannot read")):
+        (tmp_path / name).write_bytes(_with_zip_headers(plain.read_bytes(), local, central, change))
+        guard(app.open_checkpoint)(registry, [str(tmp_path / name)], "studio-tiny")
+        assert toasts[-1].startswith(f"Cannot open {name}: config.json in the .zip {said}")
+    assert registry.names() == ["studio-tiny"]
+
+
 def test_opening_uploaded_checkpoint_files_and_a_zip(registry, tmp_path, toasts):
     same = save_checkpoint(tmp_path / "same", studio_bundle())  # the model offered as studio-tiny
     picker, _ = app.open_checkpoint(registry, [str(p) for p in sorted(same.iterdir())], "other")
