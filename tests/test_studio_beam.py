@@ -3,6 +3,7 @@ equivalence with one-shot beam search (the Translate tab), bad input, the tree a
 from __future__ import annotations
 
 import copy
+import threading
 
 import gradio as gr
 import pytest
@@ -260,3 +261,25 @@ def test_comparison_uses_the_weights_searched_while_a_model_trains_on(registry):
     registry.add("live", newer, same_model=True)
     mine, theirs, verdict = beam.comparison(registry, search)
     assert "Same result" in verdict and "step 99" not in verdict and "trained on since" in verdict
+
+
+def test_steps_and_backs_at_once_keep_the_views_in_step_with_the_search(registry):
+    """Step and Back are separate events, two of which may run at once: interleaved, views stopped
+    following the stepper's history, and the tree drawn from them read the wrong parents."""
+    search = act(registry, "step", None)
+    errors = []
+
+    def press(action):
+        try:
+            for _ in range(40):
+                act(registry, action, search)
+        except Exception as exc:  # noqa: BLE001 - collected for the assertion
+            errors.append(exc)
+
+    threads = [threading.Thread(target=press, args=(action,)) for action in ("step", "back", "step", "back")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == [] and search.views[-1] is search.stepper.view
+    assert all(a.step + 1 == b.step for a, b in zip(search.views, search.views[1:]))

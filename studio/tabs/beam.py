@@ -7,6 +7,7 @@ are kept beside it so the tree can be drawn.
 from __future__ import annotations
 
 import math
+import threading
 from dataclasses import dataclass, field
 from functools import partial
 
@@ -88,6 +89,9 @@ class Search:
     # The weights searched with (start() sets them): a live training run publishes new ones under the
     # same name meanwhile.
     bundle: ModelBundle | None = None
+    # Step, Back and Run are separate events (two may run at once): → then ← pressed during a step
+    # interleaved step() with back(), and views no longer followed the stepper's history.
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     @property
     def view(self) -> StepView:
@@ -162,6 +166,12 @@ def act(action: str, registry, search: Search | None, name, text, beam_size, alp
         search = _current(search, registry, name, text, beam_size, alpha, penalty, max_extra)
     if search is None:
         return None
+    with search.lock:
+        _move(action, search)
+    return search
+
+
+def _move(action: str, search: Search) -> None:
     if action == "step":
         if search.view.done:
             info("The search is finished: press Back or Reset.")
@@ -176,7 +186,6 @@ def act(action: str, registry, search: Search | None, name, text, beam_size, alp
     elif action == "run":
         while not search.view.done:
             search.views.append(search.stepper.step())
-    return search
 
 
 def act_and_render(action: str, registry, search: Search | None, choice: str | None, *settings) -> tuple:
