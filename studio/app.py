@@ -469,10 +469,11 @@ def open_checkpoint(registry: ModelRegistry, files: list[str] | None, current: s
     """Uploaded checkpoint files (or one .zip of the folder) -> a new entry in the picker."""
     if not files:
         return picker_update(registry, current), status_line(registry, current)
-    folder, offered = None, set(registry.names())
+    folder = None
     try:
         folder = _assemble(files)
-        name = registry.open(folder)
+        # Every upload stays in memory: only the newest few are kept, so repeated uploads cannot exhaust it.
+        name, new = registry.open_upload(folder, MAX_UPLOADED_MODELS)
     except (ValueError, FileNotFoundError, zipfile.BadZipFile) as exc:
         # Named as the visitor knows them: the upload's own file names, never the server's copies.
         reason = str(exc)
@@ -484,13 +485,9 @@ def open_checkpoint(registry: ModelRegistry, files: list[str] | None, current: s
     finally:
         if folder is not None:  # loaded into memory (or refused): the copy on disk is not needed
             shutil.rmtree(folder.parent, ignore_errors=True)
-    if name in offered:  # the same model (a saved checkpoint's .zip opened again): picked, not doubled
+    if not new:  # the same model (a saved checkpoint's .zip opened again): picked, not doubled
         info(f"{name} is open already (the same weights): it is picked.")
         return picker_update(registry, name), status_line(registry, name)
-    # Every upload stays in memory: keep the newest few so repeated uploads cannot exhaust it.
-    registry.uploaded.append(name)
-    while len(registry.uploaded) > MAX_UPLOADED_MODELS:
-        registry.remove(registry.uploaded.pop(0))
     info(f"Opened {name}.")
     return picker_update(registry, name), status_line(registry, name)
 

@@ -27,6 +27,8 @@ class ModelRegistry:
         self._bundles: dict[str, ModelBundle] = {}
         self._ablation: dict[str, tuple[Transformer, Transformer, threading.Lock]] = {}  # name -> (of, copy, lock)
         self._lock = threading.Lock()
+        # open() picks a name not yet taken, then adds under it: two uploads at once took the same name.
+        self._opening = threading.RLock()
         self.uploaded: list[str] = []  # names opened from visitors' uploads, oldest first
         self._keys: dict[str, int] = {}  # name -> serial of the model offered under it (see key())
         self._saved_as: dict[str, str] = {}  # a model held in memory -> the checkpoint of these very weights
@@ -104,11 +106,26 @@ class ModelRegistry:
         # The name comes from the (possibly uploaded) config.json: bound it like typed text.
         base = clean_input(bundle.info.get("name") or Path(path).name, MAX_NAME_CHARS)[0].strip() or "uploaded"
         name, n = base, 2
-        while name in self.names():
-            if self._offers(name, bundle):
-                return name
-            name, n = f"{base} ({n})", n + 1
-        return self.add(name, bundle)
+        with self._opening:
+            while name in self.names():
+                if self._offers(name, bundle):
+                    return name
+                name, n = f"{base} ({n})", n + 1
+            return self.add(name, bundle)
+
+    def open_upload(self, path: str | Path, keep: int) -> tuple[str, bool]:
+        """open() a visitor's upload: (its name, whether it is new in the picker). Uploads stay in
+        memory, so only the newest `keep` are offered: older ones are removed."""
+        with self._opening:
+            offered = set(self.names())
+            name = self.open(path)
+            if name in offered:
+                return name, False
+            self.uploaded.append(name)
+            evicted, self.uploaded = self.uploaded[:-keep], self.uploaded[-keep:]
+        for old in evicted:
+            self.remove(old)
+        return name, True
 
     def _offers(self, name: str, bundle: ModelBundle) -> bool:
         """Whether name offers this very model (a checkpoint that no longer loads offers none)."""

@@ -496,8 +496,8 @@ class TrainingJob:
 
     def refresh(self) -> ModelBundle | None:
         """Put the newest weights in the picker now (e.g. when the user selects the model)."""
-        with self._lock:
-            run = self._run if self._state in ACTIVE else None
+        with self._lock:  # not while preparing: _run is still the last run then
+            run = self._run if self._state in ("running", "paused", "stopping") else None
         if run is None:
             return None
         snapshot = run.trainer.snapshot()
@@ -601,12 +601,14 @@ class TrainingJob:
     def _publish(self, run: _Run, snapshot: ModelBundle, new_model: bool = False) -> None:
         """Offer snapshot in the picker and keep it as the last good weights. new_model: the run's
         first, which replaces any earlier run's model of the same name (a new registry key)."""
-        step = snapshot.info["step"] = run.trainer.step_count
+        step = snapshot.info["step"]  # when it was taken: the run may be further on by now
         saved_as = run.saved[1] if run.saved and run.saved[0] == step else None  # no step since the save
-        self.registry.add(run.settings.name, snapshot, same_model=not new_model, saved_as=saved_as)
-        with self._lock:
+        with self._lock:  # the training thread and a page's refresh() publish: never an older over a newer
+            if not new_model and run.last_good_step is not None and step < run.last_good_step:
+                return
+            self.registry.add(run.settings.name, snapshot, same_model=not new_model, saved_as=saved_as)
             self._names.add(run.settings.name)
-            run.last_good, run.last_good_step = snapshot, snapshot.info["step"]
+            run.last_good, run.last_good_step = snapshot, step
             self._version += 1
 
     def _on_step(self, run: _Run, event: StepEvent) -> None:

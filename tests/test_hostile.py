@@ -15,6 +15,7 @@ import pickle
 import random
 import re
 import shutil
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -564,3 +565,28 @@ def _drive(page, url: str) -> None:
     page.get_by_role("button", name="Run to end").click()
     page.locator("#tab-beam").get_by_text(re.compile("(Same result|Different)")).wait_for(timeout=30000)
     page.wait_for_timeout(500)
+
+
+def test_uploads_opened_at_once_under_one_name_each_get_their_own(shipped, registry, tmp_path, monkeypatch):
+    """The free name was picked, then taken, without a lock: the second of two uploads named alike
+    replaced the first in the picker."""
+    add = registry.add  # widened, the window between finding a name free and taking it
+    monkeypatch.setattr(registry, "add", lambda *args, **kwargs: time.sleep(0.05) or add(*args, **kwargs))
+    from safetensors.torch import load_file, save_file
+
+    folders = []
+    for n in range(4):  # the same name in config.json, other weights
+        folder = tmp_path / f"upload-{n}"
+        shutil.copytree(shipped, folder)
+        state = load_file(str(folder / "model.safetensors"))
+        state[sorted(state)[0]].view(-1)[0] = n
+        save_file(state, str(folder / "model.safetensors"), metadata={"format": "pt"})
+        folders.append(folder)
+    opened = []
+    threads = [threading.Thread(target=lambda f=f: opened.append(registry.open_upload(f, 10))) for f in folders]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    names = [name for name, new in opened]
+    assert len(set(names)) == 4 and all(new for _, new in opened) and sorted(registry.uploaded) == sorted(names)

@@ -517,6 +517,18 @@ def sent(update: gr.Dropdown) -> dict:
     return update._constructor_args[0]
 
 
+def test_an_older_snapshot_never_replaces_a_newer_one(job):
+    """The training thread and a page's refresh() both publish: the slower of the two could put older
+    weights back in the picker, and the step published was read when publishing, not when taken."""
+    job.start(replace(QUICK, max_steps=6))
+    wait_for(job, lambda v: v.state == "finished")
+    run = job._run
+    older = run.trainer.snapshot()
+    older.info["step"] = 2
+    job._publish(run, older)
+    assert job.registry.get("live-numbers").info["step"] == 6 and run.last_good_step == 6
+
+
 def test_a_picked_model_removed_meanwhile_is_unpicked(job):
     """Picker choices without the picked name kept it as the page's value: Gradio then refused every event
     reading the picker ("Value: doomed is not in the list of choices"), the one-second tick included."""

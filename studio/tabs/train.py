@@ -9,6 +9,7 @@ from __future__ import annotations
 import itertools
 import math
 import os
+import weakref
 from dataclasses import asdict, dataclass
 from functools import partial
 from pathlib import Path
@@ -489,13 +490,15 @@ def timeline_slider(view: JobView, follow: bool) -> gr.Slider:
     return gr.Slider(minimum=0, maximum=max(last, spacing), step=spacing, **kwargs)
 
 
-_rendered: dict[int, tuple[int, tuple]] = {}  # id(job) -> (version, outputs shared by every session)
+# job -> (version, outputs shared by every session); weak: a job gone (tests, apps built again) takes its
+# entry along, and a new job could otherwise be served a dead one's figures under a reused id().
+_rendered: weakref.WeakKeyDictionary[TrainingJob, tuple[int, tuple]] = weakref.WeakKeyDictionary()
 
 
 def shared_outputs(job: TrainingJob, view: JobView) -> tuple:
     """(status, progress, curves, metrics, samples, layer slider, head slider), built once per version
     for every page (the buttons are each page's own: tick())."""
-    cached = _rendered.get(id(job))
+    cached = _rendered.get(job)
     if cached and cached[0] == view.version:
         return cached[1]
     shape = view.frames[-1].cross.shape if view.frames else (1, 1)
@@ -503,7 +506,7 @@ def shared_outputs(job: TrainingJob, view: JobView) -> tuple:
                # The layer slider starts at 1 and Gradio refuses maximum == minimum: at least 2
                # (attention() clamps the layer to the model's).
                gr.Slider(maximum=max(shape[0], 2)), gr.Slider(maximum=max(shape[1], 1)))
-    _rendered[id(job)] = (view.version, outputs)
+    _rendered[job] = (view.version, outputs)
     return outputs
 
 
