@@ -27,7 +27,7 @@ from core.checkpoint import FILES as CHECKPOINT_FILES  # noqa: E402
 from . import plots  # noqa: E402
 from .limits import (DEFAULT_CONCURRENCY, MAX_UPLOAD_BYTES, MAX_UPLOAD_MB, MAX_UPLOADED_MODELS,  # noqa: E402
                      PUBLIC_MAX_MINUTES, PUBLIC_MAX_PARAMETERS, QUEUE_SIZE, check_upload_size)
-from .registry import ModelRegistry, describe  # noqa: E402
+from .registry import UNAVAILABLE, ModelRegistry, describe  # noqa: E402
 from .text import clip, guard, info, md, warn  # noqa: E402
 
 # Ends every refusal of an upload that is not a checkpoint: what to upload instead.
@@ -447,7 +447,7 @@ def status_line(registry: ModelRegistry, name: str | None) -> str:
                 "`--checkpoint PATH`, or open one below.")
     try:
         bundle = registry.get(name)
-    except (LookupError, ValueError, FileNotFoundError) as exc:
+    except UNAVAILABLE as exc:
         return f"**Model {md(name)} cannot be used:** {md(exc)}"
     facts = describe(bundle)
     return (f"**{md(name)}** · {facts['parameters']} parameters · vocabulary {facts['vocab']} · "

@@ -19,6 +19,8 @@ from core.model import Transformer
 from .limits import MAX_NAME_CHARS, clean_input
 
 CHECKPOINTS = Path(__file__).resolve().parents[1] / "checkpoints"
+# What get() raises when a model cannot be offered: no such name, or a checkpoint that no longer loads.
+UNAVAILABLE = (LookupError, ValueError, FileNotFoundError)
 
 
 class ModelRegistry:
@@ -131,7 +133,7 @@ class ModelRegistry:
         """Whether name offers this very model (a checkpoint that no longer loads offers none)."""
         try:
             return same_model(self.get(name), bundle)
-        except (LookupError, ValueError, FileNotFoundError):
+        except UNAVAILABLE:
             return False
 
     def get(self, name: str | None) -> ModelBundle:

@@ -19,6 +19,7 @@ from core.tokenizer import BOS_ID, EOS_ID
 from .. import bertviz_offline, plots
 from ..app import Shell
 from ..limits import HEAVY, clean_input
+from ..registry import UNAVAILABLE
 from ..text import clip, guard, md
 from ..widgets import Slider
 from .translate import Current, switched
@@ -130,7 +131,7 @@ def show(registry, current: Current):
         return None, header(None), gr.Slider(), gr.Slider()
     try:
         bundle = current.bundle or registry.get(current.model)
-    except (LookupError, ValueError, FileNotFoundError) as exc:
+    except UNAVAILABLE as exc:
         return None, f"**Cannot analyse:** {md(exc)}", gr.Slider(), gr.Slider()
     analysis = analyse(bundle, current.model, current.source, current.ids)
     if analysis is None:
@@ -154,7 +155,7 @@ def picked_model_ranges(registry, name: str | None, layer: float | None = None, 
     """Slider maxima of the picked model before any sentence is analysed (not 6 layers, 8 heads)."""
     try:
         return slider_ranges(registry.get(name).model.config, layer, head)
-    except (LookupError, ValueError, FileNotFoundError):
+    except UNAVAILABLE:
         return gr.skip(), gr.skip()
 
 
@@ -206,7 +207,7 @@ def translate_here(registry, name: str | None, text: str) -> tuple:
     try:
         key, bundle = registry.key(name), registry.get(name)
         t = translate_detailed(bundle, [text], DecodeOptions())[0]
-    except (LookupError, ValueError, FileNotFoundError) as exc:
+    except UNAVAILABLE as exc:
         return gr.skip(), f"**Cannot translate:** {md(exc)}"
     notes = "\n".join(f"- {md(clip(notice, 300))}" for notice in cleaned + t.notices)
     return Current(name, text, list(t.ids), DecodeOptions(), key, bundle), notes
@@ -218,7 +219,7 @@ def head_choices(registry, name: str | None) -> tuple[gr.CheckboxGroup, ...]:
     heads-N lays them out a layer a row (app.CSS)."""
     try:
         c = registry.get(name).model.config
-    except (LookupError, ValueError, FileNotFoundError):
+    except UNAVAILABLE:
         return tuple(gr.CheckboxGroup(choices=[], value=[]) for _ in ABLATION_STACKS)
     layers = {"encoder": c.encoder_layers, "decoder": c.decoder_layers, "cross": c.decoder_layers}
     return tuple(gr.CheckboxGroup(choices=[f"L{l + 1} H{h + 1}" for l in range(layers[s]) for h in range(c.n_heads)],
@@ -278,7 +279,7 @@ def ablate(registry, current: Current, picked: str | None, encoder: list[str], d
     try:
         bundle = current.bundle or registry.get(current.model)
         model, lock = registry.ablation_model(current.model, bundle)
-    except (LookupError, ValueError, FileNotFoundError) as exc:
+    except UNAVAILABLE as exc:
         return f"**Cannot ablate:** {md(exc)}"
     twin = ModelBundle(model, bundle.tokenizer, bundle.info, bundle.path)
     with lock, model.heads_off(spec):

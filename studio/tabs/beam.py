@@ -22,6 +22,7 @@ from core.tokenizer import EOS_ID
 from .. import plots
 from ..app import Shell
 from ..limits import HEAVY, clean_input
+from ..registry import UNAVAILABLE
 from ..text import clip, guard, info, md, md_table
 from ..widgets import Slider
 from .translate import Current, picked_examples
@@ -138,7 +139,7 @@ def start(registry, name: str | None, text: str, beam_size, alpha: float, penalt
     try:
         model_key, bundle = registry.key(name), registry.get(name)
         stepper = BeamStepper(bundle, text, decode_options(size, alpha, penalty, max_extra))
-    except (LookupError, ValueError, FileNotFoundError) as exc:
+    except UNAVAILABLE as exc:
         raise Refused(f"Cannot search: {exc}") from None
     notices = [clip(n, 300) for n in cleaned + ([notice] if notice else []) + stepper.notices]
     return Search((name, text, size, float(alpha), penalty, int(max_extra)), stepper, [stepper.view], notices,

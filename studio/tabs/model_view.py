@@ -20,6 +20,7 @@ from core.trainer import TrainConfig
 
 from .. import plots
 from ..app import Shell
+from ..registry import UNAVAILABLE
 from ..text import guard, md
 from ..widgets import Slider
 from .translate import examples_for
@@ -177,7 +178,7 @@ def render(registry, name: str | None, warmup: float, steps: float, eps: float):
     the picked model."""
     try:
         bundle = registry.get(name)
-    except (LookupError, ValueError, FileNotFoundError) as exc:
+    except UNAVAILABLE as exc:
         blank = plots.empty("no model")
         return f"No model to show: {md(exc)}", blank, "", blank, "", blank, blank
     sentences = examples_for(bundle) or ["ein Beispiel .", "noch ein etwas längeres Beispiel ."]
@@ -192,7 +193,7 @@ def defaults(registry, name: str | None) -> tuple[int, int, float]:
     """(warm-up, steps shown, ε) of the picked model's training (the paper's without a record)."""
     try:
         c = training_config(registry.get(name)) or PAPER_SCHEDULE
-    except (LookupError, ValueError, FileNotFoundError):
+    except UNAVAILABLE:
         c = PAPER_SCHEDULE
     steps = math.ceil(c.max_steps / 100) * 100  # the whole run, in the slider's steps of 100
     return _within(c.warmup, WARMUPS), _within(steps, SHOWN_STEPS), _within(c.label_smoothing, EPSILONS)

@@ -11,6 +11,7 @@ from core.positional import encoding_at, sinusoidal_encoding
 
 from .. import plots
 from ..app import Shell
+from ..registry import UNAVAILABLE
 from ..text import guard
 from ..widgets import Slider
 
@@ -70,7 +71,7 @@ def model_width(registry, name: str | None, dims: list[int] | None, picked: bool
     on the encoding that model adds to its embeddings. No model to read: left as it is."""
     try:
         width = registry.get(name).model.config.d_model
-    except (LookupError, ValueError, FileNotFoundError):
+    except UNAVAILABLE:
         return gr.skip(), gr.skip()
     width = min(max(width, D_MODEL_RANGE[0]), D_MODEL_RANGE[1])
     return width, dimension_choices(width, dims, picked)

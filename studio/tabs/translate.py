@@ -13,6 +13,7 @@ from core.translation import Translation, translate_detailed
 from .. import plots
 from ..app import Shell
 from ..limits import HEAVY, clean_input
+from ..registry import UNAVAILABLE
 from ..text import clip, guard, md, md_table
 from ..widgets import Slider
 
@@ -123,7 +124,7 @@ def translate(registry, name: str | None, text: str, method: str, beam_size: flo
         key, bundle = registry.key(name), registry.get(name)
         opts = options(method, beam_size, alpha, max_extra, n_best, temperature, top_k, top_p, seed)
         t = translate_detailed(bundle, [text], opts)[0]  # e.g. a beam as wide as a tiny model's vocabulary
-    except (LookupError, ValueError, FileNotFoundError) as exc:
+    except UNAVAILABLE as exc:
         # The blank plot is built only when needed: ~7 ms, a sixth of a translate request's CPU.
         return "", plots.empty("no translation yet"), "", f"**Cannot translate:** {md(exc)}", Current()
     if method != "sample":
@@ -142,7 +143,7 @@ def redecode(registry, current: Current, name: str | None, text: str, method: st
     """The decoding method switched while a translation is shown: translate again, as Translate would, so
     the translation, its probabilities and its n-best list are the picked method's (a beam search's n-best
     list stayed under a greedy pick otherwise)."""
-    if current is None or current.options is None or current.options.method == method or not text.strip():
+    if current is None or current.options is None or current.options.method == method or not (text or "").strip():
         return gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.skip()
     return translate(registry, name, text, method, *rest)
 
@@ -168,7 +169,7 @@ def picked_examples(registry, name: str | None) -> list[str]:
     """examples_for() the picked model; none when it cannot be loaded."""
     try:
         return examples_for(registry.get(name))
-    except (LookupError, ValueError, FileNotFoundError):
+    except UNAVAILABLE:
         return []
 
 
@@ -177,7 +178,7 @@ def trained_task(registry, name: str | None) -> str:
     form ("forty - two", not "forty two"), which its examples alone do not say."""
     try:
         data = registry.get(name).info.get("data")
-    except (LookupError, ValueError, FileNotFoundError):
+    except UNAVAILABLE:
         return ""
     return str(data.get("task", "")) if isinstance(data, dict) else ""
 
