@@ -561,6 +561,10 @@ def test_model_tab_counts_every_parameter_once(registry):
     assert "drawn past the steps shown" in lr.layout.annotations[0].text
     assert list(smoothing.layout.yaxis.range) == [-1.2, 0.1] and max(smoothing.data[0].y) == 1
     assert model_view.render(registry, "missing", 4000, 20000, 0.1)[0].startswith("No model")
+    # A slider moved redraws its own plot alone, as render() draws it.
+    assert model_view.lr_only(registry, "studio-tiny", 4000, 1600).to_dict() == lr.to_dict()
+    assert model_view.smoothing_only(registry, "studio-tiny", 0.0).to_dict() == smoothing.to_dict()
+    assert "no model" in str(model_view.lr_only(registry, "missing", 4000, 1600).to_dict())
 
 
 def test_model_tab_draws_the_schedule_the_model_trained_with(registry):

@@ -148,6 +148,9 @@ def lr_figure(bundle: ModelBundle, warmup: float, steps: float):
     return plots.lr_schedule(x, rates(warmup), warmup, title, beyond, own)
 
 
+EXAMPLE_SENTENCES = ["ein Beispiel .", "noch ein etwas längeres Beispiel ."]  # a model without examples of its own
+
+
 def example_translation(bundle: ModelBundle, sentences: list[str]) -> Translation:
     """The first example's greedy translation, 10 tokens at most: the target side both figures show."""
     return translate_detailed(bundle, sentences[:1], method="greedy", max_len_a=0.0, max_len_b=11)[0]
@@ -181,12 +184,31 @@ def render(registry, name: str | None, warmup: float, steps: float, eps: float):
     except UNAVAILABLE as exc:
         blank = plots.empty("no model")
         return f"No model to show: {md(exc)}", blank, "", blank, "", blank, blank
-    sentences = examples_for(bundle) or ["ein Beispiel .", "noch ein etwas längeres Beispiel ."]
+    sentences = examples_for(bundle) or EXAMPLE_SENTENCES
     first = example_translation(bundle, sentences)
     line, table = summary(bundle)
     return (line, plots.parameter_shares(parameter_groups(bundle)), table, lr_figure(bundle, warmup, steps),
             schedule_line(bundle),
             smoothing_figure(bundle, eps, first.ids), mask_figure(bundle, sentences, first))
+
+
+def lr_only(registry, name: str | None, warmup: float, steps: float):
+    """The learning-rate plot alone, when its sliders move (render() decodes an example and draws six
+    figures: ~10x the work, at every slider step)."""
+    try:
+        return lr_figure(registry.get(name), warmup, steps)
+    except UNAVAILABLE:
+        return plots.empty("no model")
+
+
+def smoothing_only(registry, name: str | None, eps: float):
+    """The label-smoothing plot alone, when ε moves."""
+    try:
+        bundle = registry.get(name)
+    except UNAVAILABLE:
+        return plots.empty("no model")
+    sentences = examples_for(bundle) or EXAMPLE_SENTENCES
+    return smoothing_figure(bundle, eps, example_translation(bundle, sentences).ids)
 
 
 def defaults(registry, name: str | None) -> tuple[int, int, float]:
@@ -227,5 +249,7 @@ def build(shell: Shell) -> None:
     # On load too: the picked model's own warm-up, length and smoothing, not the paper's (e.g. 800, not 4000).
     gr.on([shell.demo.load, shell.model_key.change], guard(partial(defaults, shell.registry)), inputs=shell.model,
           outputs=[warmup, steps, eps]).then(draw, inputs=[shell.model, warmup, steps, eps], outputs=outputs)
-    gr.on([warmup.input, steps.input, eps.input], draw, inputs=[shell.model, warmup, steps, eps],
-          outputs=outputs, trigger_mode="always_last")
+    gr.on([warmup.input, steps.input], guard(partial(lr_only, shell.registry)), inputs=[shell.model, warmup, steps],
+          outputs=lr_plot, trigger_mode="always_last")
+    eps.input(guard(partial(smoothing_only, shell.registry)), inputs=[shell.model, eps], outputs=smoothing_plot,
+              trigger_mode="always_last")
