@@ -291,6 +291,20 @@ class Transformer(nn.Module):
         logits = self.project(packing.unpack(y) if packing else y)
         return (logits, attention) if return_attention else logits
 
+    @torch.no_grad()
+    def attention_maps(self, src: Sequence[int], tgt_in: Sequence[int]) -> dict[str, torch.Tensor]:
+        """Every layer's and head's attention probabilities for one teacher-forced sentence pair (ids
+        with eos; bos and the target), in eval mode: {"encoder": (L, h, S, S), "decoder": (L, h, T, T),
+        "cross": (L, h, T, S)}, float32 on the CPU (what the studio draws)."""
+        device, was_training = self.positional.device, self.training
+        self.eval()
+        try:
+            _, attention = self(torch.tensor([list(src)], device=device), torch.tensor([list(tgt_in)], device=device),
+                                return_attention=True)
+        finally:
+            self.train(was_training)
+        return {stack: torch.cat(layers).float().cpu() for stack, layers in attention.items()}
+
     # ----- one token at a time (inference) -----------------------------------------
     @torch.no_grad()
     def start_decoding(self, src: torch.Tensor | Sequence[torch.Tensor]) -> DecoderCache:

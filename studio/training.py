@@ -34,6 +34,7 @@ from core.checkpoint import FILES as CHECKPOINT_FILES
 from core.checkpoint import save_checkpoint
 from core.config import ModelConfig
 from core.data import TSV_COLUMNS, dropped_empty_note, hub_offline, load_corpus
+from core.model import Transformer
 from core.tasks import TOKENIZER_KIND
 from core.trainer import StepEvent, TrainConfig, Trainer, TrainingStopped
 from core.tokenizer import BOS_ID
@@ -318,16 +319,9 @@ def weights_finite(bundle: ModelBundle) -> bool:
     return all(bool(torch.isfinite(p).all()) for p in bundle.model.parameters())
 
 
-def cross_attention(model: torch.nn.Module, src: list[int], tgt_in: list[int]) -> np.ndarray:
+def cross_attention(model: Transformer, src: list[int], tgt_in: list[int]) -> np.ndarray:
     """(layers, heads, target, source) cross-attention of one teacher-forced pair."""
-    device = next(model.parameters()).device
-    was_training = model.training
-    model.eval()
-    with torch.no_grad():
-        _, attention = model(torch.tensor([src], device=device), torch.tensor([tgt_in], device=device),
-                             return_attention=True)
-    model.train(was_training)
-    return torch.cat(attention["cross"]).float().cpu().numpy()
+    return model.attention_maps(src, tgt_in)["cross"].numpy()
 
 
 def _lower_priority() -> None:

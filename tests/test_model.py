@@ -428,6 +428,17 @@ def test_bad_token_tensors_are_refused_by_name(src, tgt_in, message):
         tiny()(src, tgt_in)
 
 
+def test_attention_maps_are_the_inspect_paths_for_one_pair_in_eval_mode():
+    model = tiny().train()
+    src, tgt = batch([6]), batch([4], seed=3)
+    maps = model.attention_maps(src[0].tolist(), tgt[0].tolist())
+    assert model.training  # its mode is given back
+    _, attention = model.eval()(src, tgt, return_attention=True)
+    assert {k: tuple(v.shape) for k, v in maps.items()} == {"encoder": (2, 4, 6, 6), "decoder": (2, 4, 4, 4),
+                                                           "cross": (2, 4, 4, 6)}
+    assert all(torch.equal(maps[k], torch.cat(attention[k])) for k in maps)
+
+
 def test_cache_reorders_compose_before_the_next_step():
     # Beam search re-ranks each sentence's hypotheses, then drops finished sentences; the cache
     # applies both at once while the next step appends its keys/values.

@@ -61,10 +61,7 @@ def analyse(bundle: ModelBundle, name: str, source: str, ids: list[int]) -> Anal
     if not src:
         return None
     tgt_in = ([BOS_ID] + list(ids))[:max_len]
-    with torch.no_grad():
-        _, attention = bundle.model(torch.tensor([src], device=bundle.device),
-                                    torch.tensor([tgt_in], device=bundle.device), return_attention=True)
-    maps = {k: torch.cat(v).float().cpu().numpy() for k, v in attention.items()}  # (L, h, q, k)
+    maps = {k: v.numpy() for k, v in bundle.model.attention_maps(src, tgt_in).items()}  # (L, h, q, k)
     tok = bundle.tokenizer.tokens
     return Analysis(name, source, bundle.tokenizer.decode(ids), tok(src), tok(tgt_in), tok(tgt_in[1:] + [EOS_ID]),
                     maps, prepared.notices)
