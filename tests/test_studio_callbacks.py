@@ -3,6 +3,7 @@ Attention, Positional encoding and Model tabs, bad input, escaping."""
 from __future__ import annotations
 
 import contextlib
+import copy
 import html
 import math
 import re
@@ -394,8 +395,20 @@ def test_head_ablation_switches_heads_off_only_on_the_copy(registry, current):
     assert attention.parse_heads([], ["L2 H1"], ["L1 H3", "L1 H4"]) == {"decoder": {1: [0]}, "cross": {0: [2, 3]}}
     assert list(attention.parse_heads([], [], ["L2 H2", "L1 H4", "L2 H1"])["cross"].items()) == [(0, [3]), (1, [0, 1])]
     assert "Tick one" in attention.ablate(registry, current, "studio-tiny", [], [], [])
-    report = attention.ablate(registry, current, "studio-tiny", ["L1 H1", "L1 H2", "L1 H3", "L1 H4"], [], [])
-    assert "off" in report and ("unchanged" in report or "changed" in report)
+    # The verdict is what the model says with those heads off, computed here on a copy of it: every
+    # cross-attention head off changes this model's translation, the first encoder layer's do not.
+    bundle = registry.get("studio-tiny")
+    every = [0, 1, 2, 3]
+    for encoder, cross, spec, verdict in (
+            (["L1 H1", "L1 H2", "L1 H3", "L1 H4"], [], {"encoder": {0: every}}, "unchanged"),
+            ([], [f"L{l} H{h}" for l in (1, 2) for h in (1, 2, 3, 4)], {"cross": {0: every, 1: every}}, "changed")):
+        twin = copy.deepcopy(bundle.model)
+        with twin.heads_off(spec):
+            after = translate_detailed(ModelBundle(twin, bundle.tokenizer, bundle.info), [current.source],
+                                       current.options)[0].text
+        assert (after == bundle.tokenizer.decode(current.ids)) == (verdict == "unchanged")
+        report = attention.ablate(registry, current, "studio-tiny", encoder, [], cross)
+        assert f"the translation is {verdict}" in report and all(w in report for w in md(after).split())
     config = registry.get("studio-tiny").model.config  # a stack's or layer's every head: named as such
     every_cross = [f"L{l + 1} H{h + 1}" for l in range(config.decoder_layers) for h in range(config.n_heads)]
     assert attention.heads_named(attention.parse_heads([], [], every_cross), config) == (
