@@ -606,7 +606,7 @@ def test_evaluate_reports_notices_and_checks_the_direction(run, capsys, tmp_path
     assert train_cli.main(["evaluate", "--checkpoint", str(run / "final"), "--source-file", str(src),
                            "--reference-file", str(ref), "--method", "greedy"]) == 0
     assert f"note: {src} line 2: 1 unknown piece mapped to <unk>" in capsys.readouterr().err
-    one_line_error(capsys, ["evaluate", "--checkpoint", "checkpoints/multi30k-de-en-small", "--data",
+    one_line_error(capsys, ["evaluate", "--checkpoint", str(ROOT / "checkpoints/multi30k-de-en-small"), "--data",
                             "synthetic:numbers"], "translates de->en but --data gives en->de",
                    "synthetic:numbers runs one way only")
     one_line_error(capsys, ["evaluate", "--data", "synthetic:copy", "--source-file", str(src),
@@ -621,7 +621,7 @@ def test_evaluate_says_which_of_a_folders_test_sets_it_scored(capsys, tmp_path):
     for split, n in (("train", 6), ("val", 2), ("test_2017_mscoco", 2), ("test_2016_flickr", 3)):
         (tmp_path / f"{split}.de").write_text("".join(f"Ein Hund {i} .\n" for i in range(n)))
         (tmp_path / f"{split}.en").write_text("".join(f"A dog {i} .\n" for i in range(n)))
-    assert train_cli.main(["evaluate", "--checkpoint", "checkpoints/multi30k-de-en-small", "--data",
+    assert train_cli.main(["evaluate", "--checkpoint", str(ROOT / "checkpoints/multi30k-de-en-small"), "--data",
                            f"files:{tmp_path}", "--method", "greedy"]) == 0
     captured = capsys.readouterr()
     assert "scoring the test split: test_2016_flickr.de → test_2016_flickr.en" in captured.err

@@ -30,6 +30,7 @@ import torch
 from _studio import SENTENCES, studio_bundle, studio_registry, toasts  # noqa: F401 (a fixture)
 from bench.serving import free_port
 from core.bundle import ModelBundle
+from core import checkpoint as checkpoint_module
 from core.checkpoint import load_checkpoint, load_trainer_state, save_checkpoint
 from core.config import ModelConfig
 from core.model import Transformer
@@ -191,15 +192,17 @@ def test_zip_slip_member_names_cannot_write_outside_the_upload_folder(tmp_path, 
     assert load_checkpoint(folder).model.num_parameters() == studio_bundle().model.num_parameters()
 
 
-def test_a_config_asking_for_a_huge_model_is_refused_before_allocating(shipped):
+def test_a_config_asking_for_a_huge_model_is_refused_before_allocating(shipped, monkeypatch):
+    def build(config):  # refused from the headers: no model is ever built
+        raise AssertionError(f"a {config.d_model}-wide model was allocated")
+
+    monkeypatch.setattr(checkpoint_module, "Transformer", build)
     config = json.loads((shipped / "config.json").read_text())
     for change in ({"d_model": 65536, "n_heads": 8, "d_ff": 262144, "encoder_layers": 64, "decoder_layers": 64},
                    {"max_len": 10**9}):
         (shipped / "config.json").write_text(json.dumps({**config, "model": {**config["model"], **change}}))
-        started = time.perf_counter()
         with pytest.raises(ValueError, match="does not match config.json|max_len"):
             load_checkpoint(shipped)
-        assert time.perf_counter() - started < 5  # refused from the headers, nothing allocated
 
 
 # ----- paths taken from the UI ---------------------------------------------------------------
@@ -293,17 +296,13 @@ def test_a_gzip_bomb_tsv_is_refused(tmp_path, monkeypatch):
 
 # ----- text ----------------------------------------------------------------------------------
 def test_100k_characters_get_a_notice_in_bounded_time(registry, toasts):
-    for text in ("Hund " * 20_000, "x" * 100_000, "\U0001F415" * 100_000):
-        started = time.perf_counter()
+    for text in ("Hund " * 20_000, "x" * 100_000, "\U0001F415" * 100_000):  # bounded: cut before any work
         translation, _, _, notes, current = translate_text(registry, text)
-        assert time.perf_counter() - started < 10
         assert "input cut to its first 2,000 characters \\(it had 100,000\\)" in notes  # Markdown-escaped
         assert len(notes) < 3000 and len(current.source) == 2000
-    started = time.perf_counter()
     search = beam.start(registry, MODEL, "Hund " * 20_000, 4, 0.6, "gnmt", 10)
     assert len(search.key[1]) == 2000 and any("input cut" in n for n in search.notices)
     assert attention.translate_here(registry, MODEL, "x" * 100_000)[0].source == "x" * 2000
-    assert time.perf_counter() - started < 20
 
 
 def test_control_characters_and_lone_surrogates_are_cleaned(registry, toasts):

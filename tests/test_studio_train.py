@@ -89,7 +89,8 @@ def test_run_pause_resume_finish_and_save(job):
         job.start(QUICK)
     wait_for(job, lambda v: v.step >= 3)
     job.pause()
-    paused = wait_for(job, lambda v: v.state == "paused")
+    # "paused" comes at once; the step in progress ends, then the message says where it stopped.
+    paused = wait_for(job, lambda v: v.state == "paused" and v.message.startswith("Paused after step"))
     time.sleep(0.3)
     at = job.view().step
     time.sleep(0.3)
@@ -248,7 +249,8 @@ def test_corpus_paths_outside_the_data_folders_are_refused(tmp_path):
     (tmp_path / "up2" / "pairs.tsv").write_text("a\tb\n")
     with pytest.raises(ValueError, match="not uploaded through the studio"):
         training.uploaded_tsv_spec(str(tmp_path / "up2" / "pairs.tsv"), root=tmp_path / "up")
-    assert training.corpus_path_spec("../shared/data/multi30k") == f"files:{training.ROOT.parent}/shared/data/multi30k"
+    # Resolved: ../shared may be a link.
+    assert training.corpus_path_spec("../shared/data/multi30k") == f"files:{(training.ROOT.parent / 'shared/data/multi30k').resolve()}"
 
 
 def test_uploaded_tsv_with_malformed_lines_is_refused_with_line_numbers(job, tmp_path):
@@ -679,8 +681,23 @@ def test_defaults_and_lr_line():
 
 
 # ----- a public studio (a Space): one bounded run, controlled by the session that started it ----------
+class ManualTimer:
+    """threading.Timer's stand-in: fire() runs the function when the test says, not after a real delay
+    (with a real one the test had 3 s to reach its pause before the time limit)."""
+
+    made: list["ManualTimer"] = []
+
+    def __init__(self, interval: float, function, args=()):
+        self.fire, self.daemon = (lambda: function(*args)), False
+        ManualTimer.made.append(self)
+
+    def start(self) -> None:
+        pass
+
+
 def test_a_public_studio_bounds_runs_and_lets_only_their_starter_control_them(tmp_path, monkeypatch):
     monkeypatch.setattr(training.limits, "PUBLIC_MAX_MINUTES", 0.05)  # 3 s, pauses included
+    monkeypatch.setattr(training.threading, "Timer", ManualTimer)
     job = TrainingJob(ModelRegistry(None), tmp_path / "checkpoints", public=True)
     with pytest.raises(ValueError, match=r"at most 10M parameters, and this one has 184.5M"):
         job.start(replace(QUICK, preset="paper-big"), "visitor")
@@ -698,6 +715,7 @@ def test_a_public_studio_bounds_runs_and_lets_only_their_starter_control_them(tm
     with pytest.raises(JobBusy, match="It ends by itself at step 10,000 or 0 minutes after it started"):
         job.start(replace(QUICK, name="mine"), "visitor")
     job.pause("lecturer")
+    ManualTimer.made[-1].fire()  # the run's time is up
     view = wait_for(job, lambda v: v.state == "stopped")  # the time limit ends even a paused run
     assert "this public studio's 0-minute limit" in view.message
     saved = job.save("kept", "lecturer").name

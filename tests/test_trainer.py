@@ -4,6 +4,8 @@ from __future__ import annotations
 import math
 import random
 import threading
+import time
+import types
 import warnings
 
 import pytest
@@ -18,6 +20,7 @@ from core.translation import translate
 from core.evaluation import evaluate_bleu
 from core.schedule import learning_rate
 from core.tasks import make_task
+from core import trainer as trainer_module
 from core.trainer import TrainConfig, Trainer, TrainingStopped, make_optimizer
 
 
@@ -93,11 +96,36 @@ def test_steps_take_the_warm_up_rate():
         assert event.lr == pytest.approx(expected) == trainer.optimizer.param_groups[0]["lr"]
 
 
-def test_events_carry_the_metrics():
-    event = make_trainer().step()
-    assert event.step == 1 and event.loss > 0 and event.perplexity > 1
-    assert 0 <= event.accuracy <= 1 and 0 <= event.padding_ratio < 1
-    assert event.lr > 0 and event.tokens_per_s > 0 and event.grad_norm > 0 and not event.skipped
+def test_events_carry_the_metrics_of_their_step(monkeypatch):
+    """Loss, accuracy, padding and speed are those of the step's own batches, accumulated (they were only
+    range-checked: constants passed)."""
+    trainer, twin = make_trainer(dropout=0.0, accum=2), make_trainer(dropout=0.0, accum=2)  # one seed: alike
+    batches = twin._next_batches()
+    with torch.no_grad():
+        parts = torch.tensor([[float(x) for x in twin.objective(b.src, b.tgt_in, b.tgt_out)] for b in batches])
+    tokens = sum(b.n_tgt_tokens for b in batches)
+    clock = iter([100.0, 102.0])  # the step's start and end: 2 s
+    monkeypatch.setattr(trainer_module, "time", types.SimpleNamespace(perf_counter=lambda: next(clock)))
+    event = trainer.step()
+    loss, nll, hits = (parts.sum(0) / tokens).tolist()
+    assert event.step == 1 and event.loss == pytest.approx(loss) and event.perplexity == pytest.approx(math.exp(nll))
+    assert event.accuracy == pytest.approx(hits) and 0 < hits < 1
+    assert event.padding_ratio == pytest.approx(sum(b.padding_ratio for b in batches) / 2)
+    assert event.tokens_per_s == pytest.approx(tokens / 2.0)
+    assert event.lr > 0 and event.grad_norm > 0 and not event.skipped
+
+
+def test_accumulated_batches_give_the_gradient_of_their_summed_loss():
+    """accum = 2: one optimizer step on the per-token mean loss of both batches (section 5.1's batches of
+    25k tokens on fewer GPUs); zeroing the gradients between them went unnoticed before."""
+    trainer, twin = make_trainer(dropout=0.0, accum=2), make_trainer(dropout=0.0, accum=2)
+    batches = twin._next_batches()
+    assert len(batches) == 2
+    total = sum(twin.objective(b.src, b.tgt_in, b.tgt_out)[0] for b in batches)
+    (total / sum(b.n_tgt_tokens for b in batches)).backward()
+    trainer.step()  # its gradients stay on the parameters until the next step
+    for mine, expected in zip(trainer.model.parameters(), twin.model.parameters()):
+        torch.testing.assert_close(mine.grad, expected.grad, rtol=1e-4, atol=1e-7)
 
 
 def test_pause_resume_and_stop_from_another_thread():
@@ -119,7 +147,9 @@ def test_pause_resume_and_stop_from_another_thread():
     assert trainer.waiting and trainer.step_count == 3  # ...and says so (the studio's "Paused after step 3")
     trainer.resume()
     assert not trainer.waiting  # at once: a pause right after resuming must not read the old wait
+    deadline = time.monotonic() + 60  # a run that stopped instead would otherwise hang the suite
     while len(seen) < 6:
+        assert thread.is_alive() and time.monotonic() < deadline, f"resumed run ended or stalled at {seen[-1]}"
         thread.join(0.05)
     trainer.stop()
     thread.join(30)
