@@ -14,7 +14,9 @@ import os
 import pickle
 import random
 import re
+import runpy
 import shutil
+import sys
 import threading
 import time
 import urllib.error
@@ -264,6 +266,30 @@ def test_launch_sets_the_upload_limit_and_the_queue(monkeypatch, tmp_path):
     assert seen["launch"]["max_file_size"] == limits.MAX_UPLOAD_BYTES
     assert seen["queue"]["max_size"] == limits.QUEUE_SIZE
     assert seen["queue"]["default_concurrency_limit"] == limits.DEFAULT_CONCURRENCY
+
+
+def test_public_reaches_the_train_tabs_job_and_a_space_serves_public(monkeypatch, tmp_path):
+    """--public bounds runs and lets only their starter control them: dropped on its way to the job, the
+    Space's limits would vanish without a test failing."""
+    made = []
+
+    class Recorded(training.TrainingJob):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            made.append(self)
+
+    monkeypatch.setattr(training, "TrainingJob", Recorded)  # build_app imports it when called
+    monkeypatch.setattr(gr.Blocks, "launch", lambda self, **kwargs: None)
+    app.main(["--checkpoints-dir", str(tmp_path)])
+    app.main(["--public", "--checkpoints-dir", str(tmp_path)])
+    assert [job.public for job in made] == [False, True]
+    seen = []
+    monkeypatch.setattr(app, "main", seen.append)
+    monkeypatch.setattr(sys, "argv", ["app.py"])
+    for space in ("", "someone/transformer-studio"):
+        monkeypatch.setenv("SPACE_ID", space)
+        runpy.run_path(str(ROOT / "app.py"), run_name="__main__")
+    assert seen == [[], ["--host", "0.0.0.0", "--port", "7860", "--public"]]
 
 
 def test_oversized_uploads_are_refused_with_a_message(tmp_path, shipped, registry, toasts, monkeypatch):

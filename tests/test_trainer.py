@@ -75,6 +75,16 @@ def test_bf16_autocast_keeps_the_loss_curve():
     assert fp32 != bf16  # bf16 was in effect: the same curve to the last bit would mean fp32 twice
 
 
+@pytest.mark.parametrize("native_bf16", [True, False])
+def test_amp_auto_on_a_cpu_takes_bf16_only_where_the_cpu_has_it(monkeypatch, native_bf16):
+    """Emulated bf16 (AVX2-only CPUs) is slower than fp32; AVX512-BF16 or AMX makes it faster."""
+    monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: native_bf16)
+    cpu = torch.device("cpu")
+    assert trainer_module.resolve_amp("auto", cpu) == (torch.bfloat16 if native_bf16 else None)
+    assert make_trainer(amp="auto").amp_dtype == (torch.bfloat16 if native_bf16 else None)
+    assert trainer_module.resolve_amp("off", cpu) is None and trainer_module.resolve_amp("bf16", cpu) == torch.bfloat16
+
+
 def test_loss_is_label_smoothed_by_the_config():
     """Section 5.4: ε_ls = 0.1. The same first batch and weights: the perplexity (unsmoothed) is the
     same, the loss differs, and without smoothing the loss is the log-perplexity."""
