@@ -37,7 +37,7 @@ from core.checkpoint import load_checkpoint, load_trainer_state, save_checkpoint
 from core.config import ModelConfig
 from core.model import Transformer
 from core.tokenizer import Tokenizer
-from studio import app, limits, training
+from studio import app, limits, sources, training
 from studio.registry import ModelRegistry
 from studio.tabs import attention, beam
 from studio.tabs import train as train_tab
@@ -218,7 +218,7 @@ def test_corpus_paths_cannot_leave_the_data_folders(tmp_path):
                 str(data / "passwd.tsv"), f"{data}/corpus,/etc/passwd",  # files:A,B would read B
                 f"{data}/../../etc/passwd:en-de", f"{data}/corpus/\x00x", "file:///etc/passwd"):
         with pytest.raises(ValueError):
-            training.corpus_path_spec(bad, roots)
+            sources.corpus_path_spec(bad, roots)
 
 
 def test_hugging_face_names_cannot_name_local_folders(monkeypatch):
@@ -226,9 +226,9 @@ def test_hugging_face_names_cannot_name_local_folders(monkeypatch):
     for bad in (".", "..", "/etc", "../../etc", "checkpoints/numbers-en-de-tiny", "studio", "~/x", "a/b/c",
                 "../shared/data/multi30k", "name:../../x", "a" * 300):
         with pytest.raises(ValueError, match="not a Hugging Face dataset id"):
-            training.hf_dataset_name(bad)
+            sources.hf_dataset_name(bad)
     for good in ("bentrevett/multi30k", "opus_books:de-en", "Helsinki-NLP/opus-100:en-es", " wmt14 "):
-        assert training.hf_dataset_name(good) == good.strip()
+        assert sources.hf_dataset_name(good) == good.strip()
 
 
 def test_uploaded_tsv_must_be_an_upload(tmp_path):
@@ -237,7 +237,7 @@ def test_uploaded_tsv_must_be_an_upload(tmp_path):
     (uploads / "link.tsv").symlink_to("/etc/passwd")
     for bad in ("/etc/passwd", str(uploads / "link.tsv"), str(uploads / ".." / ".." / "etc" / "passwd")):
         with pytest.raises(ValueError, match="not uploaded through the studio"):
-            training.uploaded_tsv_spec(bad, uploads)
+            sources.uploaded_tsv_spec(bad, uploads)
 
 
 def test_names_from_the_ui_cannot_reach_files(registry, tmp_path, toasts):
@@ -308,15 +308,15 @@ def test_oversized_uploads_are_refused_with_a_message(tmp_path, shipped, registr
 def test_a_gzip_bomb_tsv_is_refused(tmp_path, monkeypatch):
     monkeypatch.setattr(limits, "MAX_UPLOAD_BYTES", 2**20)
     scratch = tmp_path / "scratch"
-    monkeypatch.setattr(training.tempfile, "mkdtemp", lambda prefix="": str(scratch.mkdir() or scratch))
+    monkeypatch.setattr(sources.tempfile, "mkdtemp", lambda prefix="": str(scratch.mkdir() or scratch))
     uploads = tmp_path / "uploads"
     uploads.mkdir()
     (uploads / "pairs.tsv.gz").write_bytes(gzip.compress(b"eins\tone\n" * 2**18))  # 2.3 MiB unpacked
     with pytest.raises(ValueError, match=r"uploaded TSV \(unpacked\) is .* at most"):
-        training.uploaded_tsv_spec(str(uploads / "pairs.tsv.gz"), uploads)
+        sources.uploaded_tsv_spec(str(uploads / "pairs.tsv.gz"), uploads)
     (uploads / "broken.gz").write_bytes(b"\x1f\x8b" + b"not gzip")
     with pytest.raises(ValueError, match="not a valid gzip file"):
-        training.uploaded_tsv_spec(str(uploads / "broken.gz"), uploads)
+        sources.uploaded_tsv_spec(str(uploads / "broken.gz"), uploads)
     assert not scratch.exists()
 
 
@@ -354,7 +354,7 @@ def job(tmp_path, monkeypatch):
 
 def panel(upload: str) -> list:
     """The Train tab's set-up panel: an uploaded TSV, a two-step run."""
-    values = dict(kind=training.SOURCES[2], task="numbers", path="", upload=upload, hf_name="", src_lang="",
+    values = dict(kind=sources.SOURCES[2], task="numbers", path="", upload=upload, hf_name="", src_lang="",
                   tgt_lang="", limit=0, name="tsv <b>run</b>", preset="tiny", layers=1, d_model=32, n_heads=2,
                   d_ff=64, dropout=0.0, vocab_size=64, max_steps=2, warmup=1, lr_factor=0.5, label_smoothing=0.1,
                   max_tokens=256, clip_norm=0, eval_every=100, attention_every=1)
@@ -364,7 +364,7 @@ def panel(upload: str) -> list:
 def test_uploaded_tsv_with_invalid_utf8_or_control_characters(job, tmp_path, toasts, monkeypatch):
     uploads = tmp_path / "uploads"
     uploads.mkdir()
-    monkeypatch.setattr(training, "upload_root", lambda: uploads)
+    monkeypatch.setattr(sources, "upload_root", lambda: uploads)
     (uploads / "latin1.tsv").write_bytes("eins\tone\nzwei\ttwo\n".encode() + "Grüße\tgreetings\n".encode("latin-1"))
     said = train_tab.start(job, *panel(str(uploads / "latin1.tsv")))[1]
     assert "latin1\\.tsv line 3: invalid UTF\\-8 \\(byte 0xfc\\)" in said and job.view().state == "idle"

@@ -24,8 +24,7 @@ from core.checkpoint import load_checkpoint
 from core.config import ModelConfig
 from core.translation import translate_detailed
 from core.model import Transformer
-from studio import training
-from studio import app
+from studio import app, sources, training
 from studio.app import open_checkpoint
 from studio.registry import ModelRegistry
 from studio.tabs import model_view
@@ -72,7 +71,7 @@ def panel(**changes) -> list:
     """The set-up panel's values in FIELDS order: the tab's defaults, changed."""
     d = tab.DEFAULTS
     layers, d_model, heads, d_ff, dropout = tab.preset_values(d.preset)
-    values = dict(kind=training.SOURCES[0], task="numbers", path="", upload=None, hf_name="", src_lang="",
+    values = dict(kind=sources.SOURCES[0], task="numbers", path="", upload=None, hf_name="", src_lang="",
                   tgt_lang="", limit=0, name="live-numbers", preset=d.preset, layers=layers, d_model=d_model,
                   n_heads=heads, d_ff=d_ff, dropout=dropout, vocab_size=d.vocab_size, max_steps=30, warmup=10,
                   lr_factor=d.lr_factor, label_smoothing=d.label_smoothing, max_tokens=256, clip_norm=0,
@@ -151,17 +150,17 @@ def test_a_page_opened_during_a_run_shows_the_runs_set_up(job):
     wait_for(job, lambda v: v.state == "finished")
     *values, setup = tab.setup_of_the_run(job)
     assert tab.settings_from(dict(zip(tab.FIELDS, values))) == ours and setup.open is False
-    assert values[:2] == [training.SOURCES[0], "copy"]
+    assert values[:2] == [sources.SOURCES[0], "copy"]
     preset_sized = tab.form_values(replace(ours, layers=None, d_ff=None))  # None: the preset's size
     sizes = tab.preset_values(ours.preset)
     assert [preset_sized[tab.FIELDS.index(f)] for f in ("layers", "d_ff")] == [sizes[0], sizes[3]]
     # Other sources: the typed path as the panel takes it, the dataset's name; an upload's box is left empty.
-    shared = training.ROOT.parent / "shared" / "data" / "tatoeba-deu-eng" / "deu-eng.tsv.gz"
+    shared = sources.ROOT.parent / "shared" / "data" / "tatoeba-deu-eng" / "deu-eng.tsv.gz"
     assert tab.data_fields(f"files:{shared}:en-de")[:3] == (
-        training.SOURCES[1], "numbers", "../shared/data/tatoeba-deu-eng/deu-eng.tsv.gz:en-de")
-    assert tab.data_fields("hf:opus_books:de-en") == (training.SOURCES[3], "numbers", "", None, "opus_books:de-en")
-    upload = Path(tempfile.gettempdir()) / f"{training.UPLOAD_COPY_PREFIX}x1" / "pairs.tsv"
-    assert tab.data_fields(f"files:{upload}")[:4] == (training.SOURCES[2], "numbers", "", None)
+        sources.SOURCES[1], "numbers", "../shared/data/tatoeba-deu-eng/deu-eng.tsv.gz:en-de")
+    assert tab.data_fields("hf:opus_books:de-en") == (sources.SOURCES[3], "numbers", "", None, "opus_books:de-en")
+    upload = Path(tempfile.gettempdir()) / f"{sources.UPLOAD_COPY_PREFIX}x1" / "pairs.tsv"
+    assert tab.data_fields(f"files:{upload}")[:4] == (sources.SOURCES[2], "numbers", "", None)
 
 
 def test_selecting_the_model_fetches_newer_weights(job):
@@ -214,7 +213,7 @@ def test_the_model_tab_shows_the_live_runs_schedule(job):
 
 
 def test_a_corpus_folder_under_shared_data_trains(job, multi30k):
-    spec = training.corpus_path_spec(str(multi30k))
+    spec = sources.corpus_path_spec(str(multi30k))
     job.start(replace(QUICK, data=spec, limit=300, vocab_size=300, max_steps=2, name="m30k"))
     view = wait_for(job, lambda v: v.state == "finished")
     assert view.facts["vocabulary"].endswith("(bpe)") and view.facts["pairs"].startswith("300 training")
@@ -234,44 +233,44 @@ def test_corpus_paths_outside_the_data_folders_are_refused(tmp_path):
     (data / "corpus").mkdir(parents=True)
     (data / "escape").symlink_to("/etc")
     roots = (data,)
-    assert training.corpus_path_spec(str(data / "corpus"), roots) == f"files:{data / 'corpus'}"
-    assert training.corpus_path_spec(f"{data}/pairs.tsv.gz:en-de", roots) == f"files:{data}/pairs.tsv.gz:en-de"
-    assert training.corpus_path_spec("corpus", roots) == f"files:{data / 'corpus'}"  # as named in a data folder
+    assert sources.corpus_path_spec(str(data / "corpus"), roots) == f"files:{data / 'corpus'}"
+    assert sources.corpus_path_spec(f"{data}/pairs.tsv.gz:en-de", roots) == f"files:{data}/pairs.tsv.gz:en-de"
+    assert sources.corpus_path_spec("corpus", roots) == f"files:{data / 'corpus'}"  # as named in a data folder
     with pytest.raises(ValueError, match="'nowhere' is not in them \\(a relative path starts at"):
-        training.corpus_path_spec("nowhere", roots)
+        sources.corpus_path_spec("nowhere", roots)
     (tmp_path / "data-evil").mkdir()
     (tmp_path / "data-evil" / "x.tsv").write_text("a\tb\n")
     for bad in ("../../etc/passwd", "/etc/passwd", str(data / "escape" / "passwd"), f"{data}/../x.tsv", "",
                 str(tmp_path / "data-evil" / "x.tsv")):  # a sibling whose name begins with the folder's: outside
         with pytest.raises(ValueError):
-            training.corpus_path_spec(bad, roots)
+            sources.corpus_path_spec(bad, roots)
     (tmp_path / "up2").mkdir()
     (tmp_path / "up2" / "pairs.tsv").write_text("a\tb\n")
     with pytest.raises(ValueError, match="not uploaded through the studio"):
-        training.uploaded_tsv_spec(str(tmp_path / "up2" / "pairs.tsv"), root=tmp_path / "up")
+        sources.uploaded_tsv_spec(str(tmp_path / "up2" / "pairs.tsv"), root=tmp_path / "up")
     # Resolved: ../shared may be a link.
-    assert training.corpus_path_spec("../shared/data/multi30k") == f"files:{(training.ROOT.parent / 'shared/data/multi30k').resolve()}"
+    assert sources.corpus_path_spec("../shared/data/multi30k") == f"files:{(sources.ROOT.parent / 'shared/data/multi30k').resolve()}"
 
 
 def test_uploaded_tsv_with_malformed_lines_is_refused_with_line_numbers(job, tmp_path):
     upload = tmp_path / "up" / "pairs.txt"
     upload.parent.mkdir()
     upload.write_text("eins\tone\nzwei two\ndrei\tthree\nvier\n", encoding="utf-8")
-    spec = training.corpus_spec(training.SOURCES[2], "", "", str(upload), "", uploads=tmp_path / "up")
+    spec = sources.corpus_spec(sources.SOURCES[2], "", "", str(upload), "", uploads=tmp_path / "up")
     assert spec.endswith("/pairs.txt.tsv")  # named as uploaded: the message names the user's file
     with pytest.raises(ValueError, match=r"Cannot start: pairs\.txt\.tsv line 2, 4: fewer than 2 tab-separated "
                                          r"columns"):
         job.start(replace(QUICK, data=spec))
     assert job.view().state == "idle" and job.registry.names() == []
     with pytest.raises(ValueError, match="not uploaded through the studio"):
-        training.uploaded_tsv_spec("/etc/passwd", tmp_path / "up")
+        sources.uploaded_tsv_spec("/etc/passwd", tmp_path / "up")
 
 
 def test_uploaded_tsv_trains(job, tmp_path):
     upload = tmp_path / "up" / "pairs.tsv"
     upload.parent.mkdir()
     upload.write_text("".join(f"{n} {n + 1}\t{n + 1} {n}\n" for n in range(60)) + "\n7\t \n", encoding="utf-8")
-    spec = training.corpus_spec(training.SOURCES[2], "", "", str(upload), "", uploads=tmp_path / "up")
+    spec = sources.corpus_spec(sources.SOURCES[2], "", "", str(upload), "", uploads=tmp_path / "up")
     job.start(replace(QUICK, data=spec, max_steps=4, vocab_size=64, name="tsv"))
     view = wait_for(job, lambda v: v.state == "finished")
     assert view.facts["vocabulary"].endswith("(bpe)") and job.registry.names() == ["tsv"]
@@ -287,9 +286,9 @@ def test_an_uploaded_tsvs_copy_is_deleted_once_read_or_refused(job, tmp_path, mo
     monkeypatch.setenv("GRADIO_TEMP_DIR", str(tmp_path))  # where the studio takes uploads from
     upload = tmp_path / "pairs.tsv"
     upload.write_text("".join(f"{n} {n + 1}\t{n + 1} {n}\n" for n in range(60)), encoding="utf-8")
-    copies = lambda: set(Path(tempfile.gettempdir()).glob(f"{training.UPLOAD_COPY_PREFIX}*"))  # noqa: E731
+    copies = lambda: set(Path(tempfile.gettempdir()).glob(f"{sources.UPLOAD_COPY_PREFIX}*"))  # noqa: E731
     before = copies()
-    from_upload = dict(kind=training.SOURCES[2], upload=str(upload), name="tsv", vocab_size=64, max_steps=3)
+    from_upload = dict(kind=sources.SOURCES[2], upload=str(upload), name="tsv", vocab_size=64, max_steps=3)
     assert tab.start(job, *panel(**from_upload, n_heads=3))[1].startswith(tab.NOT_STARTED)  # 64 / 3 heads
     assert copies() == before
     assert tab.start(job, *panel(**from_upload))[1] == ""
@@ -300,7 +299,7 @@ def test_an_uploaded_tsvs_copy_is_deleted_once_read_or_refused(job, tmp_path, mo
 
 
 def test_hugging_face_offline_message_reaches_the_user(job, monkeypatch):
-    spec = training.corpus_spec(training.SOURCES[3], "", "", None, " bentrevett/multi30k ")
+    spec = sources.corpus_spec(sources.SOURCES[3], "", "", None, " bentrevett/multi30k ")
     assert spec == "hf:bentrevett/multi30k"
 
     def offline(spec, *args, **kwargs):
@@ -311,12 +310,12 @@ def test_hugging_face_offline_message_reaches_the_user(job, monkeypatch):
     with pytest.raises(ValueError, match="Cannot start: hf:bentrevett/multi30k: huggingface.co is unreachable"):
         job.start(replace(QUICK, data=spec))
     with pytest.raises(ValueError, match="Hugging Face dataset name"):
-        training.corpus_spec(training.SOURCES[3], "", "", None, "  ")
+        sources.corpus_spec(sources.SOURCES[3], "", "", None, "  ")
 
 
 def test_offline_a_hugging_face_dataset_not_in_the_cache_is_refused_at_once(job, monkeypatch, tmp_path):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # as the studio runs
-    monkeypatch.setattr(training, "hf_cache_dirs", lambda: (tmp_path / "hub", tmp_path / "datasets"))
+    monkeypatch.setattr(sources, "hf_cache_dirs", lambda: (tmp_path / "hub", tmp_path / "datasets"))
     loaded = []
 
     def loader(spec, *args, **kwargs):
@@ -330,7 +329,7 @@ def test_offline_a_hugging_face_dataset_not_in_the_cache_is_refused_at_once(job,
     assert loaded == []  # refused before the slow loader is even imported
     (tmp_path / "hub" / "datasets--bentrevett--multi30k").mkdir(parents=True)
     (tmp_path / "datasets" / "opus_books").mkdir(parents=True)
-    assert training.hf_cached("bentrevett/multi30k") and training.hf_cached("opus_books")
+    assert sources.hf_cached("bentrevett/multi30k") and sources.hf_cached("opus_books")
     with pytest.raises(ValueError, match="the loader's own message"):  # cached: handed to the loader
         job.start(replace(QUICK, data="hf:opus_books:de-en"))
     assert loaded == ["hf:opus_books:de-en"]
@@ -441,7 +440,7 @@ def test_a_name_taken_by_another_model_is_refused(tmp_path):
 
 
 def test_start_refusals_come_as_messages(job):
-    assert tab.start(job, *panel(kind=training.SOURCES[1], path="../../etc/passwd"))[0] == gr.skip()
+    assert tab.start(job, *panel(kind=sources.SOURCES[1], path="../../etc/passwd"))[0] == gr.skip()
     assert job.view().state == "idle"
     with pytest.raises(ValueError, match="steps must be a whole number"):
         tab.settings_from(dict(zip(tab.FIELDS, panel(max_steps=0))))
@@ -761,7 +760,7 @@ def test_while_preparing_the_view_shows_no_figures_of_the_last_run(job, monkeypa
 
 
 def test_the_model_name_follows_the_data_until_the_user_types_one():
-    synthetic, corpus, upload, hub = training.SOURCES
+    synthetic, corpus, upload, hub = sources.SOURCES
     assert tab.default_name(synthetic, "reverse", "", None, "") == "live-reverse"
     assert tab.default_name(corpus, "numbers", "../shared/data/multi30k/", None, "") == "live-multi30k"
     assert tab.default_name(corpus, "numbers", "tatoeba/deu-eng.tsv.gz:en-de", None, "") == "live-deu-eng"

@@ -19,15 +19,15 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from core.config import PRESETS
-from core.data import TSV_COLUMNS
+from core.data import TSV_COLUMNS, hub_offline
 from core.tasks import TASKS
 
 from .. import plots
 from ..app import Shell, picker_update
 from ..limits import MAX_NAME_CHARS, PUBLIC_MAX_MINUTES, PUBLIC_MAX_PARAMETERS, clean_input
+from ..sources import ROOT, SOURCES, UPLOAD_COPY_PREFIX, corpus_spec, discard_upload_copy
 from ..text import guard, md, md_table, warn
-from ..training import (ACTIVE, ROOT, SOURCES, UPLOAD_COPY_PREFIX, JobBusy, JobView, Settings, TrainingJob, corpus_spec,
-                        device_line, discard_upload_copy, hub_offline, safe_name, warm_up)
+from ..training import ACTIVE, JobBusy, JobView, Settings, TrainingJob, device_line, safe_name, warm_up
 from ..widgets import Slider
 
 TICK_S = 1.0
