@@ -213,7 +213,10 @@ def attention_grid(maps: np.ndarray, rows: Sequence[str], cols: Sequence[str], t
     fig.update_yaxes(tickmode="array", tickvals=[l * (q + 1) + (q - 1) / 2 for l in range(n_layers)],
                      ticktext=[f"layer {l + 1}" for l in range(n_layers)], autorange="reversed", showgrid=False,
                      zeroline=False)
-    _layout(fig, title, 140 + 190 * n_layers, margin=dict(l=80, r=30, t=90, b=30))
+    _layout(fig, title, 160 + 190 * n_layers, margin=dict(l=80, r=30, t=110, b=30))
+    # Two lines at the top of the figure, clear of the head labels above the blocks (centred in the
+    # margin, the title's second line touched "H1").
+    fig.update_layout(title=dict(yref="container", y=1, yanchor="top", pad=dict(t=TITLE_TOP + 8)))
     narrow(fig, **SLIM_COLORBAR, **{"margin.l": 55, "margin.r": 10})  # on a phone the bar was as wide as a head
     return fig
 
