@@ -87,16 +87,25 @@ def free_memory(device: torch.device) -> int:
     return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
 
 
+def _count(n: float) -> str:
+    """A parameter count in words: 7.6M, 361.3B, 8.4e+19 (past a trillion, digits stop helping)."""
+    if n >= 1e12:
+        return f"{n:.2g}"
+    return f"{n / 1e9:,.1f}B" if n >= 1e9 else f"{n / 1e6:,.1f}M"
+
+
+def _amount(x: float) -> str:
+    return f"{x:.2g}" if x >= 1e6 else f"{x:,.1f}"
+
+
 def check_fits(config: ModelConfig, device: torch.device, free: int | None = None) -> int:
     """The parameter count; ValueError when training it would not fit in memory."""
     params = parameter_count(config)
     need = params * BYTES_PER_PARAMETER
     free = free_memory(device) if free is None else free
     if need > MEMORY_SHARE * free:
-        size = f"{params:.2g}" if params >= 1e12 else f"{params / 1e9:,.1f}B" if params >= 1e9 else f"{params / 1e6:,.1f}M"
-        gib = need / 2**30
-        raise ValueError(f"this model has {size} parameters: training it needs about "
-                         f"{f'{gib:.2g}' if gib >= 1e6 else f'{gib:,.1f}'} GiB (weights, gradients, Adam: {BYTES_PER_PARAMETER} bytes a "
+        raise ValueError(f"this model has {_count(params)} parameters: training it needs about "
+                         f"{_amount(need / 2**30)} GiB (weights, gradients, Adam: {BYTES_PER_PARAMETER} bytes a "
                          f"parameter, before activations), but {device.type.upper()} has {free / 2**30:,.1f} GiB "
                          f"free. Choose a smaller preset, d_model, d_ff or fewer layers.")
     return params

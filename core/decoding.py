@@ -10,8 +10,8 @@ terminate early when possible." The length penalty is GNMT's (Wu et al. 2016, se
 (without GNMT's coverage penalty); ``length_penalty="plain"`` divides by |Y|^α instead.
 
 Conventions (shared with core.beam, the studio and the CLI):
-- source ids are ``tokenizer.encode(text) + [eos]``, right-padded with pad; a source longer
-  than the model's max_len is cut to max_len - 1 tokens plus eos;
+- source ids are ``tokenizer.encode(text) + [eos]``, right-padded with pad (core.translation
+  prepares them from text);
 - |Y| counts the generated tokens including eos;
 - the maximum output length is a·|source| + b tokens including eos, |source| counting the
   source's eos (the paper: a = 1, b = 50), clamped to the model's max_len - 1 (the target with

@@ -183,8 +183,10 @@ class Transformer(nn.Module):
                 nn.init.xavier_uniform_(p)
 
     # ----- pieces -----------------------------------------------------------------
-    def _check_ids(self, ids: torch.Tensor, what: str, vocab_size: int, offset: int = 0) -> None:
-        """Named errors for what nn.Embedding would report as 'index out of range in self'."""
+    def _check_ids(self, ids: torch.Tensor, what: str, vocab_size: int) -> None:
+        """Named errors for what nn.Embedding would report as 'index out of range in self'. At the
+        entry points (whole sources and targets), not at each decoding step, whose tokens the model
+        chose itself: there a check would cost a device sync per step."""
         if ids.dim() != 2 or ids.size(1) == 0:
             raise ValueError(f"{what} must be a (batch, length) tensor of token ids with at least one "
                              f"token, got shape {tuple(ids.shape)}")
@@ -192,6 +194,8 @@ class Transformer(nn.Module):
             raise ValueError(f"{what} must hold integer token ids (torch.long), got {ids.dtype}")
         if bool(((ids < 0) | (ids >= vocab_size)).any()):
             raise ValueError(f"{what} holds token ids outside the vocabulary 0..{vocab_size - 1}")
+
+    def _check_length(self, ids: torch.Tensor, what: str, offset: int = 0) -> None:
         if offset + ids.size(1) > self.config.max_len:
             raise ValueError(f"{what} length {offset + ids.size(1)} exceeds the model's max_len "
                              f"{self.config.max_len} tokens; shorten the input or build the model with "
@@ -215,6 +219,7 @@ class Transformer(nn.Module):
         """The encoder stack on the real source tokens: (rows (N, d_model), their packing or
         None when nothing is padded (rows are then (B, S, d_model)), per-layer attention)."""
         self._check_ids(src, "source", self.config.src_vocab_size)
+        self._check_length(src, "source")
         src_padding = src.eq(self.config.pad_id)
         if bool(src_padding.all(dim=1).any()):  # every key masked: eq. 1's softmax would be 0/0
             raise ValueError(f"a source row is all padding (pad_id {self.config.pad_id}); every source "
@@ -237,7 +242,7 @@ class Transformer(nn.Module):
                 ) -> tuple[torch.Tensor, list[torch.Tensor | None], list[torch.Tensor | None]]:
         """The decoder stack over tgt_in (B, T), after the cache.length tokens already in the cache.
         With `packing` (whole targets only), on the real target tokens; returns rows (N, d_model)."""
-        self._check_ids(tgt_in, "target", self.config.tgt_vocab_size, cache.length)
+        self._check_length(tgt_in, "target", cache.length)
         y = self._embed(tgt_in, self.tgt_embed, cache.length, packing)
         self_probs, cross_probs = [], []
         for i, layer in enumerate(self.decoder_layers):

@@ -176,10 +176,11 @@ def _number_sources() -> frozenset[str]:
     return frozenset(form for n in range(1000) for form in (english_number(n), " ".join(str(n))))
 
 
+_LETTERS_FORM = re.compile(r"[a-z]( [a-z]){2,9}").fullmatch  # 3-10 letters, spaced
 SOURCE_FORMS: dict[str, Callable[[str], bool]] = {
-    "copy": re.compile(r"[a-z]( [a-z]){2,9}").fullmatch,
-    "reverse": re.compile(r"[a-z]( [a-z]){2,9}").fullmatch,
-    "sort": re.compile(r"[a-z]( [a-z]){2,9}").fullmatch,
+    "copy": _LETTERS_FORM,
+    "reverse": _LETTERS_FORM,
+    "sort": _LETTERS_FORM,
     "numbers": lambda text: text in _number_sources(),
     "dates": _DATE_FORMS.fullmatch,
 }

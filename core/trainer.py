@@ -10,6 +10,7 @@ DistributedDataParallel, each rank on its own share of the batches.
 from __future__ import annotations
 
 import contextlib
+import functools
 import copy
 import math
 import random
@@ -57,7 +58,7 @@ class TrainConfig:
     max_bad_steps: int = 5  # consecutive non-finite losses before giving up
 
     def __post_init__(self) -> None:
-        hints = get_type_hints(TrainConfig)  # the annotations as types, not the strings of __future__
+        hints = _field_types()
         for f in fields(self):
             value, kind = getattr(self, f.name), hints[f.name]
             if kind is int and (not isinstance(value, int) or isinstance(value, bool)):
@@ -82,6 +83,12 @@ class TrainConfig:
             raise ValueError(f"TrainConfig.amp {self.amp!r}; allowed: {', '.join(AMP_MODES)}")
         if not 0.0 <= self.label_smoothing < 1.0:
             raise ValueError(f"TrainConfig.label_smoothing must be in [0, 1), got {self.label_smoothing}")
+
+
+@functools.cache
+def _field_types() -> dict[str, type]:
+    """TrainConfig's annotations as types (under __future__ annotations they are strings)."""
+    return get_type_hints(TrainConfig)
 
 
 @dataclass

@@ -109,8 +109,9 @@ def max_output_length(source_length: int, options: DecodeOptions, model_max_len:
 def translate(bundle: Any, sentences: Iterable[str], **options: Any) -> list[str]:
     """Translate sentences with bundle.model and bundle.tokenizer (e.g. a ModelBundle); options
     are DecodeOptions fields. What happened to a sentence that the text alone does not show (source
-    truncated, unknown characters, output cut at the maximum length, no hypothesis possible) is
-    reported with warnings.warn; translate_detailed returns every notice."""
+    truncated, unknown characters, not the form a synthetic task's model reads, output cut at the
+    maximum length, no hypothesis possible) is reported with warnings.warn; translate_detailed
+    returns every notice."""
     if not isinstance(sentences, str):  # a generator is read once: its sentences are needed for the warnings too
         sentences = list(sentences)
     results = translate_detailed(bundle, sentences, **options)

@@ -517,7 +517,7 @@ def _copy_checkpoint_files(files: list[str], folder: Path) -> None:
                 base = member.filename.replace("\\", "/").rsplit("/", 1)[-1]
                 if base in CHECKPOINT_FILES and not member.is_dir():
                     check_upload_size(member.file_size, f"{base} in the .zip (unpacked)")
-                    _unzip_member(archive, member, folder / base)
+                    _unzip_member(archive, member, folder / base, base)
     else:
         for file in map(Path, files):
             if file.name in CHECKPOINT_FILES:
@@ -529,20 +529,19 @@ def _copy_checkpoint_files(files: list[str], folder: Path) -> None:
         raise ValueError(f"{listed} {'is' if len(missing) == 1 else 'are'} missing. {UPLOAD_EXPECTED}")
 
 
-def _unzip_member(archive: zipfile.ZipFile, member: zipfile.ZipInfo, target: Path) -> None:
-    """Copy one member out, ValueError naming what zipfile cannot read (it raises RuntimeError for an
-    encrypted member, NotImplementedError for Deflate64, which Windows writes for large archives)."""
-    name = member.filename.replace("\\", "/").rsplit("/", 1)[-1]
+def _unzip_member(archive: zipfile.ZipFile, member: zipfile.ZipInfo, target: Path, name: str) -> None:
+    """Copy one member out; ValueError naming what zipfile cannot read: an encrypted member, or
+    Deflate64, which Windows writes for large archives (NotImplementedError)."""
+    if member.flag_bits & 0x1:  # the zip format's "encrypted" flag
+        raise ValueError(f"{name} in the .zip is encrypted; zip the folder again without a password. "
+                         f"{UPLOAD_EXPECTED}")
     try:
         # The declared size bounds what zipfile reads: a lying header fails its CRC.
         with archive.open(member) as src, open(target, "wb") as dst:
             shutil.copyfileobj(src, dst)
-    except NotImplementedError:  # first: it is a RuntimeError
+    except NotImplementedError:
         raise ValueError(f"{name} in the .zip is compressed with a method the studio cannot read; zip the "
                          f"folder again with plain deflate (e.g. python -m zipfile -c). {UPLOAD_EXPECTED}") from None
-    except RuntimeError:
-        raise ValueError(f"{name} in the .zip is encrypted; zip the folder again without a password. "
-                         f"{UPLOAD_EXPECTED}") from None
 
 
 def build_app(registry: ModelRegistry, selected: str | None = None, checkpoints_dir: Path | None = None,

@@ -30,7 +30,7 @@ class ModelRegistry:
         self._ablation: dict[str, tuple[Transformer, Transformer, threading.Lock]] = {}  # name -> (of, copy, lock)
         self._lock = threading.Lock()
         # open() picks a name not yet taken, then adds under it: two uploads at once took the same name.
-        self._opening = threading.RLock()
+        self._opening = threading.Lock()
         self.uploaded: list[str] = []  # names opened from visitors' uploads, oldest first
         self._keys: dict[str, int] = {}  # name -> serial of the model offered under it (see key())
         self._saved_as: dict[str, str] = {}  # a model held in memory -> the checkpoint of these very weights
@@ -104,25 +104,27 @@ class ModelRegistry:
         """Load the checkpoint directory path now (ValueError/FileNotFoundError if it is not
         one) and offer it under a name not yet taken; the same model already offered under its
         name (a saved checkpoint's .zip opened again) is not offered twice: its name comes back."""
-        bundle = load_checkpoint(path)
-        # The name comes from the (possibly uploaded) config.json: bound it like typed text.
-        base = clean_input(bundle.info.get("name") or Path(path).name, MAX_NAME_CHARS)[0].strip() or "uploaded"
-        name, n = base, 2
-        with self._opening:
-            while name in self.names():
-                if self._offers(name, bundle):
-                    return name
-                name, n = f"{base} ({n})", n + 1
-            return self.add(name, bundle)
+        return self._offer(load_checkpoint(path), Path(path).name)[0]
 
     def open_upload(self, path: str | Path, keep: int) -> tuple[str, bool]:
         """open() a visitor's upload: (its name, whether it is new in the picker). Uploads stay in
         memory, so only the newest `keep` are offered: older ones are removed."""
+        return self._offer(load_checkpoint(path), Path(path).name, keep)  # loaded outside any lock
+
+    def _offer(self, bundle: ModelBundle, folder: str, keep: int | None = None) -> tuple[str, bool]:
+        """Offer bundle under its name, or the first free 'NAME (n)'; (the name, whether it is new).
+        keep: count it among the uploads, of which the newest `keep` stay."""
+        # The name comes from the (possibly uploaded) config.json: bound it like typed text.
+        base = clean_input(bundle.info.get("name") or folder, MAX_NAME_CHARS)[0].strip() or "uploaded"
+        name, n = base, 2
         with self._opening:
-            offered = set(self.names())
-            name = self.open(path)
-            if name in offered:
-                return name, False
+            while name in self.names():
+                if self._offers(name, bundle):
+                    return name, False
+                name, n = f"{base} ({n})", n + 1
+            self.add(name, bundle)
+            if keep is None:
+                return name, True
             self.uploaded.append(name)
             evicted, self.uploaded = self.uploaded[:-keep], self.uploaded[-keep:]
         for old in evicted:

@@ -365,7 +365,7 @@ class TrainingJob:
         if not failed:
             fresh = run.trainer.snapshot()
             if weights_finite(fresh):
-                bundle, step = fresh, run.trainer.step_count
+                bundle, step = fresh, fresh.info["step"]  # the step it was taken at: the run goes on
         if bundle is None:
             raise ValueError("There are no good weights to save (the loss was NaN from the start).")
         self.checkpoints_dir.mkdir(parents=True, exist_ok=True)
@@ -380,9 +380,8 @@ class TrainingJob:
         saved = save_checkpoint(path, replace(bundle, info=info))
         self.registry.add_folder(saved)  # offered in the picker at once, not after a restart
         run.saved = (step, saved.name)
-        if run.settings.name in self.registry.names():  # the run's own entry: the weights just saved
-            bundle.info["step"] = step
-            self.registry.add(run.settings.name, bundle, same_model=True, saved_as=saved.name)
+        if run.settings.name in self.registry.names():  # the run's own entry: these weights, "saved as"
+            self._publish(run, bundle)
         return saved
 
     def zip_saved(self, folder: Path) -> Path:

@@ -261,6 +261,7 @@ def test_uploaded_tsv_with_malformed_lines_is_refused_with_line_numbers(job, tmp
     with pytest.raises(ValueError, match=r"Cannot start: pairs\.txt\.tsv line 2, 4: fewer than 2 tab-separated "
                                          r"columns"):
         job.start(replace(QUICK, data=spec))
+    sources.discard_upload_copy(spec)  # as the Train tab does (this test calls the job itself)
     assert job.view().state == "idle" and job.registry.names() == []
     with pytest.raises(ValueError, match="not uploaded through the studio"):
         sources.uploaded_tsv_spec("/etc/passwd", tmp_path / "up")
@@ -272,6 +273,7 @@ def test_uploaded_tsv_trains(job, tmp_path):
     upload.write_text("".join(f"{n} {n + 1}\t{n + 1} {n}\n" for n in range(60)) + "\n7\t \n", encoding="utf-8")
     spec = sources.corpus_spec(sources.SOURCES[2], "", "", str(upload), "", uploads=tmp_path / "up")
     job.start(replace(QUICK, data=spec, max_steps=4, vocab_size=64, name="tsv"))
+    sources.discard_upload_copy(spec)  # read: as the Train tab does
     view = wait_for(job, lambda v: v.state == "finished")
     assert view.facts["vocabulary"].endswith("(bpe)") and job.registry.names() == ["tsv"]
     # Said on the status line: the two lines left out, and that 58 pairs can only be learnt by heart.
@@ -524,10 +526,13 @@ def test_an_older_snapshot_never_replaces_a_newer_one(job):
     job.start(replace(QUICK, max_steps=6))
     wait_for(job, lambda v: v.state == "finished")
     run = job._run
+    newest = job.registry.get("live-numbers")
     older = run.trainer.snapshot()
-    older.info["step"] = 2
+    older.info["step"] = 2  # as if taken at step 2
     job._publish(run, older)
-    assert job.registry.get("live-numbers").info["step"] == 6 and run.last_good_step == 6
+    assert job.registry.get("live-numbers") is newest and run.last_good is newest and run.last_good_step == 6
+    job.save("kept")  # Save offers its snapshot under the run's name the same way
+    assert job.registry.choices()[-1] == ("live-numbers (saved as kept-step6)", "live-numbers")
 
 
 def test_a_picked_model_removed_meanwhile_is_unpicked(job):

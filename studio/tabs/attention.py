@@ -203,8 +203,11 @@ def translate_here(registry, name: str | None, text: str) -> tuple:
         return gr.skip(), "*Type a sentence to look at (or translate one on the Translate tab).*"
     try:
         key, bundle = registry.key(name), registry.get(name)
-        t = translate_detailed(bundle, [text], DecodeOptions())[0]
     except UNAVAILABLE as exc:
+        return gr.skip(), f"**Cannot translate:** {md(exc)}"
+    try:
+        t = translate_detailed(bundle, [text], DecodeOptions())[0]
+    except ValueError as exc:  # beam 4 on a model with fewer than 5 tokens
         return gr.skip(), f"**Cannot translate:** {md(exc)}"
     notes = "\n".join(f"- {md(clip(notice, 300))}" for notice in cleaned + t.notices)
     return Current(name, text, list(t.ids), DecodeOptions(), key, bundle), notes
