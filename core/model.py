@@ -183,30 +183,37 @@ class Transformer(nn.Module):
                 nn.init.xavier_uniform_(p)
 
     # ----- pieces -----------------------------------------------------------------
-    def _check_ids(self, ids: torch.Tensor, what: str, vocab_size: int) -> None:
-        """Named errors for what nn.Embedding would report as 'index out of range in self'. At the
-        entry points (whole sources and targets), not at each decoding step, whose tokens the model
-        chose itself: there a check would cost a device sync per step."""
+    def _checked_padding(self, ids: torch.Tensor, what: str, vocab_size: int, every_row_real: bool = False
+                         ) -> torch.Tensor:
+        """The padding mask of a whole source or target, after named errors for what torch reports deep
+        inside (nn.Embedding's 'index out of range in self') or not at all. The checks are read back
+        together: on a GPU each read is a sync. Not at each decoding step, whose tokens the model chose."""
         if ids.dim() != 2 or ids.size(1) == 0:
             raise ValueError(f"{what} must be a (batch, length) tensor of token ids with at least one "
                              f"token, got shape {tuple(ids.shape)}")
         if ids.dtype not in (torch.int64, torch.int32):
             raise ValueError(f"{what} must hold integer token ids (torch.long), got {ids.dtype}")
-        if bool(((ids < 0) | (ids >= vocab_size)).any()):
+        padding = ids.eq(self.config.pad_id)
+        outside, all_padding, left_padded = torch.stack([
+            ((ids < 0) | (ids >= vocab_size)).any(), padding.all(dim=1).any(),
+            (padding[:, :-1] & ~padding[:, 1:]).any()]).tolist()
+        if outside:
             raise ValueError(f"{what} holds token ids outside the vocabulary 0..{vocab_size - 1}")
+        if every_row_real and all_padding:  # every key masked: eq. 1's softmax would be 0/0
+            raise ValueError(f"a {what} row is all padding (pad_id {self.config.pad_id}); every {what} "
+                             f"needs at least one real token")
+        # Positions count from each row's first column (3.5): a left-padded sentence would be read as
+        # starting further on, and a padded target's real tokens would see padding.
+        if left_padded:
+            raise ValueError(f"{what} must be right-padded: a real token follows padding (pad_id "
+                             f"{self.config.pad_id})")
+        return padding
 
     def _check_length(self, ids: torch.Tensor, what: str, offset: int = 0) -> None:
         if offset + ids.size(1) > self.config.max_len:
             raise ValueError(f"{what} length {offset + ids.size(1)} exceeds the model's max_len "
                              f"{self.config.max_len} tokens; shorten the input or build the model with "
                              f"a larger max_len")
-
-    def _check_right_padded(self, padding: torch.Tensor, what: str) -> None:
-        # Positions count from each row's first column (3.5): a left-padded sentence would be
-        # read as starting further on, and a padded target's real tokens would see padding.
-        if bool((padding[:, :-1] & ~padding[:, 1:]).any()):
-            raise ValueError(f"{what} must be right-padded: a real token follows padding (pad_id "
-                             f"{self.config.pad_id})")
 
     def _embed(self, ids: torch.Tensor, table: nn.Embedding, offset: int = 0,
                packing: Packing | None = None) -> torch.Tensor:
@@ -218,13 +225,8 @@ class Transformer(nn.Module):
                 need_weights: bool = False) -> tuple[torch.Tensor, Packing | None, list[torch.Tensor | None]]:
         """The encoder stack on the real source tokens: (rows (N, d_model), their packing or
         None when nothing is padded (rows are then (B, S, d_model)), per-layer attention)."""
-        self._check_ids(src, "source", self.config.src_vocab_size)
+        src_padding = self._checked_padding(src, "source", self.config.src_vocab_size, every_row_real=True)
         self._check_length(src, "source")
-        src_padding = src.eq(self.config.pad_id)
-        if bool(src_padding.all(dim=1).any()):  # every key masked: eq. 1's softmax would be 0/0
-            raise ValueError(f"a source row is all padding (pad_id {self.config.pad_id}); every source "
-                             f"needs at least one real token")
-        self._check_right_padded(src_padding, "source")
         packing = Packing.of(src_padding)
         x = self._embed(src, self.src_embed, packing=packing)
         probs = []
@@ -270,12 +272,11 @@ class Transformer(nn.Module):
                         need_weights: bool) -> tuple[torch.Tensor, Packing | None, Attention]:
         """Decoder states of every target position given the whole target (training): the rows
         of the real target tokens, their packing (None when nothing is padded), the attention."""
-        self._check_ids(tgt_in, "tgt_in", self.config.tgt_vocab_size)
+        # Right-padded: the causal mask then keeps padding unseen (3.2.3).
+        tgt_padding = self._checked_padding(tgt_in, "tgt_in", self.config.tgt_vocab_size)
         if tgt_in.size(0) != src.size(0):
             raise ValueError(f"src and tgt_in must hold the same number of sentences, got {src.size(0)} "
                              f"and {tgt_in.size(0)}")
-        tgt_padding = tgt_in.eq(self.config.pad_id)
-        self._check_right_padded(tgt_padding, "tgt_in")  # the causal mask then keeps padding unseen (3.2.3)
         memory, src_packing, enc_probs = self._encode(src, need_weights)
         cache = self.start_cache(src, memory, src_packing)
         packing = Packing.of(tgt_padding)
