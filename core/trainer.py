@@ -10,8 +10,8 @@ DistributedDataParallel, each rank on its own share of the batches.
 from __future__ import annotations
 
 import contextlib
-import functools
 import copy
+import functools
 import math
 import random
 import threading

@@ -43,7 +43,8 @@ from .sources import check_hf_cached, in_users_words
 # The set-up panel's names for the model's fields, in messages from core's checks.
 FORM_NAMES = {"n_heads": "heads", "encoder_layers": "layers", "decoder_layers": "layers",
               "src_vocab_size": "vocabulary", "tgt_vocab_size": "vocabulary"}
-ACTIVE = ("preparing", "running", "paused", "stopping")
+TRAINING = ("running", "paused", "stopping")  # a run with a trainer (preparing: not yet)
+ACTIVE = ("preparing", *TRAINING)
 PAUSING = "The step under way ends first; press Resume to go on."  # until the trainer waits
 ETA_WINDOW_S = 120  # the training time whose pace estimates the time left
 TRAIN_NICE = 10  # the training thread's CPU priority (Linux nice): visitors' requests come first
@@ -344,7 +345,7 @@ class TrainingJob:
     def refresh(self) -> ModelBundle | None:
         """Put the newest weights in the picker now (e.g. when the user selects the model)."""
         with self._lock:  # not while preparing: _run is still the last run then
-            run = self._run if self._state in ("running", "paused", "stopping") else None
+            run = self._run if self._state in TRAINING else None
         if run is None:
             return None
         snapshot = run.trainer.snapshot()

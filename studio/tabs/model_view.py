@@ -148,7 +148,9 @@ def lr_figure(bundle: ModelBundle, warmup: float, steps: float):
     return plots.lr_schedule(x, rates(warmup), warmup, title, beyond, own)
 
 
-EXAMPLE_SENTENCES = ["ein Beispiel .", "noch ein etwas längeres Beispiel ."]  # a model without examples of its own
+def example_sentences(bundle: ModelBundle) -> list[str]:
+    """The model's examples, or two stand-ins for a model without any."""
+    return examples_for(bundle) or ["ein Beispiel .", "noch ein etwas längeres Beispiel ."]
 
 
 def example_translation(bundle: ModelBundle, sentences: list[str]) -> Translation:
@@ -184,7 +186,7 @@ def render(registry, name: str | None, warmup: float, steps: float, eps: float):
     except UNAVAILABLE as exc:
         blank = plots.empty("no model")
         return f"No model to show: {md(exc)}", blank, "", blank, "", blank, blank
-    sentences = examples_for(bundle) or EXAMPLE_SENTENCES
+    sentences = example_sentences(bundle)
     first = example_translation(bundle, sentences)
     line, table = summary(bundle)
     return (line, plots.parameter_shares(parameter_groups(bundle)), table, lr_figure(bundle, warmup, steps),
@@ -207,8 +209,7 @@ def smoothing_only(registry, name: str | None, eps: float):
         bundle = registry.get(name)
     except UNAVAILABLE:
         return plots.empty("no model")
-    sentences = examples_for(bundle) or EXAMPLE_SENTENCES
-    return smoothing_figure(bundle, eps, example_translation(bundle, sentences).ids)
+    return smoothing_figure(bundle, eps, example_translation(bundle, example_sentences(bundle)).ids)
 
 
 def defaults(registry, name: str | None) -> tuple[int, int, float]:

@@ -528,7 +528,7 @@ def tick(job: TrainingJob, seen: Seen | None, layer: float, head: float, followi
         return (*(gr.skip(),) * 17, renewed)
     # The value only when the picked model is gone (see picker_update): set always, it would undo a pick
     # made while this tick was queued.
-    gone = {} if picked in job.registry.names() else {"value": None}
+    gone = {} if picked in (name for _, name in choices) else {"value": None}
     picker = gr.Dropdown(choices=list(choices), **gone) if choices != seen.choices else gr.skip()
     shared = (*shared_outputs(job, view), *buttons(view, session))
     latest = attention(view, None, layer, head) if following.on else None
