@@ -79,7 +79,7 @@ POSITIVE_INT = number(int, "an integer >= 1", lambda v: v >= 1)
 NON_NEGATIVE_INT = number(int, "an integer >= 0", lambda v: v >= 0)
 POSITIVE_NUMBER = number(float, "a number > 0", lambda v: v > 0)
 NON_NEGATIVE_NUMBER = number(float, "a number >= 0", lambda v: v >= 0)
-SEED = number(int, "an integer from 0 to 2**63 - 1", lambda v: 0 <= v < 2**63)  # what torch.manual_seed takes
+SEED = number(int, "an integer from 0 to 2**63 - 1", lambda v: 0 <= v < 2**63)  # core.config.INT64_MAX, unimported: --help needs no torch
 
 
 def device_name(text: str) -> str:

@@ -28,6 +28,7 @@ SPECIAL_TOKENS = ("<pad>", "<bos>", "<eos>", "<unk>")  # ids 0, 1, 2, 3
 # The positional table (section 3.5) is built for every position up to max_len, not stored: a config
 # asking for 10**8 positions (a typo, an uploaded config.json) would allocate gigabytes at once.
 MAX_POSITIONS = 16_384
+INT64_MAX = 2**63 - 1  # torch's integers (a generator's seed, a tensor's size) are 64-bit
 
 
 @dataclass

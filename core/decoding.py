@@ -34,6 +34,7 @@ from typing import Any, Callable, Iterator, Sequence
 import torch
 
 from . import ranking
+from .config import INT64_MAX
 from .model import DecoderCache, Transformer
 
 METHODS = ("greedy", "beam", "sample")
@@ -45,7 +46,6 @@ LENGTH_PENALTIES = ("gnmt", "plain")
 SAMPLE_TEMPERATURE, SAMPLE_TOP_P = 0.8, 0.9
 PRUNED, LIVE, FINISHED = 0, 1, 2  # beam candidates' fate, see StepRecord.status
 NEG_INF = float("-inf")
-INT64_MAX = 2**63 - 1  # torch's integers (a generator's seed, a tensor's size) are 64-bit
 
 
 # ----- options and hypotheses ---------------------------------------------------------------

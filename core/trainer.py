@@ -29,6 +29,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 from .batching import Batch, Example, TokenBatcher
 from .bundle import ModelBundle, resolve_device
 from .checkpoint import save_checkpoint
+from .config import INT64_MAX
 from .loss import Objective
 from .schedule import SCHEDULES, learning_rate
 
@@ -75,7 +76,7 @@ class TrainConfig:
         for name in non_negative:
             if not getattr(self, name) >= 0:
                 raise ValueError(f"TrainConfig.{name} must be >= 0, got {getattr(self, name)}")
-        if not 0 <= self.seed < 2**63:  # what torch.manual_seed takes
+        if not 0 <= self.seed <= INT64_MAX:  # what torch.manual_seed takes
             raise ValueError(f"TrainConfig.seed must be from 0 to 2**63 - 1, got {self.seed}")
         if self.schedule not in SCHEDULES:
             raise ValueError(f"TrainConfig.schedule {self.schedule!r}; allowed: {', '.join(SCHEDULES)}")

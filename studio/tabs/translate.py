@@ -7,6 +7,7 @@ from functools import partial
 import gradio as gr
 
 from core.bundle import ModelBundle
+from core.config import INT64_MAX
 from core.decoding import SAMPLE_TEMPERATURE, SAMPLE_TOP_P, DecodeOptions
 from core.translation import Translation, translate_detailed
 
@@ -17,7 +18,6 @@ from ..registry import UNAVAILABLE
 from ..text import clip, guard, md, md_table
 from ..widgets import Slider
 
-MAX_SEED = 2**63
 # Below this confidence (Translation.confidence) a beam or greedy translation comes with a notice that
 # the model is unsure. Measured on the shipped Multi30k De→En model: 95% of test_2016's German sentences
 # score above 0.43, and 95% of their English references, given to it as the source, below 0.36 (it
@@ -71,15 +71,16 @@ def options(method: str, beam_size: float, alpha: float, max_extra: float, n_bes
 
 
 def parse_seed(seed: str | int | None) -> int | None:
-    """The seed box: empty for a fresh random seed each time, else a whole number in [0, 2^63)."""
+    """The seed box: empty for a fresh random seed each time, else a whole number from 0 to 2**63 - 1
+    (torch's generator takes 64 bits at most)."""
     text = str(seed).strip() if seed is not None else ""
     if not text:
         return None
     if not text.isdecimal():  # also refuses "-1", "1.5", "1e3"
-        raise ValueError(f"the seed must be a whole number from 0 to {MAX_SEED - 1:,} (or empty for a random "
+        raise ValueError(f"the seed must be a whole number from 0 to {INT64_MAX:,} (or empty for a random "
                          f"one); got {text[:40]!r}")
-    if len(text) > len(str(MAX_SEED)) or int(text) >= MAX_SEED:  # torch's generator takes 64 bits at most
-        raise ValueError(f"the seed must be below {MAX_SEED:,}; got {text[:40]}")
+    if len(text) > len(str(INT64_MAX)) or int(text) > INT64_MAX:  # the length check first: no huge int()
+        raise ValueError(f"the seed must be at most {INT64_MAX:,}; got {text[:40]}")
     return int(text)
 
 
