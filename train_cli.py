@@ -24,6 +24,27 @@ import sys
 import time
 from pathlib import Path
 
+import torch
+import torch.distributed as dist
+from tqdm import tqdm
+
+from core import __version__
+from core.batching import TOO_MANY_UNKNOWN, TokenBatcher, encode_pairs, unknown_from_rare_words, unknown_share
+from core.bundle import ModelBundle, check_fits, resolve_device
+from core.checkpoint import (
+    FILES, OPTIONAL_FILES, average_checkpoints, copy_checkpoint, load_checkpoint, load_trainer_state, save_checkpoint,
+)
+from core.config import INT64_MAX, PRESETS, ModelConfig
+from core.data import (
+    UNNAMED, absolute_spec, decode_lines, dropped_empty_note, load_corpus, local_files, read_lines, split_lines,
+)
+from core.decoding import DecodeOptions
+from core.evaluation import evaluate_bundle
+from core.model import Transformer
+from core.tokenizer import Tokenizer
+from core.trainer import TrainConfig, Trainer, TrainingStopped
+from core.translation import translate_detailed
+
 DEFAULT_CHECKPOINT = Path(__file__).resolve().parent / "checkpoints" / "multi30k-de-en-small"
 CHECKPOINT_PREFIX = "step-"
 PROG = "train_cli.py"
@@ -79,15 +100,13 @@ POSITIVE_INT = number(int, "an integer >= 1", lambda v: v >= 1)
 NON_NEGATIVE_INT = number(int, "an integer >= 0", lambda v: v >= 0)
 POSITIVE_NUMBER = number(float, "a number > 0", lambda v: v > 0)
 NON_NEGATIVE_NUMBER = number(float, "a number >= 0", lambda v: v >= 0)
-SEED = number(int, "an integer from 0 to 2**63 - 1", lambda v: 0 <= v < 2**63)  # core.config.INT64_MAX, unimported: --help needs no torch
+SEED = number(int, "an integer from 0 to 2**63 - 1", lambda v: 0 <= v <= INT64_MAX)  # what torch.manual_seed takes
 
 
 def device_name(text: str) -> str:
     """An argparse type: auto, or a device this machine has (refused with the option's name)."""
     if text == "auto":
         return text
-    from core.bundle import resolve_device  # torch: not imported for --help
-
     try:
         resolve_device(text)
     except ValueError as exc:
@@ -123,8 +142,6 @@ def add_decoding_options(p: argparse.ArgumentParser) -> None:
 
 
 def decode_options(args: argparse.Namespace):
-    from core.decoding import DecodeOptions
-
     options = DecodeOptions(method=args.method, beam_size=args.beam, alpha=args.alpha,
                             length_penalty=args.length_penalty, max_len_a=args.max_len_a, max_len_b=args.max_len_b,
                             min_len=args.min_len, no_repeat_ngram=args.no_repeat_ngram,
@@ -192,11 +209,6 @@ EXAMPLES = {
 
 
 def build_parser() -> argparse.ArgumentParser:
-    import torch
-
-    from core import __version__
-    from core.config import PRESETS
-
     parser = Parser(prog=PROG, description=__doc__, formatter_class=HelpFormatter)
     cuda = f"CUDA {torch.version.cuda}" if torch.version.cuda else "CPU only"
     parser.add_argument("--version", action="version",
@@ -255,7 +267,7 @@ def build_parser() -> argparse.ArgumentParser:
     o.add_argument("--clip-norm", type=NON_NEGATIVE_NUMBER, default=0.0, help="gradient norm clipping (0: off)")
     o.add_argument("--weight-decay", type=NON_NEGATIVE_NUMBER, default=0.0, help="weight decay, decoupled from Adam's update (AdamW, as fairseq's Adam; the paper uses none)")
     o.add_argument("--amp", choices=("auto", "off", "bf16", "fp16"), default="auto",
-                   help="auto: bf16 on CUDA and on CPUs with native bf16, else fp32")
+                   help="auto: bf16 on CUDA (fp16 on a GPU without bf16) and on CPUs with native bf16, else fp32")
     o.add_argument("--compile", action=argparse.BooleanOptionalAction, default=False,
                    help="torch.compile the training step, for long GPU runs: its first steps compile for a minute "
                         "or two (README: what it gave on an H100); --no-compile: off, e.g. resuming such a run")
@@ -429,10 +441,9 @@ def data_fingerprint(corpus) -> str:
 def check_same_pairs(args: argparse.Namespace, record: dict, fingerprint: str) -> None:
     """--resume: the data must hold the run's pairs (fingerprint: data_fingerprint of the corpus read now);
     a new --data path is taken if it does (moved data)."""
-    from core.data import absolute_spec  # a record written before run.json kept absolute paths
-
     if not record.get("data"):
         return
+    # A record written before run.json kept absolute paths.
     same_path = args.data in (record["data"], absolute_spec(record["data"]))
     if "data_fingerprint" in record:
         if fingerprint != record["data_fingerprint"]:
@@ -511,9 +522,6 @@ def check_creatable(out: Path) -> None:
 
 def setup_distributed():
     """(rank, world_size, device) under torchrun; (0, 1, None) otherwise."""
-    import torch
-    import torch.distributed as dist
-
     world = int(os.environ.get("WORLD_SIZE", "1"))
     if world == 1:
         return 0, 1, None
@@ -532,10 +540,6 @@ def setup_distributed():
 
 def shared_tokenizer(corpus, args, rank: int, world: int):
     """Rank 0 learns the vocabulary; the other ranks receive it, so all hold the same one."""
-    import torch.distributed as dist
-
-    from core.tokenizer import Tokenizer
-
     text = refusal = None
     if rank == 0:
         try:
@@ -553,16 +557,6 @@ def shared_tokenizer(corpus, args, rank: int, world: int):
 
 
 def command_train(args: argparse.Namespace) -> None:
-    import torch
-
-    from core.batching import TOO_MANY_UNKNOWN, TokenBatcher, encode_pairs, unknown_from_rare_words, unknown_share
-    from core.bundle import ModelBundle, check_fits, resolve_device
-    from core.checkpoint import load_checkpoint, load_trainer_state
-    from core.config import ModelConfig
-    from core.data import UNNAMED, absolute_spec, dropped_empty_note, load_corpus
-    from core.model import Transformer
-    from core.trainer import TrainConfig, Trainer
-
     check_out_folder(args.out, args.resume)  # first: a mistyped --resume folder is the problem to name
     record = run_record(args.out) if args.resume else {}
     if args.data is None:
@@ -689,10 +683,6 @@ LOG_EVERY = 100  # steps between the lines of a training log without a progress 
 
 def train_loop(trainer, args: argparse.Namespace, rank: int) -> None:
     """Steps with a progress bar; metrics.jsonl, periodic checkpoints, Ctrl-C saves first."""
-    from tqdm import tqdm
-
-    from core.checkpoint import copy_checkpoint
-
     board = open_tensorboard(args.out) if args.tensorboard and rank == 0 else None
     # disable=None: a bar on a terminal; a redirected log gets a plain line every LOG_EVERY steps instead
     bar = tqdm(total=trainer.config.max_steps, initial=trainer.step_count, disable=None if rank == 0 else True,
@@ -796,8 +786,6 @@ def open_tensorboard(out: Path):
 
 # ----- evaluate / translate / average ------------------------------------------------------
 def load_bundle(path: Path, device: str):
-    from core.checkpoint import load_checkpoint
-
     if (path / "run.json").is_file() and not (path / "config.json").exists():  # a run folder, not a checkpoint
         inside = [p for p in [path / "final", *run_checkpoints(path)[::-1]] if (p / "config.json").is_file()]
         raise CLIError(f"{path} is a training run's folder, not a checkpoint; its checkpoints, latest first: "
@@ -814,8 +802,6 @@ def note_min_len(options, bundle) -> None:
 
 
 def read_text_lines(path: Path) -> list[str]:
-    from core.data import read_lines
-
     if path.is_dir():  # read_lines would call a folder "no such file"
         raise CLIError(f"{path} is a folder; give a text file, one sentence per line")
     return read_lines(path)  # a missing file: FileNotFoundError, one line from main()
@@ -823,8 +809,6 @@ def read_text_lines(path: Path) -> list[str]:
 
 def checkpoint_inputs(checkpoint: Path) -> dict[str, Path]:
     """The checkpoint's files, for check_output: inputs too (an --output over its tokenizer.json broke it)."""
-    from core.checkpoint import FILES, OPTIONAL_FILES
-
     return {f"--checkpoint's {name}": checkpoint / name for name in FILES + OPTIONAL_FILES}
 
 
@@ -900,8 +884,6 @@ def write_output(path: Path, text: str) -> None:
 
 def data_files(spec: str | None) -> list[Path]:
     """The local files a --data files:... spec reads, for check_output."""
-    from core.data import local_files
-
     return local_files(spec[len("files:"):]) if spec and spec.startswith("files:") else []
 
 
@@ -914,8 +896,6 @@ def report_notices(results, where: str) -> None:
 
 def read_stdin() -> list[str]:
     """stdin's lines as UTF-8, whatever the locale: under LANG=C Python would decode ü as surrogates."""
-    from core.data import decode_lines, split_lines
-
     if hasattr(sys.stdin, "buffer"):
         return decode_lines(sys.stdin.buffer.read(), "stdin")
     return split_lines(sys.stdin.read())  # a text stream with no bytes beneath (an embedding program's)
@@ -924,8 +904,6 @@ def read_stdin() -> list[str]:
 def typed_lines():
     """(number, line) for each line of stdin as it is typed, UTF-8 whatever the locale; a line with a bad
     byte is said and skipped, so one slip does not end the session."""
-    from core.data import decode_lines
-
     stream = getattr(sys.stdin, "buffer", None)
     if stream is None:  # a text stream with no bytes beneath (an embedding program's)
         yield from enumerate((line.rstrip("\r\n") for line in sys.stdin), start=1)
@@ -939,8 +917,6 @@ def typed_lines():
 
 def data_pairs(args: argparse.Namespace, bundle) -> tuple[list[str], list[str]]:
     """(sources, references) of --data's --split, in the checkpoint's direction (the other is refused)."""
-    from core.data import load_corpus
-
     trained = (bundle.info.get("src_lang"), bundle.info.get("tgt_lang"))
     src, tgt = args.src, args.tgt
     if src is None and tgt is None and not args.data.startswith("synthetic:"):
@@ -972,8 +948,6 @@ def data_pairs(args: argparse.Namespace, bundle) -> tuple[list[str], list[str]]:
 
 
 def command_evaluate(args: argparse.Namespace) -> None:
-    from core.evaluation import evaluate_bundle
-
     if args.data and (args.source_file or args.reference_file):
         raise CLIError("give either --data or --source-file with --reference-file, not both")
     if not (args.data or (args.source_file and args.reference_file)):
@@ -1008,10 +982,6 @@ def command_evaluate(args: argparse.Namespace) -> None:
 
 
 def command_translate(args: argparse.Namespace) -> None:
-    from tqdm import tqdm
-
-    from core.translation import translate_detailed
-
     options = decode_options(args)
     if args.n_best > 1:
         if options.method != "beam" or args.n_best > options.beam_size:
@@ -1058,8 +1028,6 @@ def output_line(result, n_best: int) -> str:
 
 def translate_as_typed(bundle, options, n_best: int) -> None:
     """stdin is a terminal: each line is translated as soon as it is typed, until Ctrl-D."""
-    from core.translation import translate_detailed
-
     language = bundle.info.get("src_lang")
     print(f"{bundle.name}: type {f'{language} ' if language else ''}sentences, one per line (Enter translates); "
           f"Ctrl-D ends (Ctrl-Z Enter on Windows)", file=sys.stderr)
@@ -1071,8 +1039,6 @@ def translate_as_typed(bundle, options, n_best: int) -> None:
 
 
 def command_average(args: argparse.Namespace) -> None:
-    from core.checkpoint import average_checkpoints, load_checkpoint, save_checkpoint
-
     if not args.run.is_dir():
         raise CLIError(f"--run {args.run} does not exist or is not a folder")
     found = run_checkpoints(args.run)
@@ -1104,8 +1070,6 @@ def in_words(exc: Exception) -> str:
 def main(argv: list[str] | None = None) -> int:
     try:
         args = parse_arguments(argv)
-        from core.trainer import TrainingStopped
-
         commands = {"train": command_train, "evaluate": command_evaluate, "translate": command_translate,
                     "average": command_average}
         try:

@@ -25,7 +25,7 @@ class Example:
 
 
 def source_ids(tokenizer: Tokenizer, text: str) -> list[int]:
-    """The encoder's input for text: its tokens + [EOS]; training and decoding share it."""
+    """The encoder's input for text: its tokens + [EOS], the form encode_pairs gives training sources."""
     return tokenizer.encode(text) + [EOS_ID]
 
 

@@ -2,8 +2,9 @@
 
 Section 6.1 of the paper decodes with "beam search with a beam size of 4 and length
 penalty α = 0.6", GNMT's lp(Y) = ((5 + |Y|)/6)^α (Wu et al. 2016). ``BeamStepper`` runs
-exactly the one-shot search of core.decoding: both call ``core.decoding.beam_step``, so
-run_to_end() returns the same hypotheses and scores as ``beam_search(..., n_best=beam_size)``.
+exactly the one-shot search of core.decoding: both call ``core.decoding.beam_step``, so once
+it is done (run_to_end()), hypotheses() returns the same hypotheses and scores as
+``beam_search(..., n_best=beam_size)``.
 
 Each step the 2·beam best expansions (hypothesis + next token, by cumulative log-probability)
 are considered; among the best ``beam`` of them those ending in eos finish, and the ``beam``
@@ -43,10 +44,6 @@ class Candidate:
     logprob: float        # parent's logprob + token_logprob
     score: float          # logprob / lp(parent length + 1)
     status: str           # "live", "finished" or "pruned" (live ones too once the search is done)
-
-    @property
-    def kept(self) -> bool:
-        return self.status != "pruned"
 
 
 @dataclass(frozen=True)

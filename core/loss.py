@@ -3,7 +3,7 @@ perplexity, as the model learns to be more unsure, but improves accuracy and BLE
 
 The target distribution puts 1 - eps on the reference token and spreads eps uniformly over
 the whole vocabulary, as PyTorch's label_smoothing does (fairseq spreads it over the V - 1
-other tokens: the reference gets eps/V less here, a negligible difference at V = 8,000). Loss
+other tokens: the reference gets eps/V more here, a negligible difference at V = 8,000). Loss
 is computed on real tokens only: the caller passes the decoder states of non-padding positions.
 
 The output layer and the loss are the largest single piece of a training step (the vocabulary

@@ -49,7 +49,7 @@ class TrainConfig:
     label_smoothing: float = 0.1
     weight_decay: float = 0.0
     clip_norm: float = 0.0  # 0 = no clipping
-    amp: str = "auto"  # auto: bf16 on CUDA and on CPUs with native bf16, else off
+    amp: str = "auto"  # auto: bf16 on CUDA (fp16 on a GPU without bf16) and on CPUs with native bf16, else off
     compile: bool = False  # torch.compile the training step (CUDA)
     device: str = "auto"
     seed: int = 0
@@ -404,10 +404,9 @@ class Trainer:
         if self.device.type == "cuda" and "cuda_rng" in state:  # a state saved on the CPU has none
             torch.cuda.set_rng_state(state["cuda_rng"], self.device)
 
-    def save(self, path: str | Path, info: dict[str, Any] | None = None) -> Path:
+    def save(self, path: str | Path) -> Path:
         """Atomic checkpoint of the weights, tokenizer, config and this trainer's state."""
         with self._lock:
-            self.bundle.info.update(info or {})
             self.bundle.info["train"] = asdict(self.config)
             self.bundle.info["step"] = self.step_count
             return save_checkpoint(path, self.bundle, self.state_dict())

@@ -1,6 +1,7 @@
 """The studio's shell: model picker, status line, presenter switch, one tab per topic.
 
-    python -m studio [--host 127.0.0.1] [--port 7860] [--checkpoint PATH] [--share]
+    python -m studio [--host 127.0.0.1] [--port 7860] [--checkpoint PATH] [--checkpoints-dir DIR]
+                     [--share] [--public] [--threads N]
 
 The Train tab adds the model it trains with ``ModelRegistry.add(name, bundle)`` and refreshes
 the picker with ``picker_update(registry, name)``.

@@ -53,7 +53,6 @@ def test_views_describe_each_step(bundle):
             parent = previous.live[c.parent]
             assert c.logprob == pytest.approx(parent.logprob + c.token_logprob, abs=1e-5)
             assert c.score == pytest.approx(c.logprob / length_penalty(view.step, DecodeOptions()), abs=1e-6)
-            assert c.kept == (c.status != "pruned")
         live = [c for c in view.candidates if c.status == "live"]
         assert [previous.live[c.parent].ids + [c.token_id] for c in live] == [h.ids for h in view.live]
         assert len(view.live) == (0 if view.done else k)

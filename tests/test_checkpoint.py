@@ -6,6 +6,7 @@ import threading
 
 import pytest
 import torch
+from safetensors import safe_open
 
 from _models import tiny_bundle
 from core import ModelBundle, ModelConfig, Transformer
@@ -28,6 +29,18 @@ def _edit_model_config(folder, **changes) -> None:
 def test_a_saved_checkpoint_loads(saved):
     loaded, original = load_checkpoint(saved).model.state_dict(), tiny_bundle().model.state_dict()
     assert loaded.keys() == original.keys() and all(torch.equal(loaded[k], original[k]) for k in original)
+
+
+def test_half_stores_float16_weights_that_load_back_as_float32(tmp_path):
+    # How the shipped checkpoint is saved (checkpoints/README.md): half the file, the same model to fp16's precision.
+    original = tiny_bundle().model.state_dict()
+    save_checkpoint(tmp_path / "half", tiny_bundle(), half=True)
+    with safe_open(tmp_path / "half" / "model.safetensors", "pt") as stored:
+        assert {stored.get_tensor(k).dtype for k in stored.keys()} == {torch.float16}
+    loaded = load_checkpoint(tmp_path / "half").model.state_dict()
+    assert all(loaded[k].dtype == torch.float32 and torch.equal(loaded[k], original[k].half().float())
+               for k in original)
+    assert any(not torch.equal(loaded[k], original[k]) for k in original)  # rounded: fp16 was in effect
 
 
 def test_a_config_whose_layers_the_weights_lack_is_refused(saved):

@@ -54,8 +54,9 @@ def parameter_rows(bundle: ModelBundle) -> list[tuple[str, int, str]]:
     if not c.shared_vocab:
         rows.append(("Target embeddings (= generator)", _count(m.tgt_embed), f"{c.tgt_vocab_size} × {c.d_model}"))
     rows.append(("Positional encoding", 0, "sinusoids, no parameters (3.5)"))
+    projections = f"W^Q,K,V,O: 4 × {c.d_model}²" + (" + biases" if c.attention_bias else "")  # 3.2.2: no biases
     for i, layer in enumerate(m.encoder_layers, 1):
-        rows += [(f"Encoder {i} · self-attention", _count(layer.self_attn), f"W^Q,K,V,O: 4 × {c.d_model}² + biases"),
+        rows += [(f"Encoder {i} · self-attention", _count(layer.self_attn), projections),
                  (f"Encoder {i} · feed-forward", _count(layer.ffn), f"{c.d_model} → {c.d_ff} → {c.d_model}"),
                  (f"Encoder {i} · 2 LayerNorms", _count(layer.res_attn) + _count(layer.res_ffn), "gain and bias")]
     for i, layer in enumerate(m.decoder_layers, 1):
