@@ -38,11 +38,12 @@ from core.config import INT64_MAX, PRESETS, ModelConfig
 from core.data import (
     UNNAMED, absolute_spec, decode_lines, dropped_empty_note, load_corpus, local_files, read_lines, split_lines,
 )
-from core.decoding import DecodeOptions
+from core.decoding import LENGTH_PENALTIES, METHODS, SAMPLE_TEMPERATURE, SAMPLE_TOP_P, DecodeOptions
 from core.evaluation import evaluate_bundle
 from core.model import Transformer
-from core.tokenizer import Tokenizer
-from core.trainer import TrainConfig, Trainer, TrainingStopped
+from core.schedule import SCHEDULES
+from core.tokenizer import KINDS, Tokenizer
+from core.trainer import AMP_MODES, TrainConfig, Trainer, TrainingStopped
 from core.translation import translate_detailed
 
 DEFAULT_CHECKPOINT = Path(__file__).resolve().parent / "checkpoints" / "multi30k-de-en-small"
@@ -117,11 +118,11 @@ def device_name(text: str) -> str:
 # ----- argument parsing -----------------------------------------------------------------
 def add_decoding_options(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("decoding (section 6.1: beam 4, alpha 0.6, max length = source + 50)")
-    g.add_argument("--method", choices=("beam", "greedy", "sample"), default="beam",
+    g.add_argument("--method", choices=METHODS, default="beam",
                    help="beam search, greedy decoding or sampling")
     g.add_argument("--beam", type=POSITIVE_INT, default=4, help="beam size")
     g.add_argument("--alpha", type=float, default=0.6, help="length penalty exponent, 0 to 10")
-    g.add_argument("--length-penalty", choices=("gnmt", "plain"), default="gnmt",
+    g.add_argument("--length-penalty", choices=LENGTH_PENALTIES, default="gnmt",
                    help="gnmt: ((5+|Y|)/6)^alpha; plain: |Y|^alpha")
     g.add_argument("--max-len-a", type=NON_NEGATIVE_NUMBER, default=1.0,
                    help="max output length in tokens = a*|source| + b, end of sentence included")
@@ -130,10 +131,10 @@ def add_decoding_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--no-repeat-ngram", type=NON_NEGATIVE_INT, default=0,
                    help="n: no n-gram occurs twice in an output (0: off)")
     # The studio's starting point: the plain distribution (1 and 1) reads as nonsense (core.decoding).
-    g.add_argument("--temperature", type=POSITIVE_NUMBER, default=0.8,
+    g.add_argument("--temperature", type=POSITIVE_NUMBER, default=SAMPLE_TEMPERATURE,
                    help="sampling only, > 0 (1: the model's own distribution)")
     g.add_argument("--top-k", type=NON_NEGATIVE_INT, default=0, help="sampling only (0: off)")
-    g.add_argument("--top-p", type=float, default=0.9, help="sampling only, in (0, 1] (1: off)")
+    g.add_argument("--top-p", type=float, default=SAMPLE_TOP_P, help="sampling only, in (0, 1] (1: off)")
     g.add_argument("--seed", type=SEED, default=None, help="sampling seed (default: a fresh one)")
     g.add_argument("--batch-size", type=POSITIVE_INT, default=None,
                    help="sentences decoded together (default: 1024 for greedy and sampling, 256 for beam "
@@ -246,7 +247,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="longest sequence in tokens")
     m.add_argument("--vocab-size", type=number(int, "an integer >= 5", lambda v: v >= 5), default=8000,
                    help="shared subword vocabulary size")
-    m.add_argument("--tokenizer", choices=("bpe", "unigram", "word"), default=None,
+    m.add_argument("--tokenizer", choices=KINDS, default=None,
                    help="how text becomes tokens: bpe or unigram subwords (--vocab-size of them), or whole words "
                         "(default: word for synthetic tasks, bpe otherwise)")
     o = t.add_argument_group("optimisation (section 5)")
@@ -258,7 +259,7 @@ def build_parser() -> argparse.ArgumentParser:
     length.add_argument("--max-steps", type=POSITIVE_INT, default=None, help="optimizer steps (default: 10000)")
     length.add_argument("--epochs", type=POSITIVE_NUMBER, default=None,
                         help="train for this many epochs instead of --max-steps (default: off)")
-    o.add_argument("--schedule", choices=("noam", "inverse_sqrt"), default="noam",
+    o.add_argument("--schedule", choices=SCHEDULES, default="noam",
                    help="noam: eq. 3; inverse_sqrt: fairseq's, peaking at --lr")
     o.add_argument("--warmup", type=POSITIVE_INT, default=4000, help="warm-up steps")
     o.add_argument("--lr-factor", type=POSITIVE_NUMBER, default=1.0, help="scales eq. 3's learning rate (noam)")
@@ -266,7 +267,7 @@ def build_parser() -> argparse.ArgumentParser:
     o.add_argument("--label-smoothing", type=float, default=0.1, help="section 5.4, in [0, 1)")
     o.add_argument("--clip-norm", type=NON_NEGATIVE_NUMBER, default=0.0, help="gradient norm clipping (0: off)")
     o.add_argument("--weight-decay", type=NON_NEGATIVE_NUMBER, default=0.0, help="weight decay, decoupled from Adam's update (AdamW, as fairseq's Adam; the paper uses none)")
-    o.add_argument("--amp", choices=("auto", "off", "bf16", "fp16"), default="auto",
+    o.add_argument("--amp", choices=AMP_MODES, default="auto",
                    help="auto: bf16 on CUDA (fp16 on a GPU without bf16) and on CPUs with native bf16, else fp32")
     o.add_argument("--compile", action=argparse.BooleanOptionalAction, default=False,
                    help="torch.compile the training step, for long GPU runs: its first steps compile for a minute "

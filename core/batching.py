@@ -29,12 +29,22 @@ def source_ids(tokenizer: Tokenizer, text: str) -> list[int]:
     return tokenizer.encode(text) + [EOS_ID]
 
 
+def checked_pair(pair: object, index: int) -> tuple[str, str]:
+    """pair, if it is a (source, target) pair of strings; else a TypeError naming pairs[index]: a list of
+    sentences, or one string, would otherwise be read character by character without a word."""
+    if isinstance(pair, (tuple, list)) and len(pair) == 2 and all(isinstance(text, str) for text in pair):
+        return pair[0], pair[1]
+    raise TypeError(f"pairs[{index}] must be a (source, target) pair of strings, got {type(pair).__name__} "
+                    f"{str(pair)[:60]!r}")
+
+
 def encode_pairs(pairs: Sequence[tuple[str, str]], tokenizer: Tokenizer,
                  max_len: int) -> tuple[list[Example], int]:
     """Tokenise sentence pairs. Pairs whose source or target (with BOS/EOS) is longer
     than max_len tokens are left out; their number is returned for the caller to report."""
     if not isinstance(max_len, int) or isinstance(max_len, bool) or max_len < 2:
         raise ValueError(f"max_len must be an integer >= 2, got {max_len!r}")
+    pairs = [checked_pair(pair, i) for i, pair in enumerate(pairs)]
     srcs = tokenizer.encode_batch([s for s, _ in pairs])
     tgts = tokenizer.encode_batch([t for _, t in pairs])
     examples = [Example(s + [EOS_ID], [BOS_ID] + t + [EOS_ID]) for s, t in zip(srcs, tgts)]

@@ -9,6 +9,7 @@ from typing import Any
 
 import torch
 
+from .batching import checked_pair
 from .config import ModelConfig
 from .model import Transformer
 from .tokenizer import Tokenizer
@@ -21,6 +22,12 @@ class ModelBundle:
     info: dict[str, Any] = field(default_factory=dict)  # config.json: training setup, data, metrics
     path: Path | None = None  # checkpoint directory, when loaded from disk
 
+    def __post_init__(self) -> None:
+        if not isinstance(self.model, Transformer) or not isinstance(self.tokenizer, Tokenizer):
+            raise TypeError(f"ModelBundle takes a core.Transformer and a core.Tokenizer, got "
+                            f"{type(self.model).__name__} and {type(self.tokenizer).__name__}")
+        check_tokenizer_fits(self.tokenizer, self.model.config, "the tokenizer")
+
     @property
     def name(self) -> str:
         return self.info.get("name") or (self.path.name if self.path else "in-memory model")
@@ -30,10 +37,19 @@ class ModelBundle:
         return next(self.model.parameters()).device
 
 
+def check_tokenizer_fits(tokenizer: Tokenizer, config: ModelConfig, what: str) -> None:
+    """One tokenizer serves both sides. Equal, not merely no larger: a smaller tokenizer is another
+    model's, and would read every id wrongly."""
+    if tokenizer.vocab_size != config.src_vocab_size or tokenizer.vocab_size != config.tgt_vocab_size:
+        raise ValueError(f"{what} has {tokenizer.vocab_size} entries but the model's vocabulary is "
+                         f"{config.src_vocab_size}/{config.tgt_vocab_size}: the tokenizer is not this model's")
+
+
 def new_bundle(pairs: list[tuple[str, str]], preset: str = "tiny", *, vocab_size: int = 8000,
                tokenizer_kind: str = "bpe", info: dict[str, Any] | None = None, **model_overrides: Any) -> ModelBundle:
     """A fresh, untrained model with a shared vocabulary learnt from both sides of pairs."""
-    tokenizer = Tokenizer.train((text for pair in pairs for text in pair), vocab_size, tokenizer_kind)
+    texts = (text for i, pair in enumerate(pairs) for text in checked_pair(pair, i))
+    tokenizer = Tokenizer.train(texts, vocab_size, tokenizer_kind)
     config = ModelConfig.from_preset(preset, src_vocab_size=tokenizer.vocab_size,
                                      tgt_vocab_size=tokenizer.vocab_size, **model_overrides)
     return ModelBundle(Transformer(config), tokenizer, dict(info or {}))

@@ -12,6 +12,7 @@ into place; a crash at any moment leaves the previous checkpoint loadable.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import glob
 import io
 import json
@@ -31,7 +32,7 @@ import torch
 from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, save_file
 
-from .bundle import ModelBundle, resolve_device
+from .bundle import ModelBundle, check_tokenizer_fits, resolve_device
 from .config import ModelConfig
 from .model import Transformer
 from .tokenizer import Tokenizer
@@ -83,7 +84,13 @@ def save_checkpoint(path: str | Path, bundle: ModelBundle, trainer_state: dict[s
     """Write bundle (and optionally the trainer state) to the directory path, atomically.
     half=True stores float16 weights (for shipping); they load back as float32."""
     path = Path(path)
-    _check_tokenizer_fits(bundle.tokenizer, bundle.model.config, "the bundle's tokenizer")
+    if not isinstance(bundle, ModelBundle):
+        raise TypeError(f"save_checkpoint takes a ModelBundle, got {type(bundle).__name__}")
+    check_tokenizer_fits(bundle.tokenizer, bundle.model.config, "the bundle's tokenizer")  # changed since built?
+    broken = [name for name, p in bundle.model.named_parameters() if not p.isfinite().all()]
+    if broken:  # load_checkpoint would refuse them: better to say so now than to leave an unloadable checkpoint
+        raise ValueError(f"not saving {path}: {len(broken)} weight tensor(s) hold NaN or infinite values "
+                         f"({', '.join(broken[:3])}); the model diverged")
     with _replacing(path) as tmp:
         save_file(_unique_state(bundle.model, torch.float16 if half else None), str(tmp / "model.safetensors"))
         info = {k: v for k, v in bundle.info.items() if k not in ("format_version", "model")}
@@ -223,6 +230,11 @@ def read_config(path: str | Path) -> dict[str, Any]:
         raise ValueError(f"{file}: format_version {config.get('format_version')!r}, expected {FORMAT_VERSION}")
     if isinstance(config["model"], dict):  # written before attention_bias existed, when every projection had one
         config["model"].setdefault("attention_bias", True)
+        # Every other field is written by every save: a missing one would silently take its default, and
+        # a model trained with 4 heads rebuilt with 8 (the weights' shapes the same) translates worse.
+        missing = sorted({f.name for f in dataclasses.fields(ModelConfig)} - set(config["model"]))
+        if missing:
+            raise ValueError(f"{file}: the model section lacks {', '.join(missing)}")
     try:
         ModelConfig.from_dict(config["model"])
     except (TypeError, ValueError) as exc:
@@ -233,25 +245,19 @@ def read_config(path: str | Path) -> dict[str, Any]:
 def load_checkpoint(path: str | Path, device: str | torch.device = "cpu") -> ModelBundle:
     """Model (eval mode, float32), tokenizer and config.json of a checkpoint directory; device is
     a torch.device or a name as resolve_device takes it ("auto", "cpu", "cuda:1")."""
+    if not isinstance(device, (str, torch.device)):
+        raise TypeError(f"device must be a name such as \"cpu\" or \"cuda:1\", or a torch.device; got {device!r}")
     device = resolve_device(device) if isinstance(device, str) else device
     path = resolve_checkpoint(path)
     config = read_config(path)
     model_config = ModelConfig.from_dict(config["model"])
     tokenizer = Tokenizer.load(path / "tokenizer.json")
-    _check_tokenizer_fits(tokenizer, model_config, str(path / "tokenizer.json"))
+    check_tokenizer_fits(tokenizer, model_config, str(path / "tokenizer.json"))
     _check_size(model_config, path / "model.safetensors")
     model = Transformer(model_config)
     _load_weights(model, path / "model.safetensors")
     info = {k: v for k, v in config.items() if k not in ("format_version", "model")}
     return ModelBundle(model.to(device).eval(), tokenizer, info, path)
-
-
-def _check_tokenizer_fits(tokenizer: Tokenizer, config: ModelConfig, what: str) -> None:
-    """A checkpoint holds one tokenizer for both sides. Equal, not merely no larger: a smaller
-    tokenizer is another model's, and would read every id wrongly."""
-    if tokenizer.vocab_size != config.src_vocab_size or tokenizer.vocab_size != config.tgt_vocab_size:
-        raise ValueError(f"{what} has {tokenizer.vocab_size} entries but the model's vocabulary is "
-                         f"{config.src_vocab_size}/{config.tgt_vocab_size}: the tokenizer is not this model's")
 
 
 def _check_size(config: ModelConfig, file: Path) -> None:

@@ -28,6 +28,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import math
+import numbers
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator, Sequence
 
@@ -122,6 +123,12 @@ def resolve_options(options: DecodeOptions | None, overrides: dict[str, Any]) ->
     unknown = sorted(set(overrides) - names)
     if unknown:
         raise ValueError(f"unknown decoding option(s) {unknown}; allowed: {sorted(names)}")
+    if options is not None and not isinstance(options, DecodeOptions):
+        raise TypeError(f"options must be a DecodeOptions, got {type(options).__name__} {str(options)[:40]!r}; "
+                        f"or pass decoding options as keywords, e.g. method=\"greedy\"")
+    # numpy's integers (np.int64 from an array) are whole numbers too; the checks below take Python's.
+    overrides = {name: int(value) if isinstance(value, numbers.Integral) and not isinstance(value, bool) else value
+                 for name, value in overrides.items()}
     resolved = dataclasses.replace(options or DecodeOptions(), **overrides)
     resolved.validate()
     return resolved
@@ -370,8 +377,10 @@ def sample(model: Transformer, src: Sources, max_len: torch.Tensor | int,
         top = log_probs.amax(dim=1, keepdim=True)
         # Shifted so the best token is 0 before dividing: a tiny temperature then sends the others
         # to -inf instead of overflowing every entry. A row with nothing allowed (max -inf) draws
-        # from zeros; _decode_rows ends it without a hypothesis.
-        logits = torch.where(top.isneginf(), 0.0, (log_probs - top) / opts.temperature)
+        # from zeros; _decode_rows ends it without a hypothesis. A temperature below float32's range
+        # would round to 0 (0/0 at the best token): the smallest normal float32 samples the same way.
+        temperature = max(opts.temperature, torch.finfo(log_probs.dtype).tiny)
+        logits = torch.where(top.isneginf(), 0.0, (log_probs - top) / temperature)
         logits = filter_logits(logits, opts.top_k, opts.top_p)
         return torch.multinomial(logits.softmax(dim=-1), 1, generator=gen).squeeze(1)
 

@@ -29,10 +29,23 @@ class EvalResult:
                 f"{self.n} sentences")
 
 
+def text_list(texts: Any, what: str) -> list[str]:
+    """texts as a list, each a str; else a TypeError naming `what` and the first item that is not."""
+    if isinstance(texts, (str, bytes)):
+        raise TypeError(f"{what} must be a list of str, not a single {type(texts).__name__}")
+    try:
+        texts = list(texts)
+    except TypeError:
+        raise TypeError(f"{what} must be a list of str, got {type(texts).__name__}") from None
+    for i, text in enumerate(texts):
+        if not isinstance(text, str):
+            raise TypeError(f"{what}[{i}] must be a str, got {type(text).__name__} {str(text)[:40]!r}")
+    return texts
+
+
 def evaluate_bleu(hypotheses: list[str], references: list[str]) -> EvalResult:
     """Corpus BLEU and chrF of detokenized hypotheses against one reference each."""
-    if isinstance(hypotheses, str) or isinstance(references, str):
-        raise TypeError("hypotheses and references must be lists of str")
+    hypotheses, references = text_list(hypotheses, "hypotheses"), text_list(references, "references")
     if len(hypotheses) != len(references):
         raise ValueError(f"{len(hypotheses)} hypotheses but {len(references)} references; "
                          "they must pair up one to one")
@@ -50,8 +63,7 @@ def evaluate_bundle(bundle: Any, sources: list[str], references: list[str], opti
     """Translate sources with bundle (a ModelBundle or anything with .model and .tokenizer),
     then score against references. Returns the scores and the translations, in input order:
     each holds its hypothesis (.text) and what was done to its source (.notices: truncation, <unk>)."""
-    if isinstance(sources, str) or isinstance(references, str):
-        raise TypeError("sources and references must be lists of str, not a single str")
+    sources, references = text_list(sources, "sources"), text_list(references, "references")
     if len(sources) != len(references):
         raise ValueError(f"{len(sources)} sources but {len(references)} references; they must pair up one to one")
     with tqdm(total=len(sources), desc="translating", unit="sent", disable=not progress) as bar:

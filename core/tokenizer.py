@@ -19,6 +19,9 @@ from .config import SPECIAL_TOKENS
 
 KINDS = ("bpe", "unigram", "word")
 PAD_ID, BOS_ID, EOS_ID, UNK_ID = range(4)
+# The paper's vocabularies have 32-37k entries. The Rust trainer allocates for vocab_size up front:
+# 10**9 asked it for 70 GB and aborted the whole process, a notebook's kernel included.
+MAX_VOCAB = 1_000_000
 
 
 class Tokenizer:
@@ -43,8 +46,13 @@ class Tokenizer:
             raise ValueError(f"unknown tokenizer kind {kind!r}; allowed: {', '.join(KINDS)}")
         if not isinstance(vocab_size, int) or isinstance(vocab_size, bool):
             raise ValueError(f"vocab_size must be a whole number, got {vocab_size!r}")
-        if vocab_size <= len(SPECIAL_TOKENS):
-            raise ValueError(f"vocab_size must be larger than {len(SPECIAL_TOKENS)}, got {vocab_size}")
+        if not len(SPECIAL_TOKENS) < vocab_size <= MAX_VOCAB:
+            raise ValueError(f"vocab_size must be from {len(SPECIAL_TOKENS) + 1} to {MAX_VOCAB:,}, got {vocab_size}")
+        if not isinstance(min_frequency, int) or isinstance(min_frequency, bool) or min_frequency < 0:
+            raise ValueError(f"min_frequency must be a whole number >= 0, got {min_frequency!r}")
+        if isinstance(texts, (str, bytes)):  # it would be read as one sentence per character
+            raise TypeError(f"texts must be an iterable of sentences, not one {type(texts).__name__}: "
+                            f"{texts[:60]!r}")
         specials = list(SPECIAL_TOKENS)
         if kind == "word":
             hf = HFTokenizer(models.WordLevel(unk_token="<unk>"))
@@ -67,7 +75,9 @@ class Tokenizer:
         characters: set[str] = set()
 
         def counted(texts: Iterable[str]) -> Iterable[str]:
-            for text in texts:
+            for i, text in enumerate(texts):
+                if not isinstance(text, str):
+                    raise TypeError(f"texts[{i}] must be a str, got {type(text).__name__}")
                 characters.update(text)
                 if kind == "word":
                     # A corpus's own "<unk>" words would be counted as words and shift the ids
@@ -85,6 +95,8 @@ class Tokenizer:
             raise ValueError(f"vocab_size {vocab_size} is too small: a unigram vocabulary of this text needs at "
                              f"least about {need} entries (each of its characters, and the {len(specials)} "
                              f"special tokens); give a larger one, or the bpe kind") from None
+        if not any(not c.isspace() for c in characters):
+            raise ValueError("no text to learn a vocabulary from: the texts are empty or only whitespace")
         return cls(hf)
 
     # ----- persistence -----------------------------------------------------------

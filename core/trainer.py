@@ -142,6 +142,15 @@ def make_optimizer(model: nn.Module, weight_decay: float = 0.0) -> torch.optim.A
 class Trainer:
     def __init__(self, bundle: ModelBundle, train: list[Example], config: TrainConfig,
                  valid_pairs: list[tuple[str, str]] | None = None, valid: list[Example] | None = None):
+        """train and valid: encoded examples (core.batching.encode_pairs); valid_pairs: the validation
+        sentences as text, for BLEU and sample translations."""
+        if not isinstance(config, TrainConfig):
+            raise TypeError(f"config must be a TrainConfig, got {type(config).__name__}")
+        for what, examples in (("train", train), ("valid", valid or [])):
+            bad = next((e for e in examples if not isinstance(e, Example)), None)
+            if bad is not None:
+                raise TypeError(f"{what} must hold Examples (core.batching.encode_pairs makes them from sentence "
+                                f"pairs), got {type(bad).__name__} {str(bad)[:40]!r}")
         self.bundle = bundle
         self.config = config
         self.device = resolve_device(config.device)

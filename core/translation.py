@@ -112,8 +112,8 @@ def translate(bundle: Any, sentences: Iterable[str], **options: Any) -> list[str
     truncated, unknown characters, not the form a synthetic task's model reads, output cut at the
     maximum length, no hypothesis possible) is reported with warnings.warn; translate_detailed
     returns every notice."""
-    if not isinstance(sentences, str):  # a generator is read once: its sentences are needed for the warnings too
-        sentences = list(sentences)
+    check_bundle(bundle)
+    sentences = sentence_list(sentences)  # a generator is read once: its sentences are needed for the warnings too
     results = translate_detailed(bundle, sentences, **options)
     for text, result in zip(sentences, results):
         for notice in result.notices:
@@ -126,11 +126,10 @@ def translate_detailed(bundle: Any, sentences: list[str], options: DecodeOptions
                        on_batch: Callable[[int], None] | None = None, **overrides: Any) -> list[Translation]:
     """Translate sentences, in batches of options.sentences_per_batch sentences of similar length,
     returned in input order. on_batch(n) is called after each batch of n sentences."""
-    if isinstance(sentences, str):
-        raise TypeError("sentences must be a list of str, not a single str")
-    if not (hasattr(bundle, "model") and hasattr(bundle, "tokenizer")):
-        raise TypeError(f"bundle must be a ModelBundle (core.load_checkpoint(folder) returns one) or hold .model "
-                        f"and .tokenizer, got {type(bundle).__name__}")
+    check_bundle(bundle)
+    sentences = sentence_list(sentences)
+    if on_batch is not None and not callable(on_batch):
+        raise TypeError(f"on_batch must be a function taking a number of sentences, got {type(on_batch).__name__}")
     opts = resolve_options(options, overrides)
     model, tokenizer = bundle.model, bundle.tokenizer
     max_len = model.config.max_len
@@ -160,6 +159,23 @@ def translate_detailed(bundle: Any, sentences: list[str], options: DecodeOptions
             if on_batch:
                 on_batch(len(batch))
     return results
+
+
+def check_bundle(bundle: Any) -> None:
+    if not (hasattr(bundle, "model") and hasattr(bundle, "tokenizer")):
+        raise TypeError(f"bundle must be a ModelBundle (core.load_checkpoint(folder) returns one) or hold .model "
+                        f"and .tokenizer, got {type(bundle).__name__}")
+
+
+def sentence_list(sentences: Any) -> list:
+    """sentences as a list (its items are checked one by one as they are prepared)."""
+    if isinstance(sentences, (str, bytes)):
+        raise TypeError(f"sentences must be a list of str, not a single {type(sentences).__name__}: "
+                        f"wrap it, [sentence]")
+    try:
+        return list(sentences)
+    except TypeError:
+        raise TypeError(f"sentences must be a list of str, got {type(sentences).__name__}") from None
 
 
 def _decode(model: Transformer, src: Sources, max_out: torch.Tensor, options: DecodeOptions,

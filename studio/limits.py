@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import re
 
+from core.translation import LONE_SURROGATE
+
 MAX_INPUT_CHARS = 2_000  # per text box; the models read at most max_len (256) tokens anyway
 MAX_NAME_CHARS = 64  # model names typed on the Train tab
 MAX_UPLOAD_MB = 200  # per uploaded file, and per file unpacked from an uploaded .zip
@@ -32,10 +34,9 @@ PUBLIC_MAX_MINUTES = 15.0  # from Start, pauses included
 MAX_PARAMETERS = 1_000_000_000
 CPU_NOTICE_PARAMETERS = 20_000_000
 
-# C0 and C1 control characters except tab, newline and carriage return; and lone UTF-16
-# surrogates, which JSON can carry but UTF-8 (and the Rust tokenizer) cannot.
+# C0 and C1 control characters except tab, newline and carriage return. (Lone UTF-16 surrogates,
+# LONE_SURROGATE, are replaced too: JSON can carry them, but UTF-8 and the Rust tokenizer cannot.)
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
-_SURROGATE = re.compile(r"[\ud800-\udfff]")
 
 
 def clean_input(text: object, limit: int = MAX_INPUT_CHARS) -> tuple[str, list[str]]:
@@ -46,7 +47,7 @@ def clean_input(text: object, limit: int = MAX_INPUT_CHARS) -> tuple[str, list[s
     if len(text) > limit:
         notices.append(f"input cut to its first {limit:,} characters (it had {len(text):,})")
         text = text[:limit]
-    text, n = _SURROGATE.subn("\ufffd", text)
+    text, n = LONE_SURROGATE.subn("\ufffd", text)
     if n:
         notices.append(f"{n} invalid character{'s' * (n > 1)} (lone surrogate) replaced by \ufffd")
     text, n = _CONTROL.subn(" ", text)

@@ -1,6 +1,7 @@
 """core.checkpoint: a checkpoint folder that is incomplete or does not match itself is refused by name."""
 from __future__ import annotations
 
+import copy
 import json
 import threading
 
@@ -76,14 +77,41 @@ def test_a_tokenizer_of_another_size_than_the_model_vocabulary_is_refused(saved,
         load_checkpoint(saved)
 
 
-def test_a_bundle_whose_tokenizer_is_not_its_models_is_not_saved(tmp_path):
-    # Saved, it could never be loaded again (a checkpoint holds one tokenizer for both sides).
+def test_a_bundle_whose_tokenizer_is_not_its_models_is_refused_and_never_saved(tmp_path):
+    # It would translate garbage without a word, and saved, could never be loaded again (a checkpoint
+    # holds one tokenizer for both sides).
     tokenizer = tiny_bundle().tokenizer
     config = ModelConfig.from_preset("tiny", src_vocab_size=tokenizer.vocab_size, tgt_vocab_size=tokenizer.vocab_size + 5,
                                      shared_vocab=False)
+    with pytest.raises(ValueError, match=f"the tokenizer has {tokenizer.vocab_size} entries"):
+        ModelBundle(Transformer(config), tokenizer)
+    bundle = copy.copy(tiny_bundle())
+    bundle.model = Transformer(config)  # swapped after the bundle was built
     with pytest.raises(ValueError, match=f"the bundle's tokenizer has {tokenizer.vocab_size} entries"):
-        save_checkpoint(tmp_path / "ckpt", ModelBundle(Transformer(config), tokenizer))
+        save_checkpoint(tmp_path / "ckpt", bundle)
     assert not (tmp_path / "ckpt").exists()
+    with pytest.raises(TypeError, match="ModelBundle takes a core.Transformer and a core.Tokenizer, got "
+                                        "Transformer and NoneType"):
+        ModelBundle(Transformer(config), None)
+
+
+def test_weights_holding_nan_are_not_saved(tmp_path):
+    bundle = copy.copy(tiny_bundle())
+    bundle.model = copy.deepcopy(bundle.model)
+    with torch.no_grad():
+        bundle.model.decoder_layers[0].ffn.w1.weight[0, 0] = float("nan")
+    with pytest.raises(ValueError, match=r"1 weight tensor\(s\) hold NaN or infinite values \(decoder_layers.0.ffn.w1.weight\)"):
+        save_checkpoint(tmp_path / "ckpt", bundle)
+    assert not (tmp_path / "ckpt").exists()
+
+
+def test_a_config_json_lacking_a_field_is_refused_not_filled_with_defaults(saved):
+    # Without n_heads the model was rebuilt with the default 8 heads (same weight shapes) and translated worse.
+    config = json.loads((saved / "config.json").read_text())
+    del config["model"]["n_heads"]
+    (saved / "config.json").write_text(json.dumps(config))
+    with pytest.raises(ValueError, match="the model section lacks n_heads"):
+        load_checkpoint(saved)
 
 
 def test_threads_saving_to_one_path_leave_a_complete_checkpoint(tmp_path):

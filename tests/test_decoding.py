@@ -250,8 +250,9 @@ def test_every_continuation_forbidden_gives_no_hypothesis_not_a_crash(bundle):
 
 def test_a_tiny_temperature_samples_the_most_probable_token(bundle, sentences):
     src, max_out = encode(bundle, sentences)
-    sampled = sample(bundle.model, src, max_out, seed=0, temperature=1e-40)  # 1/T overflows float32
-    assert [h.ids for h in sampled] == [h.ids for h in greedy_decode(bundle.model, src, max_out)]
+    greedy = [h.ids for h in greedy_decode(bundle.model, src, max_out)]
+    for temperature in (1e-40, 1e-46):  # 1/T overflows float32; T itself rounds to 0 in float32
+        assert [h.ids for h in sample(bundle.model, src, max_out, seed=0, temperature=temperature)] == greedy
 
 
 @pytest.mark.parametrize("n", [1, 2])
@@ -293,8 +294,25 @@ def test_unknown_option_and_single_string(bundle):
         translate(bundle, ["a b"], beams=4)
     with pytest.raises(ValueError, match="n_best"):
         translate(bundle, ["a b"], method="greedy", n_best=2)
-    with pytest.raises(TypeError):
+    with pytest.raises(TypeError, match="not a single str"):
         translate(bundle, "a b")
+
+
+def test_misplaced_arguments_are_named(bundle):
+    for sentences, kind in ((None, "NoneType"), (5, "int")):
+        with pytest.raises(TypeError, match=f"sentences must be a list of str, got {kind}"):
+            translate(bundle, sentences)
+    with pytest.raises(TypeError, match="bundle must be a ModelBundle"):
+        translate(["a b"], bundle)  # swapped
+    with pytest.raises(TypeError, match="options must be a DecodeOptions, got str"):
+        translate_detailed(bundle, ["a b"], "greedy")
+    with pytest.raises(TypeError, match="on_batch must be a function"):
+        translate_detailed(bundle, ["a b"], on_batch=5)
+
+
+def test_numpy_integers_are_whole_numbers(bundle):
+    np = pytest.importorskip("numpy")
+    assert translate(bundle, ["a b c"], beam_size=np.int64(2)) == translate(bundle, ["a b c"], beam_size=2)
 
 
 def test_bad_sentences_and_bundles_are_named(bundle):

@@ -41,8 +41,17 @@ def test_mismatched_or_missing_input_raises():
         evaluate_bleu("a b", "a b")
     with pytest.raises(ValueError, match="sources"):
         evaluate_bundle(None, ["a"], [], progress=False)
-    with pytest.raises(TypeError, match="sources and references"):
+    with pytest.raises(TypeError, match="sources must be a list of str, not a single str"):
         evaluate_bundle(None, "text", ["ref"], progress=False)
+    # sacreBLEU's own shape for references, and stray items: named, not sacreBLEU's "Undefined line"
+    with pytest.raises(TypeError, match=r"references\[0\] must be a str, got list"):
+        evaluate_bleu(["a"], [["a"]])
+    with pytest.raises(TypeError, match=r"hypotheses\[1\] must be a str, got NoneType"):
+        evaluate_bleu(["a", None], ["a", "b"])
+
+
+def test_generators_are_scored_like_lists():
+    assert evaluate_bleu(iter(HYPS), (r for r in REFS)) == evaluate_bleu(HYPS, REFS)
 
 
 def test_evaluate_bundle_translates_then_scores(capsys):

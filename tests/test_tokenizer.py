@@ -78,6 +78,20 @@ def test_vocab_size_must_be_a_whole_number(size):
         Tokenizer.train(["ein und zwanzig"], size, "word")
 
 
+def test_a_vocabulary_is_learnt_only_from_a_list_of_sentences_and_within_bounds():
+    with pytest.raises(TypeError, match="not one str"):
+        Tokenizer.train("hello world hello world", 50)  # read one character per sentence, it learnt letters
+    with pytest.raises(TypeError, match=r"texts\[1\] must be a str, got int"):
+        Tokenizer.train(["a b", 5], 50)
+    for empty in ([], ["", "  "]):
+        with pytest.raises(ValueError, match="no text to learn a vocabulary from"):
+            Tokenizer.train(empty, 50)
+    with pytest.raises(ValueError, match="vocab_size must be from 5 to 1,000,000, got 1000000000"):
+        Tokenizer.train(["hello world"], 10**9)  # the Rust trainer aborted the process allocating 70 GB
+    with pytest.raises(ValueError, match="min_frequency must be a whole number >= 0"):
+        Tokenizer.train(["hello world"], 50, min_frequency=-1)
+
+
 def test_unknown_characters_are_reported(subword):
     assert subword.unknown_pieces("Das ist 猫.") == ["猫"]
 

@@ -264,6 +264,19 @@ def test_bad_train_config_names_the_field(field, value):
         TrainConfig(**{field: value})
 
 
+def test_sentence_pairs_or_a_dict_in_place_of_examples_and_config_are_named():
+    bundle = tiny_bundle()
+    examples, _ = encode_pairs([("a b", "b a")], bundle.tokenizer, 64)
+    with pytest.raises(TypeError, match="train must hold Examples .* got tuple"):
+        Trainer(bundle, [("a b", "b a")], TrainConfig(max_steps=1))
+    with pytest.raises(TypeError, match="config must be a TrainConfig, got dict"):
+        Trainer(bundle, examples, {"max_steps": 1})
+    with pytest.raises(TypeError, match=r"pairs\[0\] must be a \(source, target\) pair of strings, got str"):
+        encode_pairs(["a b", "b a"], bundle.tokenizer, 64)  # "a b" was read as the pair ("a", " "...)
+    with pytest.raises(TypeError, match=r"pairs\[0\] must be a \(source, target\) pair of strings"):
+        new_bundle(["hello world", "hallo welt"], vocab_size=100)  # learnt a vocabulary of letters
+
+
 def test_tiny_model_learns_reverse_to_95_percent_exact_match():
     """The lecture promise: the tiny preset learns `reverse` within a fixed step budget."""
     corpus = make_task("reverse", seed=0)

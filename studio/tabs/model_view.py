@@ -10,13 +10,13 @@ import gradio as gr
 import numpy as np
 import torch
 
-from core.batching import source_ids
+from core.batching import pad_ids, source_ids
 from core.bundle import ModelBundle
-from core.translation import Translation, translate_detailed
 from core.loss import smoothed_target_distribution
 from core.schedule import learning_rate
 from core.tokenizer import PAD_ID
 from core.trainer import TrainConfig
+from core.translation import Translation, translate_detailed
 
 from .. import plots
 from ..app import Shell
@@ -173,8 +173,7 @@ def smoothing_figure(bundle: ModelBundle, eps: float, target_ids: list[int]):
 def mask_figure(bundle: ModelBundle, sentences: list[str], first: Translation):
     """Padding masks of up to three example sentences; the causal mask of the first one's translation."""
     rows = [source_ids(bundle.tokenizer, s)[: bundle.model.config.max_len] for s in sentences[:3]]
-    width = max(map(len, rows))
-    ids = np.array([r + [PAD_ID] * (width - len(r)) for r in rows])
+    ids = pad_ids(rows).numpy()
     tokens = [bundle.tokenizer.tokens(r) for r in rows]
     return plots.masks(tokens, ids == PAD_ID, ["<bos>"] + first.tokens)
 

@@ -20,6 +20,7 @@ from plotly.subplots import make_subplots
 
 from core.config import PRESETS
 from core.data import TSV_COLUMNS, hub_offline
+from core.schedule import noam_lr
 from core.tasks import TASKS
 
 from .. import plots
@@ -194,7 +195,7 @@ def peak_lr(d_model, warmup, factor) -> str:
         return ""
     if not (factor > 0 and d_model > 0 and warmup > 0):  # Start refuses these, and says why
         return "Peak learning rate (eq. 3): the lr factor, d_model and warm-up must all be above 0."
-    lr = factor * d_model ** -0.5 * warmup ** -0.5
+    lr = noam_lr(warmup, d_model, warmup, factor)
     return f"Peak learning rate (eq. 3, at step {int(warmup)}): factor · d_model^−0.5 · warmup^−0.5 = **{lr:.2e}**"
 
 
