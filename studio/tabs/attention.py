@@ -19,7 +19,7 @@ from core.tokenizer import BOS_ID, EOS_ID
 from .. import bertviz_offline, plots
 from ..app import Shell
 from ..limits import HEAVY, clean_input
-from ..registry import UNAVAILABLE
+from ..registry import UNAVAILABLE, ModelRegistry
 from ..text import clip, guard, md
 from ..widgets import Slider
 from .translate import Current, switched
@@ -122,7 +122,7 @@ def stale(picked: str | None, current: Current) -> str:
             f"sentence box.*")
 
 
-def show(registry, current: Current):
+def show(registry: ModelRegistry, current: Current):
     """Translate tab's result -> (Analysis, header, slider updates)."""
     if current is None or not current.source or current.model is None:
         return None, header(None), gr.Slider(), gr.Slider()
@@ -148,7 +148,8 @@ def slider_ranges(c: ModelConfig, layer: float | None = None, head: float | None
     return fit(max(c.encoder_layers, c.decoder_layers, 2), layer), fit(max(c.n_heads, 2), head)
 
 
-def picked_model_ranges(registry, name: str | None, layer: float | None = None, head: float | None = None) -> tuple:
+def picked_model_ranges(registry: ModelRegistry, name: str | None, layer: float | None = None,
+                        head: float | None = None) -> tuple:
     """Slider maxima of the picked model before any sentence is analysed (not 6 layers, 8 heads)."""
     try:
         return slider_ranges(registry.get(name).model.config, layer, head)
@@ -164,7 +165,7 @@ def picked_model_ranges(registry, name: str | None, layer: float | None = None, 
 TAB_ID = "attention"
 
 
-def refresh(registry, current: Current, drawn: tuple | None, on_screen: str, picked: str | None):
+def refresh(registry: ModelRegistry, current: Current, drawn: tuple | None, on_screen: str, picked: str | None):
     """show() for a Current (and picked model) not drawn yet, when this tab is on screen; otherwise
     nothing changes. A sentence translated with another model than the picked one is not drawn:
     its maps beside the picked model's sliders and ablation boxes would mix two models."""
@@ -194,7 +195,7 @@ def refresh_bertviz(analysis: Analysis | None, stack_label: str, rendered: tuple
     return *bertviz_views(analysis, stack_label), key
 
 
-def translate_here(registry, name: str | None, text: str) -> tuple:
+def translate_here(registry: ModelRegistry, name: str | None, text: str) -> tuple:
     """The tab's own box: translate with the default settings (beam 4, α 0.6) -> (the new Current, what
     was done to the input). Nothing to translate keeps the maps on screen (gr.skip()) and says why, under
     the box: a toast covered the plots' placeholder."""
@@ -214,7 +215,7 @@ def translate_here(registry, name: str | None, text: str) -> tuple:
 
 
 # ----- head ablation ------------------------------------------------------------------------
-def head_choices(registry, name: str | None) -> tuple[gr.CheckboxGroup, ...]:
+def head_choices(registry: ModelRegistry, name: str | None) -> tuple[gr.CheckboxGroup, ...]:
     """'L1 H3' boxes for every head of the picked model, one group per stack, none ticked; the class
     heads-N lays them out a layer a row (app.CSS)."""
     try:
@@ -266,7 +267,7 @@ def word_diff(before: str, after: str) -> str:
     return " ".join(w for w in out if w) or "*(empty)*"
 
 
-def ablate(registry, current: Current, picked: str | None, encoder: list[str], decoder: list[str],
+def ablate(registry: ModelRegistry, current: Current, picked: str | None, encoder: list[str], decoder: list[str],
            cross: list[str]) -> str:
     """Translate the current source again with the ticked heads off (on a private copy of the model)."""
     if current is None or not current.source:

@@ -22,7 +22,7 @@ from core.tokenizer import EOS_ID
 from .. import plots
 from ..app import Shell
 from ..limits import HEAVY, clean_input
-from ..registry import UNAVAILABLE
+from ..registry import UNAVAILABLE, ModelRegistry
 from ..text import clip, guard, info, md, md_table
 from ..widgets import Slider
 from .translate import Current, picked_examples
@@ -127,7 +127,7 @@ class Refused(Exception):
     """Nothing to search, and why: said on the page, where the search would be."""
 
 
-def start(registry, name: str | None, text: str, beam_size, alpha: float, penalty: str, max_extra: float
+def start(registry: ModelRegistry, name: str | None, text: str, beam_size, alpha: float, penalty: str, max_extra: float
           ) -> Search:
     """A fresh search for the inputs (Refused when there is nothing to search). What was changed in
     the input (a beam size, a cut source) goes to the search's notices, on the page (not as toasts:
@@ -146,20 +146,22 @@ def start(registry, name: str | None, text: str, beam_size, alpha: float, penalt
                   model_key, bundle=bundle)
 
 
-def _started_with(search: Search | None, registry, name, text, beam_size, alpha, penalty, max_extra) -> bool:
+def _started_with(search: Search | None, registry: ModelRegistry, name, text, beam_size, alpha, penalty,
+                  max_extra) -> bool:
     """Whether search was started with these inputs (and the model now under that name)."""
     key = (name, clean_input(text)[0], clamp_beam(beam_size)[0], float(alpha), penalty, int(max_extra))
     return search is not None and search.key == key and search.model_key == registry.key(name)
 
 
-def _current(search: Search | None, registry, name, text, beam_size, alpha, penalty, max_extra) -> Search | None:
+def _current(search: Search | None, registry: ModelRegistry, name, text, beam_size, alpha, penalty,
+             max_extra) -> Search | None:
     """search if it was started with these inputs, else a fresh one."""
     if _started_with(search, registry, name, text, beam_size, alpha, penalty, max_extra):
         return search
     return start(registry, name, text, beam_size, alpha, penalty, max_extra)
 
 
-def act(action: str, registry, search: Search | None, name, text, beam_size, alpha, penalty, max_extra):
+def act(action: str, registry: ModelRegistry, search: Search | None, name, text, beam_size, alpha, penalty, max_extra):
     """Step / Back / Run to end / Reset on the session's search; returns the new search."""
     if action == "reset":
         return start(registry, name, text, beam_size, alpha, penalty, max_extra)
@@ -189,7 +191,7 @@ def _move(action: str, search: Search) -> None:
             search.views.append(search.stepper.step())
 
 
-def act_and_render(action: str, registry, search: Search | None, choice: str | None, *settings) -> tuple:
+def act_and_render(action: str, registry: ModelRegistry, search: Search | None, choice: str | None, *settings) -> tuple:
     """act() and the page it leaves, in one call: a step rendered in a callback of its own could be
     drawn before a second keypress stepped the same search on, and that second drawing was dropped
     (an event fired while its previous run is pending is ignored), so the page showed a step behind."""
@@ -271,7 +273,7 @@ def attention_figure(search: Search | None, choice: str | None):
                                       f"after “{plots.label(prefix)}”")
 
 
-def comparison(registry, search: Search | None) -> tuple[str, str, str]:
+def comparison(registry: ModelRegistry, search: Search | None) -> tuple[str, str, str]:
     """(stepper's result, Translate's result for the same settings, verdict) once the search is done."""
     if search is None or not search.view.done:
         return "", "", ("*Run the search to the end to compare it with one-shot beam search (the Translate tab's "
@@ -281,7 +283,7 @@ def comparison(registry, search: Search | None) -> tuple[str, str, str]:
     return search.compared
 
 
-def _compare(registry, search: Search) -> tuple[str, str, str]:
+def _compare(registry: ModelRegistry, search: Search) -> tuple[str, str, str]:
     name, text, size, alpha, penalty, max_extra = search.key
     best = search.view.finished[0] if search.view.finished else None
     mine = search.stepper.tokenizer.decode([i for i in best.ids if i != EOS_ID]) if best else ""
@@ -301,7 +303,7 @@ def _compare(registry, search: Search) -> tuple[str, str, str]:
             f"{t.text}  (score {t.score:.4f})", verdict + ".")
 
 
-def render(registry, search: Search | None, choice: str | None = None, *settings, refusal: str = ""):
+def render(registry: ModelRegistry, search: Search | None, choice: str | None = None, *settings, refusal: str = ""):
     """Everything the tab shows for a search: tree, table, hypothesis picker, attention,
     explanation, comparison, the buttons' state (Step, Back, Run to end), the beam size box
     (the size used) and the input notices. settings (the tab's inputs, as for act): where they
@@ -328,13 +330,13 @@ def render(registry, search: Search | None, choice: str | None = None, *settings
             "\n".join(f"- {md(n)}" for n in search.notices))
 
 
-def example_choices(registry, name: str | None) -> gr.Dropdown:
+def example_choices(registry: ModelRegistry, name: str | None) -> gr.Dropdown:
     """The picked model's example sentences (hidden when it has none)."""
     samples = picked_examples(registry, name)
     return gr.Dropdown(choices=samples, value=None, visible=bool(samples))
 
 
-def settings_changed(registry, search: Search | None, *settings) -> tuple:
+def settings_changed(registry: ModelRegistry, search: Search | None, *settings) -> tuple:
     """Step and Run come back (a finished search had disabled them); what is on screen is said to
     be the previous search's, and its comparison with the Translate tab is dropped. Settings back
     to the search's own (another model picked, then this one again) bring its state back.
@@ -349,7 +351,7 @@ def settings_changed(registry, search: Search | None, *settings) -> tuple:
     return *buttons, changed_note(registry, search, settings[0]), "", "", ""
 
 
-def changed_note(registry, search: Search, name: str | None) -> str:
+def changed_note(registry: ModelRegistry, search: Search, name: str | None) -> str:
     """What is on screen is the previous search's; with another model picked, the note names the one it
     was made with (the tree and table otherwise passed for the picked model's)."""
     if search.model_key is None or search.model_key == registry.key(name):

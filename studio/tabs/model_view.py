@@ -20,7 +20,7 @@ from core.translation import Translation, translate_detailed
 
 from .. import plots
 from ..app import Shell
-from ..registry import UNAVAILABLE
+from ..registry import UNAVAILABLE, ModelRegistry
 from ..text import guard, md
 from ..widgets import Slider
 from .translate import examples_for
@@ -178,7 +178,7 @@ def mask_figure(bundle: ModelBundle, sentences: list[str], first: Translation):
     return plots.masks(tokens, ids == PAD_ID, ["<bos>"] + first.tokens)
 
 
-def render(registry, name: str | None, warmup: float, steps: float, eps: float):
+def render(registry: ModelRegistry, name: str | None, warmup: float, steps: float, eps: float):
     """(summary line, parameter plot, parameter table, lr plot, schedule line, smoothing plot, mask plot) for
     the picked model."""
     try:
@@ -194,7 +194,7 @@ def render(registry, name: str | None, warmup: float, steps: float, eps: float):
             smoothing_figure(bundle, eps, first.ids), mask_figure(bundle, sentences, first))
 
 
-def lr_only(registry, name: str | None, warmup: float, steps: float):
+def lr_only(registry: ModelRegistry, name: str | None, warmup: float, steps: float):
     """The learning-rate plot alone, when its sliders move (render() decodes an example and draws six
     figures: ~10x the work, at every slider step)."""
     try:
@@ -203,7 +203,7 @@ def lr_only(registry, name: str | None, warmup: float, steps: float):
         return plots.empty("no model")
 
 
-def smoothing_only(registry, name: str | None, eps: float):
+def smoothing_only(registry: ModelRegistry, name: str | None, eps: float):
     """The label-smoothing plot alone, when ε moves."""
     try:
         bundle = registry.get(name)
@@ -212,7 +212,7 @@ def smoothing_only(registry, name: str | None, eps: float):
     return smoothing_figure(bundle, eps, example_translation(bundle, example_sentences(bundle)).ids)
 
 
-def defaults(registry, name: str | None) -> tuple[int, int, float]:
+def defaults(registry: ModelRegistry, name: str | None) -> tuple[int, int, float]:
     """(warm-up, steps shown, ε) of the picked model's training (the paper's without a record)."""
     try:
         c = training_config(registry.get(name)) or PAPER_SCHEDULE

@@ -11,7 +11,7 @@ from core.positional import encoding_at, sinusoidal_encoding
 
 from .. import plots
 from ..app import Shell
-from ..registry import UNAVAILABLE
+from ..registry import UNAVAILABLE, ModelRegistry
 from ..text import guard
 from ..widgets import Slider
 
@@ -66,7 +66,7 @@ def render(d_model: float, length: float, dims: list[int] | None):
     return plots.pe_heatmap(table, note), plots.pe_curves(table, dims, (between, smooth)), plots.pe_similarity(table)
 
 
-def model_width(registry, name: str | None, dims: list[int] | None, picked: bool) -> tuple:
+def model_width(registry: ModelRegistry, name: str | None, dims: list[int] | None, picked: bool) -> tuple:
     """The picked model's own d_model (within the slider's range) and the dimensions for it: the tab opens
     on the encoding that model adds to its embeddings. No model to read: left as it is."""
     try:

@@ -14,7 +14,7 @@ from core.translation import Translation, translate_detailed
 from .. import plots
 from ..app import Shell
 from ..limits import HEAVY, clean_input
-from ..registry import UNAVAILABLE
+from ..registry import UNAVAILABLE, ModelRegistry
 from ..text import clip, guard, md, md_table
 from ..widgets import Slider
 
@@ -112,7 +112,7 @@ def nbest_table(t: Translation) -> str:
     return md_table(["rank", "score", "translation"], rows, numeric=(0, 1), caption=NBEST_CAPTION) if rows else ""
 
 
-def translate(registry, name: str | None, text: str, method: str, beam_size: float, alpha: float,
+def translate(registry: ModelRegistry, name: str | None, text: str, method: str, beam_size: float, alpha: float,
               max_extra: float, n_best: float, temperature: float, top_k: float, top_p: float, seed):
     """(translation, probability plot, n-best table, notice Markdown, Current) — never raises."""
     # Every message goes to the notice list under the translation, no toast: one repeating it covered
@@ -148,7 +148,7 @@ def cannot_translate(exc: Exception) -> tuple:
     return "", plots.empty("no translation yet"), "", f"**Cannot translate:** {md(exc)}", Current()
 
 
-def redecode(registry, current: Current, name: str | None, text: str, method: str, *rest):
+def redecode(registry: ModelRegistry, current: Current, name: str | None, text: str, method: str, *rest):
     """The decoding method switched while a translation is shown: translate again, as Translate would, so
     the translation, its probabilities and its n-best list are the picked method's (a beam search's n-best
     list stayed under a greedy pick otherwise)."""
@@ -157,12 +157,12 @@ def redecode(registry, current: Current, name: str | None, text: str, method: st
     return translate(registry, name, text, method, *rest)
 
 
-def switched(registry, current: Current, picked: str | None) -> bool:
+def switched(registry: ModelRegistry, current: Current, picked: str | None) -> bool:
     """Whether the picked model is not the one current was translated with (same name: a new run)."""
     return current.model is not None and current.key != registry.key(picked)
 
 
-def model_changed(registry, name: str | None, current: Current):
+def model_changed(registry: ModelRegistry, name: str | None, current: Current):
     """Another model picked (or a new run under the picked name): the translation on screen is not its
     own, so it goes, with a note; the source stays in its box for Translate. A translation made with the
     picked model already (Translate pressed before its key reached the page) stays."""
@@ -174,7 +174,7 @@ def model_changed(registry, name: str | None, current: Current):
     return "", plots.empty("no translation yet"), "", f"*{what}: press Translate for its translation.*"
 
 
-def picked_examples(registry, name: str | None) -> list[str]:
+def picked_examples(registry: ModelRegistry, name: str | None) -> list[str]:
     """examples_for() the picked model; none when it cannot be loaded."""
     try:
         return examples_for(registry.get(name))
@@ -182,7 +182,7 @@ def picked_examples(registry, name: str | None) -> list[str]:
         return []
 
 
-def trained_task(registry, name: str | None) -> str:
+def trained_task(registry: ModelRegistry, name: str | None) -> str:
     """The synthetic task the picked model learnt ('' for others): it reads only that task's input
     form ("forty - two", not "forty two"), which its examples alone do not say."""
     try:
@@ -192,7 +192,7 @@ def trained_task(registry, name: str | None) -> str:
     return str(data.get("task", "")) if isinstance(data, dict) else ""
 
 
-def examples_update(registry, name: str | None) -> gr.Dataset:
+def examples_update(registry: ModelRegistry, name: str | None) -> gr.Dataset:
     samples = picked_examples(registry, name)
     task = trained_task(registry, name)
     label = f"Examples (click one) · its task: {task}" if task else "Examples (click one)"
