@@ -346,13 +346,7 @@ class TrainingJob:
         """Put the newest weights in the picker now (e.g. when the user selects the model)."""
         with self._lock:  # not while preparing: _run is still the last run then
             run = self._run if self._state in TRAINING else None
-        if run is None:
-            return None
-        snapshot = run.trainer.snapshot()
-        if not weights_finite(snapshot):
-            return None
-        self._publish(run, snapshot)
-        return snapshot
+        return None if run is None else self._publish_latest(run)
 
     def save(self, name: str = "", session: str | None = None) -> Path:
         """Write the newest good weights to checkpoints_dir/NAME-stepN (name sanitised, never
@@ -445,6 +439,14 @@ class TrainingJob:
             eta = min(eta, max(0.0, run.started + limits.PUBLIC_MAX_MINUTES * 60 - time.monotonic()))
         return eta
 
+    def _publish_latest(self, run: _Run) -> ModelBundle | None:
+        """Publish the run's current weights, unless they hold NaN/inf; returns them, or None."""
+        snapshot = run.trainer.snapshot()
+        if not weights_finite(snapshot):
+            return None
+        self._publish(run, snapshot)
+        return snapshot
+
     def _publish(self, run: _Run, snapshot: ModelBundle, new_model: bool = False) -> None:
         """Offer snapshot in the picker and keep it as the last good weights. new_model: the run's
         first, which replaces any earlier run's model of the same name (a new registry key)."""
@@ -466,9 +468,7 @@ class TrainingJob:
         if event.step % run.frame_every == 0:
             frame = Frame(event.step, cross_attention(run.trainer.model, *run.example))
         if event.validation:
-            snapshot = run.trainer.snapshot()
-            if weights_finite(snapshot):
-                self._publish(run, snapshot)
+            self._publish_latest(run)
         with self._lock:
             run.history.append(record)
             if len(run.history) > MAX_POINTS:
@@ -498,9 +498,7 @@ class TrainingJob:
 
     def _finish(self, run: _Run) -> None:
         run.ended = time.monotonic()
-        snapshot = run.trainer.snapshot()
-        if weights_finite(snapshot):
-            self._publish(run, snapshot)
+        self._publish_latest(run)
         stopped = run.trainer.stopped
         why = f" (this public studio's {limits.PUBLIC_MAX_MINUTES:.0f}-minute limit)" if run.time_up else ""
         with self._lock:
@@ -510,9 +508,7 @@ class TrainingJob:
 
     def _fail(self, run: _Run, reason: str) -> None:
         run.ended = time.monotonic()
-        snapshot = run.trainer.snapshot()
-        if weights_finite(snapshot):
-            self._publish(run, snapshot)
+        self._publish_latest(run)
         with self._lock:
             kept = (f"The last good weights (step {run.last_good_step}) stay in the picker; Save writes them."
                     if run.last_good is not None else "No good weights were kept.")
