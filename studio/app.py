@@ -339,7 +339,17 @@ PAGE_PLOTS_JS = """() => {
       if (gd.layout && apply(gd.layout, gd.data)) P.react(gd, gd.data, gd.layout);
     });
   };
-  new MutationObserver(check).observe(document.body, {subtree: true, childList: true});
+  // A plot drawn while its tab was hidden (width 0) takes plotly's default 700 px and kept it when shown,
+  // titles cut: redrawn at its box's width when that changes (a tab shown, a column resized).
+  const sized = new ResizeObserver((entries) => entries.forEach(({target, contentRect}) => {
+    const drawn = target._fullLayout && target._fullLayout.width;
+    if (contentRect.width > 0 && drawn && Math.abs(drawn - contentRect.width) > 1) window.Plotly.Plots.resize(target);
+  }));
+  const watched = new WeakSet();
+  const watch = () => document.querySelectorAll('.js-plotly-plot').forEach((gd) => {
+    if (!watched.has(gd)) { watched.add(gd); sized.observe(gd); }
+  });
+  new MutationObserver(() => { check(); watch(); }).observe(document.body, {subtree: true, childList: true});
   new MutationObserver(check).observe(document.body, {attributes: true, attributeFilter: ['class']});  // the theme
   window.addEventListener('resize', check);
 }""".replace("NARROW_PX", str(plots.NARROW_PX))
@@ -583,10 +593,10 @@ def build_app(registry: ModelRegistry, selected: str | None = None, checkpoints_
                 positional.build(shell)
             with gr.Tab("Model", id="model", elem_id="tab-model") as model_tab:
                 model_view.build(shell)
-            with gr.Tab("Train", id="train", elem_id="tab-train") as train_tab:
+            with gr.Tab("Train", id=train.TAB_ID, elem_id="tab-train") as train_tab:
                 # One job for the whole process: every browser session sees (and controls) the same run.
-                train.build(shell, TrainingJob(registry, checkpoints_dir or CHECKPOINTS, public))
-        for other in (translate_tab, beam_tab, positional_tab, model_tab, train_tab):
+                train.build(shell, TrainingJob(registry, checkpoints_dir or CHECKPOINTS, public), train_tab, on_screen)
+        for other in (translate_tab, beam_tab, positional_tab, model_tab):
             other.select(partial(str, other.id), outputs=on_screen, show_progress="hidden")
         presenter.change(None, inputs=presenter, js=PRESENTER_JS)
         # A trivial call, so no concurrency limit: the tabs redraw for the new model without waiting in line.

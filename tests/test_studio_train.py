@@ -636,6 +636,19 @@ def test_live_view_redraws_only_when_something_changed(job):
     assert all(out == gr.skip() for out in again)
 
 
+def test_the_plots_are_drawn_only_with_the_train_tab_on_screen(job):
+    # Redrawn every second on every page, whatever its tab, they slowed a lecturer's laptop several-fold.
+    job.start(QUICK)
+    wait_for(job, lambda v: v.state == "finished")
+    elsewhere = tab.tick(job, None, 2, 1, tab.Following(True), None, None, "translate")
+    seen, state, _, curves, _, samples, *_, attention, _, _, _ = elsewhere
+    assert "Finished" in state and curves == samples == attention == gr.skip()
+    shown = tab.tick(job, seen, 2, 1, tab.Following(True), None, None, tab.TAB_ID)  # the tab is opened
+    assert isinstance(shown[3], go.Figure) and "| " in shown[5] and isinstance(shown[-4], go.Figure)
+    assert shown[3].layout.uirevision == "run-1"  # a zoom into the curves stays while the run draws on
+    assert all(out == gr.skip() for out in tab.tick(job, shown[0], 2, 1, tab.Following(True), None, None, "translate"))
+
+
 def test_timeline_scrubs_to_the_nearest_snapshot(job):
     job.start(QUICK)
     wait_for(job, lambda v: v.state == "finished")

@@ -6,6 +6,7 @@ are kept beside it so the tree can be drawn.
 """
 from __future__ import annotations
 
+import contextlib
 import math
 import threading
 from dataclasses import dataclass, field
@@ -193,13 +194,15 @@ def _move(action: str, search: Search) -> None:
 
 def act_and_render(action: str, registry: ModelRegistry, search: Search | None, choice: str | None, *settings) -> tuple:
     """act() and the page it leaves, in one call: a step rendered in a callback of its own could be
-    drawn before a second keypress stepped the same search on, and that second drawing was dropped
-    (an event fired while its previous run is pending is ignored), so the page showed a step behind."""
+    drawn before a second keypress stepped the same search on, so the page showed a step behind. Drawn
+    under the search's lock: each press is queued (a clicker's rapid presses all count), and whichever
+    drawing comes last shows the search as the last press left it."""
     try:
         search = act(action, registry, search, *settings)
     except Refused as why:
         return None, *render(registry, None, refusal=str(why))
-    return search, *render(registry, search, choice, *settings)
+    with search.lock if search else contextlib.nullcontext():
+        return search, *render(registry, search, choice, *settings)
 
 
 # ----- what is shown ---------------------------------------------------------------------------
@@ -407,8 +410,12 @@ def build(shell: Shell, translated: gr.State, tab: gr.Tab) -> None:
              notices]
     for button, action in ((step, "step"), (back, "back"), (run, "run"), (reset, "reset")):
         triggers = [button.click, source.submit] if action == "step" else [button.click]
+        # Step and Back: every press counts ("once", Gradio's default, dropped presses made while a step
+        # was on its way: five quick presses of a clicker went 2 steps on).
+        mode = "multiple" if action in ("step", "back") else "once"
         gr.on(triggers, guard(partial(act_and_render, action, shell.registry)), inputs=[search, choice, *settings],
-              outputs=[search, *shown], **HEAVY).then(None, js=SEARCH_JS if action in ("step", "run") else SHOW_TREE_JS)
+              outputs=[search, *shown], trigger_mode=mode, **HEAVY).then(
+            None, js=SEARCH_JS if action in ("step", "run") else SHOW_TREE_JS)
     choice.input(guard(attention_figure), inputs=[search, choice], outputs=attention)
     # New settings start a new search on the next Step (see _current): offer Step and Run again
     # even when the last search had finished. The beam size box: typed in only (.input), since

@@ -62,6 +62,9 @@ NOT_STARTED = "**Not started:**"  # starts the line under the buttons when Start
 PERPLEXITY_TICKS = [m * 10 ** e for e in range(6) for m in (1, 2, 5)]  # 1 to 500,000: any vocabulary
 
 
+TAB_ID = "train"
+
+
 @dataclass(frozen=True)
 class Seen:
     """What this browser session last drew: the job's version and the picker's (label, name) choices."""
@@ -70,6 +73,7 @@ class Seen:
     choices: tuple[tuple[str, str], ...] = ()
     state: str = ""
     heard: tuple[int, int, float] = (0, 0, 0.0)  # (run, step, seconds) of the evaluation last read out
+    plotted: int = -1  # the version whose curves, samples and attention are drawn: only with this tab on screen
 
 
 @dataclass
@@ -389,8 +393,10 @@ def curves(view: JobView) -> go.Figure:
     fig.update_yaxes(exponentformat="e", row=2, col=1)
     fig.update_xaxes(title=dict(text="step", standoff=6), row=2)
     # The legend above the panels, right-aligned: below them it crowded the step titles.
+    # uirevision: a zoom into the curves stays while the run draws on (it snapped back within a second).
     fig.update_layout(legend=dict(orientation="h", x=1, xanchor="right", y=1.06, yanchor="bottom"),
-                      margin=dict(l=60, r=30, t=80, b=50), height=560, template=plots.TEMPLATE)
+                      margin=dict(l=60, r=30, t=80, b=50), height=560, template=plots.TEMPLATE,
+                      uirevision=f"run-{view.run}")
     # On a phone, one panel under another, the legend above the first.
     plots.stacked(fig, 2, 3, 1150, vertical_spacing=0.06)
     plots.narrow(fig, **{"font.size": plots.NARROW_FONT, "margin.t": 125, "legend.x": 0, "legend.xanchor": "left",
@@ -512,29 +518,35 @@ def shared_outputs(job: TrainingJob, view: JobView) -> tuple:
 
 
 def tick(job: TrainingJob, seen: Seen | None, layer: float, head: float, following: Following, picked: str | None,
-         model_key: tuple | None, session: str | None = None):
+         model_key: tuple | None, on_screen: str = TAB_ID, session: str | None = None):
     """Everything the live view shows, or gr.skip() for each output when nothing changed; last, the
     picked model's registry key when it is not model_key: a run started (in any browser) under the
     picked name is another model, and the tabs that show the picked model redraw for it. Only a key of
     model_key's own name is renewed: a tick queued before the user picked another model carries the old
-    name, and the picker's own change sets the new one's key. session: this page, whose buttons act
-    only where it may (buttons())."""
+    name, and the picker's own change sets the new one's key. on_screen: the tab this page shows; the
+    plots are drawn only on this one (redrawn every second on another tab, they slowed a lecturer's
+    laptop: Translate took 3-5 s instead of under 1). session: this page, whose buttons act only where
+    it may (buttons())."""
     seen = seen or Seen()
     view = job.view()
     # Labels change without names too ("saved as X" is "unsaved" again after the next evaluation).
     choices = tuple(job.registry.choices())
     key = job.registry.key(picked)
     renewed = key if (model_key is None or model_key[0] == picked) and key != model_key else gr.skip()
-    if view.version == seen.version and choices == seen.choices:
+    plotting = on_screen == TAB_ID and view.version != seen.plotted
+    if view.version == seen.version and choices == seen.choices and not plotting:
         return (*(gr.skip(),) * 17, renewed)
     # The value only when the picked model is gone (see picker_update): set always, it would undo a pick
     # made while this tick was queued.
     gone = {} if picked in (name for _, name in choices) else {"value": None}
     picker = gr.Dropdown(choices=list(choices), **gone) if choices != seen.choices else gr.skip()
-    shared = (*shared_outputs(job, view), *buttons(view, session))
-    latest = attention(view, None, layer, head) if following.on else None
+    status_, bar, curves_, metrics_, samples_, *sliders = shared_outputs(job, view)
+    if not plotting:
+        curves_ = samples_ = gr.skip()
+    shared = (status_, bar, curves_, metrics_, samples_, *sliders, *buttons(view, session))
+    latest = attention(view, None, layer, head) if following.on and plotting else None
     if following.on:  # asked again after drawing: the user may have scrubbed meanwhile
-        timeline, plot = timeline_slider(view, True), latest
+        timeline, plot = timeline_slider(view, True), latest if plotting else gr.skip()
     else:
         timeline, plot = timeline_slider(view, False), gr.skip()
     # Read out when the run's state changes (started, paused, finished, failed), not at every step, nor
@@ -546,7 +558,8 @@ def tick(job: TrainingJob, seen: Seen | None, layer: float, head: float, followi
     evaluation, heard = evaluation_heard(view, seen)
     said = " ".join(([said] if changed else []) + ([evaluation] if evaluation else []))
     spoken = md(said) if said else gr.skip()
-    return (Seen(view.version, choices, view.state, heard), *shared, timeline, plot, spoken, picker, renewed)
+    plotted = view.version if plotting else seen.plotted
+    return (Seen(view.version, choices, view.state, heard, plotted), *shared, timeline, plot, spoken, picker, renewed)
 
 
 def scrub(job: TrainingJob, following: Following, step: float, layer: float, head: float):
@@ -562,7 +575,8 @@ def redraw(job: TrainingJob, following: Following, step: float, layer: float, he
 
 
 # ----- layout ------------------------------------------------------------------------------
-def build(shell: Shell, job: TrainingJob) -> None:
+def build(shell: Shell, job: TrainingJob, tab: gr.Tab, on_screen: gr.State) -> None:
+    """on_screen: the id of the tab this page shows (the plots are drawn on this one only)."""
     d = DEFAULTS
     layers, d_model, heads, d_ff, dropout = preset_values(d.preset)
     with gr.Row():  # as for an idle job; the page's first tick shows them as the job's state allows
@@ -691,9 +705,12 @@ def build(shell: Shell, job: TrainingJob) -> None:
     def tick_page(request: gr.Request, *values):
         return tick(job, *values, session=session_of(request))
 
-    gr.on([timer.tick, shell.demo.load], guard(tick_page),
-          inputs=[seen, layer, head, following, shell.model, shell.model_key], outputs=live, show_progress="hidden",
+    tick_inputs = [seen, layer, head, following, shell.model, shell.model_key, on_screen]
+    gr.on([timer.tick, shell.demo.load], guard(tick_page), inputs=tick_inputs, outputs=live, show_progress="hidden",
           api_name="train_view")
+    # Drawn at once when the tab is shown, not at the next tick.
+    tab.select(lambda: TAB_ID, outputs=on_screen, show_progress="hidden").then(
+        guard(tick_page), inputs=tick_inputs, outputs=live, show_progress="hidden")
     timeline.input(guard(partial(scrub, job)), inputs=[following, timeline, layer, head],
                    outputs=[attention_plot, follow], trigger_mode="always_last")
     gr.on([layer.input, head.input, follow.input], guard(partial(redraw, job)), trigger_mode="always_last",
