@@ -190,6 +190,8 @@ PRESENTER_JS = """(on) => {
                    'width': null, 'autosize': true};
     // null: back to plotly's default, which the studio's figures keep
     sizes.axes.forEach((key) => { paths[key + '.automargin'] = r > 1 ? true : null; });
+    // A title held below Gradio's label (pad.t), which grows with the type: clear of it still.
+    if (sizes.titlePad) paths['title.pad.t'] = scaled(sizes.titlePad);
     (layout.annotations || []).forEach((a, i) => {
       if (a.font && a.font.size) paths['annotations[' + i + '].font.size'] = scaled(a.font.size);
     });
@@ -204,7 +206,7 @@ PRESENTER_JS = """(on) => {
     if (!P || !gd.layout || !gd._fullLayout || Boolean(gd.layout.studioEnlarged) === big) return;
     const full = gd._fullLayout;
     const c = changes({font: full.font.size, hover: full.hoverlabel.font.size, top: full.margin.t,
-                       height: full.height, axes: Object.keys(full).filter(isAxis)},
+                       titlePad: full.title?.pad?.t, height: full.height, axes: Object.keys(full).filter(isAxis)},
                       gd.layout, gd.data, big ? SCALE : 1 / SCALE);
     gd.layout.studioEnlarged = big;  // before the redraw, whose plotly_afterplot calls fit again
     P.update(gd, c.traces.length ? {'textfont.size': c.labels} : {}, c.paths, c.traces.length ? c.traces : undefined);
@@ -221,7 +223,7 @@ PRESENTER_JS = """(on) => {
     const axes = new Set(['xaxis', 'yaxis', ...Object.keys(layout).filter(isAxis)]);
     const c = changes({font: layout.font?.size ?? layout.template?.layout?.font?.size ?? 12,
                        hover: layout.hoverlabel?.font?.size ?? 13, top: layout.margin?.t ?? 100,
-                       height: layout.height, axes: [...axes]}, layout, data, SCALE);
+                       titlePad: layout.title?.pad?.t, height: layout.height, axes: [...axes]}, layout, data, SCALE);
     Object.entries(c.paths).forEach(([path, value]) => put(layout, path, value));
     c.traces.forEach((i, n) => put(data[i], 'textfont.size', c.labels[n]));
     layout.studioEnlarged = true;

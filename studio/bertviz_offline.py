@@ -33,6 +33,21 @@ window.require = window.requirejs = function (deps, fn) {
 window.require.config = function () {};
 """
 
+# On a narrow screen (a phone) bertviz's drawing is wider than its frame: cut off at the frame's edge with no
+# sign that it scrolls, the model view showed one head of four. Scaled down to the frame's width instead.
+FIT_WIDTH = """
+<script>
+(function () {
+  var fit = function () {
+    document.body.style.zoom = 1;
+    var wide = document.documentElement.scrollWidth, room = window.innerWidth;
+    if (wide > room + 4) document.body.style.zoom = room / wide;
+  };
+  window.addEventListener('load', fit);
+  window.addEventListener('resize', fit);
+})();
+</script>
+"""
 MAX_FRAME_HEIGHT = 8000  # px; beyond, the frame scrolls
 D3_NOTICE = "// d3 v5.7.0, BSD-3-Clause licence, Copyright 2010-2018 Mike Bostock; shipped in the mpld3 package.\n"
 
@@ -61,7 +76,8 @@ def _page(view_html: str) -> str:
     if not found:
         raise RuntimeError("bertviz's HTML changed shape: no trailing inline script found")
     return ("<!DOCTYPE html><html><head><meta charset='utf-8'>" + _libraries() +
-            "<style>body{margin:8px;background:#fff;color:#111}</style></head><body>" + body + "</body></html>")
+            "<style>body{margin:8px;background:#fff;color:#111}</style></head><body>" + body + FIT_WIDTH +
+            "</body></html>")
 
 
 FRAME_TITLES = {"head": "bertviz head view: each token's attention to the other tokens, one colour per head",

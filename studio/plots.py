@@ -276,10 +276,11 @@ def pe_curves(table: np.ndarray, dims: Sequence[int], between: tuple[np.ndarray,
                                  hovertemplate=f"dim {d}<br>pos %{{x}}<br>%{{y:.3f}}<extra></extra>"))
     fig.update_xaxes(_positions(len(table)))
     fig.update_yaxes(title="PE(pos, i)", range=[-1.1, 1.1])
-    title = "Each dimension is a sinusoid (dots: the whole positions a model reads); wavelengths grow from 2π to 10000·2π"
+    # Short enough for presenter mode's larger type on a 1280-px projector (the longer one ran off its edge).
+    title = "One sinusoid per dimension, wavelengths 2π to 10000·2π (dots: the whole positions)"
     _layout(fig, title, 400)
     # On a phone the legend goes above the plot, which keeps the width.
-    narrow(fig, **{"legend.orientation": "h", "legend.entrywidth": 0.5, "legend.entrywidthmode": "fraction",
+    narrow(fig, **{"legend.orientation": "h", "legend.entrywidth": 0.45, "legend.entrywidthmode": "fraction",
                    "legend.x": 0, "legend.y": 1.02, "legend.yanchor": "bottom",
                    "margin.t": title_room(title) + 2 * LINE_PX + 12, "height": 460})
     return fig
@@ -403,12 +404,20 @@ def beam_tree(nodes: Sequence[dict], current_step: int, best: tuple | None = Non
         fig.add_trace(go.Scatter(x=[n["step"] for n in path], y=[n["y"] for n in path], mode="lines",
                                  name="best translation", hoverinfo="skip", legendrank=len(NODE_STYLE),
                                  line=dict(color="#fdb863", width=12)))
+    # Where words alternate above and below their markers (see below), an odd step's pruned marks fan out
+    # above their parent's row instead: below it they lay under that step's words.
+    flipped_y = {id(n): 2 * n["parent_y"] - n["y"] if n["status"] == "pruned" and n["step"] % 2 else n["y"]
+                 for n in nodes if n["parent_y"] is not None}
+    flips = {}  # trace index -> its y values with the odd steps' pruned marks flipped
     for kept, color, dash in ((False, "#d0d0d0", "dot"), (True, "#5a8fc0", "solid")):
-        xs, ys = [], []
+        xs, ys, flipped = [], [], []
         for n in nodes:
             if n["parent_y"] is not None and (n["status"] != "pruned") == kept:
                 xs += [n["step"] - 1, n["step"], None]
                 ys += [n["parent_y"], n["y"], None]
+                flipped += [n["parent_y"], flipped_y[id(n)], None]
+        if not kept:
+            flips[len(fig.data)] = flipped
         fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines", hoverinfo="skip", showlegend=False,
                                  line=dict(color=color, width=2 if kept else 1, dash=dash)))
     # Pruned marks first, under the others' words; the legend keeps NODE_STYLE's order.
@@ -417,6 +426,8 @@ def beam_tree(nodes: Sequence[dict], current_step: int, best: tuple | None = Non
         group = [n for n in nodes if n["status"] == status]
         if not group:
             continue
+        if status == "pruned":
+            flips[len(fig.data)] = [flipped_y[id(n)] for n in group]
         fig.add_trace(go.Scatter(
             x=[n["step"] for n in group], y=[n["y"] for n in group], name=name,
             legendrank=list(NODE_STYLE).index(status),
@@ -460,11 +471,14 @@ def beam_tree(nodes: Sequence[dict], current_step: int, best: tuple | None = Non
     if crowded:
         for i, positions in alternating.items():
             fig.data[i].textposition = positions
+        for i, ys in flips.items():
+            fig.data[i].y = ys
     _layout(fig, title, int(rows_px * 1.5) if crowded else rows_px, margin=dict(l=30, r=30, t=100, b=60),
             legend=dict(orientation="h", x=0, y=1, yanchor="bottom"))
     # On a phone the legend takes two columns, three rows under the title's lines; the words are smaller.
     words = {f"data[{i}].{path}": value for i, positions in alternating.items()
              for path, value in (("textposition", positions), ("textfont.size", 11))}
+    words.update({f"data[{i}].y": ys for i, ys in flips.items()})
     narrow(fig, **{"legend.entrywidth": 0.5, "legend.entrywidthmode": "fraction",
                    "margin.t": title_room(title) + 3 * LINE_PX + 10, "height": int(rows_px * 1.5), **words})
     return fig

@@ -188,6 +188,11 @@ def test_word_start_marker_is_drawn_as_a_visible_space():
         assert phone[f"data[{i}].textposition"] == ["top center" if step % 2 == 0 else "bottom center"
                                                     for step in tree.data[i].x]
         assert phone[f"data[{i}].textfont.size"] < tree.data[i].textfont.size
+    # ...and an odd step's pruned marks fan out above their parent's row, clear of that step's word below it.
+    marks = next(i for i, t in enumerate(tree.data) if t.name == "pruned")
+    edges = next(i for i, t in enumerate(tree.data) if t.mode == "lines" and t.line.dash == "dot")
+    assert list(tree.data[marks].y) == [0.6] and phone[f"data[{marks}].y"] == [-0.6]
+    assert phone[f"data[{edges}].y"] == [0.0, -0.6, None]
     # A long search crowds a wide screen too: its words alternate there, rows further apart, as on a phone
     # (the phone's rows no further still).
     def chain(steps: int) -> list[dict]:
