@@ -155,8 +155,10 @@ def empty(message: str, height: int = 300) -> go.Figure:
 
 
 # ----- Translate ------------------------------------------------------------------------
-def token_probabilities(tokens: Sequence[str], logprobs: Sequence[float]) -> go.Figure:
-    """One bar per output token: the probability the model gave it when it was chosen."""
+def token_probabilities(tokens: Sequence[str], logprobs: Sequence[float], ceiling: float | None = None) -> go.Figure:
+    """One bar per output token: the probability the model gave it when it was chosen. ceiling: the
+    probability label smoothing trained the model to give the right word (1 - eps + eps/V), drawn as a
+    line: a student asks why a model sure of every word stops near 0.9."""
     probs = np.exp(np.asarray(logprobs, dtype=float))
     labels = [hover_text(t) for t in tokens]
     fig = go.Figure(go.Bar(
@@ -165,6 +167,10 @@ def token_probabilities(tokens: Sequence[str], logprobs: Sequence[float]) -> go.
         hovertemplate="%{customdata[0]}<br>p = %{y:.3f}<br>log p = %{customdata[1]}<extra></extra>"))
     fig.update_xaxes(_token_axis(tokens, tickangle=-45))
     fig.update_yaxes(range=[0, 1.02], title="p(token | prefix, source)")
+    if ceiling is not None:
+        fig.add_hline(y=ceiling, line=dict(color="#777", width=1, dash="dash"), annotation_position="top right",
+                      annotation_text=f"{ceiling:.2f}: label smoothing's target for the right word (5.4)",
+                      annotation_font=dict(size=11, color="#555"))
     return _layout(fig, f"Probability of each output token (orange: below 0.5{word_start_note(tokens)})", 380)
 
 

@@ -222,6 +222,20 @@ def test_translate_returns_text_probabilities_nbest_and_current(registry):
         assert run_translate(registry, SENTENCES[1], method=method, seed=1)[4].ids
 
 
+def test_the_probability_plot_marks_label_smoothings_target_for_the_right_word(registry):
+    # Why does a model sure of every word stop near 0.9? Section 5.4 trained it towards 1 - eps + eps/V.
+    fig = run_translate(registry, SENTENCES[0])[1]
+    assert not fig.layout.shapes  # studio-tiny's card names no training: no line
+    bundle = studio_bundle()
+    smoothed = ModelBundle(bundle.model, bundle.tokenizer, {**bundle.info, "train": {"label_smoothing": 0.1}})
+    ceiling = 1 - 0.1 + 0.1 / bundle.tokenizer.vocab_size
+    assert translate.smoothing_ceiling(smoothed) == pytest.approx(ceiling)
+    fig = plots.token_probabilities(["a", "<eos>"], [-0.2, -0.1], translate.smoothing_ceiling(smoothed))
+    assert fig.layout.shapes[0].y0 == pytest.approx(ceiling) and "label smoothing" in fig.layout.annotations[0].text
+    for eps in (0.0, "0.1", None):
+        assert translate.smoothing_ceiling(ModelBundle(bundle.model, bundle.tokenizer, {"train": {"label_smoothing": eps}})) is None
+
+
 def test_an_empty_hypothesis_in_the_n_best_list_says_what_it_is():
     empty = Translation("a", [5], ["a"], [-0.1, -0.2], -0.3, [("a", -0.3), ("", -8.25)], ["x", "<eos>"])
     assert translate.nbest_rows(empty)[1] == [2, "-8.2500", translate.EMPTY_HYPOTHESIS]

@@ -9,6 +9,7 @@ import gradio as gr
 from core.bundle import ModelBundle
 from core.config import INT64_MAX
 from core.decoding import SAMPLE_TEMPERATURE, SAMPLE_TOP_P, DecodeOptions
+from core.loss import smoothed_target_distribution
 from core.translation import Translation, translate_detailed
 
 from .. import plots
@@ -139,8 +140,19 @@ def translate(registry: ModelRegistry, name: str | None, text: str, method: str,
     notices = [clip(n, 300) for n in cleaned + t.notices]  # e.g. a 2,000-character unknown piece
     notes = "\n".join(f"- {md(n)}" for n in notices)
     tokens = t.tokens + ["<eos>"] if t.token_logprobs else []
-    return (t.text, plots.token_probabilities(tokens, t.token_logprobs), nbest_table(t), notes,
+    probabilities = plots.token_probabilities(tokens, t.token_logprobs, smoothing_ceiling(bundle))
+    return (t.text, probabilities, nbest_table(t), notes,
             Current(name, text, list(t.ids), opts, key, bundle))
+
+
+def smoothing_ceiling(bundle: ModelBundle) -> float | None:
+    """The probability label smoothing (5.4) trained the model to give the right word, 1 - eps + eps/V;
+    None when its training record names no smoothing."""
+    train = bundle.info.get("train")
+    eps = train.get("label_smoothing") if isinstance(train, dict) else None
+    if not isinstance(eps, (int, float)) or isinstance(eps, bool) or not 0 < eps < 1:
+        return None
+    return float(smoothed_target_distribution(0, bundle.tokenizer.vocab_size, float(eps)).max())
 
 
 def cannot_translate(exc: Exception) -> tuple:
