@@ -326,6 +326,23 @@ PAGE_PLOTS_JS = """() => {
     });
     return changed;
   };
+  // A zoom into a figure with a uirevision (the Train tab's curves, redrawn as a run goes on) is put back on
+  // each redraw: Gradio draws every update into a new plot element, which plotly's own uirevision cannot follow.
+  const zooms = {};  // uirevision -> {axis name: [from, to]}
+  const remember = (gd) => gd.on && gd.on('plotly_relayout', (event) => {
+    const revision = gd.layout && gd.layout.uirevision;
+    if (!revision) return;
+    const kept = zooms[revision] = zooms[revision] || {};
+    Object.entries(event).forEach(([key, value]) => {
+      const m = key.match(/^([xy]axis[0-9]*)\.(autorange|range(?:\[([01])\])?)$/);
+      if (!m) return;
+      if (m[2] === 'autorange') delete kept[m[1]];  // a double click: back to the whole run
+      else if (m[3] === undefined) kept[m[1]] = value.slice();
+      else (kept[m[1]] = kept[m[1]] || [null, null])[Number(m[3])] = value;
+    });
+  });
+  const rezoom = (layout) => Object.entries((layout && layout.uirevision && zooms[layout.uirevision]) || {})
+    .forEach(([axis, range]) => { layout[axis] = {...(layout[axis] || {}), range: range.slice(), autorange: false}; });
   const check = () => {
     const P = window.Plotly;
     if (!P) return;
@@ -333,6 +350,7 @@ PAGE_PLOTS_JS = """() => {
       const react = P.react;
       P.react = function (gd, data, layout, config) {
         apply(layout, data);
+        rezoom(layout);
         return react.call(this, gd, data, layout, config);
       };
       P.studioPageReact = true;
@@ -349,7 +367,7 @@ PAGE_PLOTS_JS = """() => {
   }));
   const watched = new WeakSet();
   const watch = () => document.querySelectorAll('.js-plotly-plot').forEach((gd) => {
-    if (!watched.has(gd)) { watched.add(gd); sized.observe(gd); }
+    if (!watched.has(gd)) { watched.add(gd); sized.observe(gd); remember(gd); }
   });
   new MutationObserver(() => { check(); watch(); }).observe(document.body, {subtree: true, childList: true});
   new MutationObserver(check).observe(document.body, {attributes: true, attributeFilter: ['class']});  // the theme
