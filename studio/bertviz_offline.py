@@ -40,6 +40,11 @@ FIT_WIDTH = """
 (function () {
   var fit = function () {
     document.body.style.zoom = 1;
+    // The head view clips its own labels at its drawing's edge: let each drawing be as wide as what it draws.
+    document.querySelectorAll('svg').forEach(function (svg) {
+      var box = svg.getBBox(), need = Math.ceil(box.x + box.width) + 4;
+      if (need > svg.clientWidth) { svg.style.width = need + 'px'; svg.style.overflow = 'visible'; }
+    });
     var wide = document.documentElement.scrollWidth, room = window.innerWidth;
     if (wide > room + 4) document.body.style.zoom = room / wide;
   };

@@ -167,11 +167,20 @@ def token_probabilities(tokens: Sequence[str], logprobs: Sequence[float], ceilin
         hovertemplate="%{customdata[0]}<br>p = %{y:.3f}<br>log p = %{customdata[1]}<extra></extra>"))
     fig.update_xaxes(_token_axis(tokens, tickangle=-45))
     fig.update_yaxes(range=[0, 1.02], title="p(token | prefix, source)")
+    title = f"Probability of each output token (orange: below 0.5{word_start_note(tokens)})"
+    _layout(fig, title, 380)
     if ceiling is not None:
-        fig.add_hline(y=ceiling, line=dict(color="#777", width=1, dash="dash"), annotation_position="top right",
-                      annotation_text=f"{ceiling:.2f}: label smoothing's target for the right word (5.4)",
-                      annotation_font=dict(size=11, color="#555"))
-    return _layout(fig, f"Probability of each output token (orange: below 0.5{word_start_note(tokens)})", 380)
+        # The note above the plot, right-aligned: by the line, a sure model's bars (most above 0.9) covered it.
+        note = f"dashed: {ceiling:.2f}, label smoothing's target (5.4)"
+        fig.add_hline(y=ceiling, line=dict(color="#777", width=1, dash="dash"))
+        fig.add_annotation(text=note, xref="paper", yref="paper", x=1, y=1.01, xanchor="right", yanchor="bottom",
+                           showarrow=False, font=dict(size=12, color="#555"))
+        # On a phone the title takes the whole width: the note joins it, on a line of its own.
+        both = f"{title}<br>{note}"
+        narrow(fig, **{"annotations[0].visible": False, "title.text": wrap(both), "title.y": 1,
+                       "title.yref": "container", "title.yanchor": "top", "title.pad.t": TITLE_TOP,
+                       "margin.t": title_room(both)})
+    return fig
 
 
 # ----- Attention ------------------------------------------------------------------------
@@ -285,10 +294,13 @@ def pe_curves(table: np.ndarray, dims: Sequence[int], between: tuple[np.ndarray,
     # Short enough for presenter mode's larger type on a 1280-px projector (the longer one ran off its edge).
     title = "One sinusoid per dimension, wavelengths 2π to 10000·2π (dots: the whole positions)"
     _layout(fig, title, 400)
-    # On a phone the legend goes above the plot, which keeps the width.
-    narrow(fig, **{"legend.orientation": "h", "legend.entrywidth": 0.45, "legend.entrywidthmode": "fraction",
-                   "legend.x": 0, "legend.y": 1.02, "legend.yanchor": "bottom",
-                   "margin.t": title_room(title) + 2 * LINE_PX + 12, "height": 460})
+    # On a phone the legend goes above the plot, which keeps the width: two entries a row, their names
+    # shorter ("dim 64 (sin)" was cut to "dim 64 (sin").
+    short_names = {f"data[{2 * n}].name": f"dim {d} {'sin' if d % 2 == 0 else 'cos'}" for n, d in enumerate(dims)}
+    narrow(fig, **short_names, **{"legend.orientation": "h", "legend.entrywidth": 0.45,
+                                  "legend.entrywidthmode": "fraction", "legend.x": 0, "legend.y": 1.02,
+                                  "legend.yanchor": "bottom", "margin.t": title_room(title) + 2 * LINE_PX + 12,
+                                  "height": 460})
     return fig
 
 

@@ -232,8 +232,22 @@ def test_the_probability_plot_marks_label_smoothings_target_for_the_right_word(r
     assert translate.smoothing_ceiling(smoothed) == pytest.approx(ceiling)
     fig = plots.token_probabilities(["a", "<eos>"], [-0.2, -0.1], translate.smoothing_ceiling(smoothed))
     assert fig.layout.shapes[0].y0 == pytest.approx(ceiling) and "label smoothing" in fig.layout.annotations[0].text
+    note = fig.layout.annotations[0]  # above the plot, where no bar covers it (they stand above 0.9)
+    assert (note.yref, note.yanchor) == ("paper", "bottom") and note.y >= 1
+    phone = fig.layout.meta["narrow"]  # on a phone the note joins the title, on a line of its own
+    assert phone["annotations[0].visible"] is False and "<br>dashed: 0.90, label smoothing" in phone["title.text"]
     for eps in (0.0, "0.1", None):
         assert translate.smoothing_ceiling(ModelBundle(bundle.model, bundle.tokenizer, {"train": {"label_smoothing": eps}})) is None
+
+
+def test_the_sinusoids_legend_names_fit_two_a_row_on_a_phone():
+    table = np.zeros((10, 128))
+    fig = plots.pe_curves(table, [0, 1, 64], (np.arange(10.0), table))
+    named = [t.name for t in fig.data if t.showlegend is not False]
+    assert named == ["dim 0 (sin)", "dim 1 (cos)", "dim 64 (sin)"]
+    phone = fig.layout.meta["narrow"]
+    assert [phone[f"data[{i}].name"] for i in (0, 2, 4)] == ["dim 0 sin", "dim 1 cos", "dim 64 sin"]
+    assert phone["legend.entrywidth"] < 0.5  # 0.5 and a gap left one entry a row
 
 
 def test_an_empty_hypothesis_in_the_n_best_list_says_what_it_is():
