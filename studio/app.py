@@ -454,10 +454,24 @@ FOCUS_JS = """() => {
 }"""
 
 
+# A bertviz frame whose drawing was scaled down to its width (a phone) says how tall its page is now: the
+# frame shrinks to it, never growing past the height it was given. Only a frame of ours is resized.
+BERTVIZ_HEIGHT_JS = """() => {
+  window.addEventListener('message', (event) => {
+    const height = event.data && event.data.bertvizHeight;
+    const frame = [...document.querySelectorAll('iframe.bertviz')].find((f) => f.contentWindow === event.source);
+    if (!frame || !(typeof height === 'number' && height > 0)) return;
+    frame.dataset.given = frame.dataset.given || parseFloat(frame.style.height);
+    frame.style.height = Math.min(Number(frame.dataset.given), Math.ceil(height) + 4) + 'px';
+  });
+}"""
+
+
 def page_js() -> str:
     """The scripts run once when the page loads (launch(js=...) takes one function)."""
     from .tabs.beam import STEP_KEYS_JS  # the tabs import this module
-    return f"() => {{ ({CLAMP_JS})(); ({STEP_KEYS_JS})(); ({PAGE_PLOTS_JS})(); ({NAMES_JS})(); ({FOCUS_JS})(); }}"
+    return (f"() => {{ ({CLAMP_JS})(); ({STEP_KEYS_JS})(); ({PAGE_PLOTS_JS})(); ({NAMES_JS})(); ({FOCUS_JS})(); "
+            f"({BERTVIZ_HEIGHT_JS})(); }}")
 
 
 @dataclass

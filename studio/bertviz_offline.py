@@ -46,10 +46,15 @@ FIT_WIDTH = """
       if (need > svg.clientWidth) { svg.style.width = need + 'px'; svg.style.overflow = 'visible'; }
     });
     var wide = document.documentElement.scrollWidth, room = window.innerWidth;
-    if (wide > room + 4) document.body.style.zoom = room / wide;
+    if (wide <= room + 4) return;
+    document.body.style.zoom = room / wide;
+    // Scaled down, the drawing leaves the frame's lower part blank: the page (app.BERTVIZ_HEIGHT_JS) shrinks it.
+    // (The body's box: the document's own height is never less than the frame's.)
+    parent.postMessage({bertvizHeight: document.body.getBoundingClientRect().height + 20}, '*');
   };
   window.addEventListener('load', fit);
   window.addEventListener('resize', fit);
+  document.addEventListener('change', function () { setTimeout(fit, 0); });  // another layer or stack drawn
 })();
 </script>
 """

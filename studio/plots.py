@@ -467,7 +467,7 @@ def beam_tree(nodes: Sequence[dict], current_step: int, best: tuple | None = Non
                              hoverinfo="skip", showlegend=False))
     if current_step > 0 and best is None:  # unlabelled: any label in the column would sit on a word
         fig.add_vrect(x0=current_step - 0.4, x1=current_step + 0.4, fillcolor="#fdd0a2", opacity=0.35,
-                      line_width=0)
+                      line_width=0, layer="below")  # under the markers and words, which it faded
     last = max([n["step"] for n in nodes] + [1])
     fig.update_xaxes(title="step (output tokens so far)", dtick=1, range=[-0.5, last + 0.9])
     # Room above the top row for its words; below the bottom one for its pruned marks.
