@@ -100,7 +100,8 @@ def test_weights_holding_nan_are_not_saved(tmp_path):
     bundle.model = copy.deepcopy(bundle.model)
     with torch.no_grad():
         bundle.model.decoder_layers[0].ffn.w1.weight[0, 0] = float("nan")
-    with pytest.raises(ValueError, match=r"1 weight tensor\(s\) hold NaN or infinite values \(decoder_layers.0.ffn.w1.weight\)"):
+    broken = r"1 weight tensor\(s\) hold NaN or infinite values \(decoder_layers.0.ffn.w1.weight\)"
+    with pytest.raises(ValueError, match=broken):
         save_checkpoint(tmp_path / "ckpt", bundle)
     assert not (tmp_path / "ckpt").exists()
 

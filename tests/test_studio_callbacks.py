@@ -237,7 +237,8 @@ def test_the_probability_plot_marks_label_smoothings_target_for_the_right_word(r
     phone = fig.layout.meta["narrow"]  # on a phone the note joins the title, on a line of its own
     assert phone["annotations[0].visible"] is False and "<br>dashed: 0.90, label smoothing" in phone["title.text"]
     for eps in (0.0, "0.1", None):
-        assert translate.smoothing_ceiling(ModelBundle(bundle.model, bundle.tokenizer, {"train": {"label_smoothing": eps}})) is None
+        unsmoothed = ModelBundle(bundle.model, bundle.tokenizer, {"train": {"label_smoothing": eps}})
+        assert translate.smoothing_ceiling(unsmoothed) is None
 
 
 def test_the_sinusoids_legend_names_fit_two_a_row_on_a_phone():
