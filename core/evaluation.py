@@ -13,7 +13,7 @@ from sacrebleu.metrics import BLEU, CHRF
 from tqdm.auto import tqdm
 
 from .decoding import DecodeOptions
-from .translation import Translation, translate_detailed
+from .translation import Translation, text_list, translate_detailed
 
 
 @dataclass(frozen=True)
@@ -29,14 +29,9 @@ class EvalResult:
                 f"{self.n} sentences")
 
 
-def text_list(texts: Any, what: str) -> list[str]:
+def str_list(texts: Any, what: str) -> list[str]:
     """texts as a list, each a str; else a TypeError naming `what` and the first item that is not."""
-    if isinstance(texts, (str, bytes)):
-        raise TypeError(f"{what} must be a list of str, not a single {type(texts).__name__}")
-    try:
-        texts = list(texts)
-    except TypeError:
-        raise TypeError(f"{what} must be a list of str, got {type(texts).__name__}") from None
+    texts = text_list(texts, what)
     for i, text in enumerate(texts):
         if not isinstance(text, str):
             raise TypeError(f"{what}[{i}] must be a str, got {type(text).__name__} {str(text)[:40]!r}")
@@ -45,7 +40,7 @@ def text_list(texts: Any, what: str) -> list[str]:
 
 def evaluate_bleu(hypotheses: list[str], references: list[str]) -> EvalResult:
     """Corpus BLEU and chrF of detokenized hypotheses against one reference each."""
-    hypotheses, references = text_list(hypotheses, "hypotheses"), text_list(references, "references")
+    hypotheses, references = str_list(hypotheses, "hypotheses"), str_list(references, "references")
     if len(hypotheses) != len(references):
         raise ValueError(f"{len(hypotheses)} hypotheses but {len(references)} references; "
                          "they must pair up one to one")
@@ -63,7 +58,7 @@ def evaluate_bundle(bundle: Any, sources: list[str], references: list[str], opti
     """Translate sources with bundle (a ModelBundle or anything with .model and .tokenizer),
     then score against references. Returns the scores and the translations, in input order:
     each holds its hypothesis (.text) and what was done to its source (.notices: truncation, <unk>)."""
-    sources, references = text_list(sources, "sources"), text_list(references, "references")
+    sources, references = str_list(sources, "sources"), str_list(references, "references")
     if len(sources) != len(references):
         raise ValueError(f"{len(sources)} sources but {len(references)} references; they must pair up one to one")
     with tqdm(total=len(sources), desc="translating", unit="sent", disable=not progress) as bar:

@@ -30,8 +30,10 @@ from .batching import Batch, Example, TokenBatcher
 from .bundle import ModelBundle, resolve_device
 from .checkpoint import save_checkpoint
 from .config import INT64_MAX
+from .evaluation import evaluate_bleu
 from .loss import Objective
 from .schedule import SCHEDULES, learning_rate
+from .translation import translate_detailed
 
 AMP_MODES = ("auto", "off", "bf16", "fp16")
 GPU_ATTENTION = [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH]
@@ -366,10 +368,6 @@ class Trainer:
 
     def evaluate(self) -> dict[str, Any]:
         """Validation loss, BLEU of greedy output on a validation sample, a few sample translations."""
-        # Imported here: evaluation pulls in sacrebleu, slow to import and needed only when evaluating.
-        from .translation import translate_detailed
-        from .evaluation import evaluate_bleu
-
         result: dict[str, Any] = dict(self.validation_loss())
         pairs = self.valid_pairs[: self.config.bleu_sentences]
         if pairs and self.rank == 0:

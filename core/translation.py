@@ -113,7 +113,7 @@ def translate(bundle: Any, sentences: Iterable[str], **options: Any) -> list[str
     maximum length, no hypothesis possible) is reported with warnings.warn; translate_detailed
     returns every notice."""
     check_bundle(bundle)
-    sentences = sentence_list(sentences)  # a generator is read once: its sentences are needed for the warnings too
+    sentences = text_list(sentences, "sentences")  # a generator is read once: the warnings need them too
     results = translate_detailed(bundle, sentences, **options)
     for text, result in zip(sentences, results):
         for notice in result.notices:
@@ -127,7 +127,7 @@ def translate_detailed(bundle: Any, sentences: list[str], options: DecodeOptions
     """Translate sentences, in batches of options.sentences_per_batch sentences of similar length,
     returned in input order. on_batch(n) is called after each batch of n sentences."""
     check_bundle(bundle)
-    sentences = sentence_list(sentences)
+    sentences = text_list(sentences, "sentences")
     if on_batch is not None and not callable(on_batch):
         raise TypeError(f"on_batch must be a function taking a number of sentences, got {type(on_batch).__name__}")
     opts = resolve_options(options, overrides)
@@ -167,15 +167,15 @@ def check_bundle(bundle: Any) -> None:
                         f"and .tokenizer, got {type(bundle).__name__}")
 
 
-def sentence_list(sentences: Any) -> list:
-    """sentences as a list (its items are checked one by one as they are prepared)."""
-    if isinstance(sentences, (str, bytes)):
-        raise TypeError(f"sentences must be a list of str, not a single {type(sentences).__name__}: "
-                        f"wrap it, [sentence]")
+def text_list(texts: Any, what: str) -> list:
+    """texts (any iterable, a generator too) as a list; a TypeError naming `what` for one string or a
+    non-iterable. Its items are the caller's to check (translation names them as it prepares them)."""
+    if isinstance(texts, (str, bytes)):
+        raise TypeError(f"{what} must be a list of str, not a single {type(texts).__name__}: wrap it in a list")
     try:
-        return list(sentences)
+        return list(texts)
     except TypeError:
-        raise TypeError(f"sentences must be a list of str, got {type(sentences).__name__}") from None
+        raise TypeError(f"{what} must be a list of str, got {type(texts).__name__}") from None
 
 
 def _decode(model: Transformer, src: Sources, max_out: torch.Tensor, options: DecodeOptions,

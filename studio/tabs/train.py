@@ -497,24 +497,30 @@ def timeline_slider(view: JobView, follow: bool) -> gr.Slider:
     return gr.Slider(minimum=0, maximum=max(last, spacing), step=spacing, **kwargs)
 
 
-# job -> (version, outputs shared by every session); weak: a job gone (tests, apps built again) takes its
-# entry along, and a new job could otherwise be served a dead one's figures under a reused id().
-_rendered: weakref.WeakKeyDictionary[TrainingJob, tuple[int, tuple]] = weakref.WeakKeyDictionary()
+# job -> (version, {output name: what every session is shown}); weak: a job gone (tests, apps built again)
+# takes its entry along, and a new job could otherwise be served a dead one's figures under a reused id().
+_rendered: weakref.WeakKeyDictionary[TrainingJob, tuple[int, dict]] = weakref.WeakKeyDictionary()
 
 
-def shared_outputs(job: TrainingJob, view: JobView) -> tuple:
-    """(status, progress, curves, metrics, samples, layer slider, head slider), built once per version
-    for every page (the buttons are each page's own: tick())."""
+def shared_outputs(job: TrainingJob, view: JobView, plotting: bool = True) -> tuple:
+    """(status, progress, curves, metrics, samples, layer slider, head slider), each built once per version
+    for every page (the buttons are each page's own: tick()). Without plotting, curves and samples are
+    gr.skip(), and not built (this page does not show them; another page's tick builds them)."""
     cached = _rendered.get(job)
-    if cached and cached[0] == view.version:
-        return cached[1]
-    shape = view.frames[-1].cross.shape if view.frames else (1, 1)
-    outputs = (status(view), progress(view), curves(view), metrics(view), samples(view),
-               # The layer slider starts at 1 and Gradio refuses maximum == minimum: at least 2
-               # (attention() clamps the layer to the model's).
-               gr.Slider(maximum=max(shape[0], 2)), gr.Slider(maximum=max(shape[1], 1)))
-    _rendered[job] = (view.version, outputs)
-    return outputs
+    if not (cached and cached[0] == view.version):
+        shape = view.frames[-1].cross.shape if view.frames else (1, 1)
+        # The layer slider starts at 1 and Gradio refuses maximum == minimum: at least 2 (attention()
+        # clamps the layer to the model's).
+        cached = (view.version, {"status": status(view), "progress": progress(view), "metrics": metrics(view),
+                                 "layer": gr.Slider(maximum=max(shape[0], 2)),
+                                 "head": gr.Slider(maximum=max(shape[1], 1))})
+        _rendered[job] = cached
+    built = cached[1]
+    if plotting and "curves" not in built:
+        built.update(curves=curves(view), samples=samples(view))
+    curves_, samples_ = (built["curves"], built["samples"]) if plotting else (gr.skip(), gr.skip())
+    return (built["status"], built["progress"], curves_, built["metrics"], samples_, built["layer"],
+            built["head"])
 
 
 def tick(job: TrainingJob, seen: Seen | None, layer: float, head: float, following: Following, picked: str | None,
@@ -540,10 +546,7 @@ def tick(job: TrainingJob, seen: Seen | None, layer: float, head: float, followi
     # made while this tick was queued.
     gone = {} if picked in (name for _, name in choices) else {"value": None}
     picker = gr.Dropdown(choices=list(choices), **gone) if choices != seen.choices else gr.skip()
-    status_, bar, curves_, metrics_, samples_, *sliders = shared_outputs(job, view)
-    if not plotting:
-        curves_ = samples_ = gr.skip()
-    shared = (status_, bar, curves_, metrics_, samples_, *sliders, *buttons(view, session))
+    shared = (*shared_outputs(job, view, plotting), *buttons(view, session))
     latest = attention(view, None, layer, head) if following.on and plotting else None
     if following.on:  # asked again after drawing: the user may have scrubbed meanwhile
         timeline, plot = timeline_slider(view, True), latest if plotting else gr.skip()
