@@ -560,12 +560,7 @@ def shared_tokenizer(corpus, args, rank: int, world: int):
 def command_train(args: argparse.Namespace) -> None:
     check_out_folder(args.out, args.resume)  # first: a mistyped --resume folder is the problem to name
     record = run_record(args.out) if args.resume else {}
-    if args.data is None:
-        kept = ""
-        if args.resume:
-            kept = (f" ({args.out / 'run.json'} holds none to resume with)" if record
-                    else f" (there is no readable {args.out / 'run.json'} to take the run's from)")
-        raise CLIError(f"train needs --data{kept} (see --help for its forms)")
+    check_data_given(args, record)
     args.data = absolute_spec(args.data)  # run.json's record then reads the same files from any folder
     if args.resume:
         check_same_data(args, record)
@@ -578,34 +573,83 @@ def command_train(args: argparse.Namespace) -> None:
     fingerprint = data_fingerprint(corpus)
     if args.resume:
         latest = run_checkpoints(args.out)[-1]
-        with damaged_checkpoint_hint(args.out, latest):
-            bundle = load_checkpoint(latest)
-        check_same_vocabulary_and_direction(args, corpus, bundle)  # first: a reversed direction swaps the pairs
-        check_same_pairs(args, record, fingerprint)
-        overrides = model_overrides(args)
-        # A run from before --attention-bias existed has biases without the flag in its run.json: the flag
-        # can only add them, so without it the run keeps its own.
-        overrides.setdefault("attention_bias", bundle.model.config.attention_bias)
-        wanted = ModelConfig.from_preset(args.preset, src_vocab_size=bundle.tokenizer.vocab_size,
-                                         tgt_vocab_size=bundle.tokenizer.vocab_size, **overrides)
-        if wanted != bundle.model.config:
-            given = wanted.to_dict()
-            diff = ", ".join(f"{MODEL_FLAGS.get(k, k)} {v} (now {given[k]})"
-                             for k, v in bundle.model.config.to_dict().items() if given[k] != v)
-            raise CLIError(f"--resume: the run in {args.out} has a different model config: it was trained with "
-                           f"{diff}; leave those options out to keep the run's")
+        bundle = resumed_bundle(args, record, corpus, fingerprint, latest)
     else:
-        torch.manual_seed(args.seed)
-        tokenizer = shared_tokenizer(corpus, args, rank, world)
-        config = ModelConfig.from_preset(args.preset, src_vocab_size=tokenizer.vocab_size,
-                                         tgt_vocab_size=tokenizer.vocab_size, **model_overrides(args))
-        bundle = ModelBundle(Transformer(config), tokenizer)
+        latest, bundle = None, fresh_bundle(args, corpus, rank, world)
     bundle.info.update(name=args.out.name, src_lang=corpus.src_lang, tgt_lang=corpus.tgt_lang,
                        data=corpus.description, examples=corpus.examples())
+    log = print if rank == 0 else (lambda *a, **k: None)
+    train, valid = encoded_data(args, corpus, bundle, log)
+    max_steps = 10_000 if args.max_steps is None else args.max_steps
+    if args.epochs is not None:
+        per_epoch = len(TokenBatcher(train, args.max_tokens, seed=args.seed))
+        max_steps = max(1, round(args.epochs * per_epoch / (args.accum * world)))
+    # The config first: its check of a bad option (--label-smoothing 1) comes before any note on the run.
+    config = TrainConfig(max_steps=max_steps, max_tokens=args.max_tokens, accum=args.accum, schedule=args.schedule,
+                         warmup=args.warmup, lr_factor=args.lr_factor, peak_lr=args.lr,
+                         label_smoothing=args.label_smoothing, weight_decay=args.weight_decay,
+                         clip_norm=args.clip_norm, amp=args.amp, compile=args.compile,
+                         device=device or args.device, seed=args.seed, eval_every=args.eval_every,
+                         bleu_sentences=args.bleu_sentences)
+    note_unused_rate(args, log)
+    trainer = Trainer(bundle, train, config, valid_pairs=corpus.valid, valid=valid)
+    if latest:
+        restore_trainer(trainer, args, latest, rank)
+    note_run(args, corpus, trainer, len(train), world, log)
+    if rank == 0:
+        args.out.mkdir(parents=True, exist_ok=True)
+        given = {k: str(v) for k, v in vars(args).items() if k != "from_run"}
+        record = {"options": run_options(build_parser(), args), **given, "data_fingerprint": fingerprint}
+        (args.out / "run.json").write_text(json.dumps(record, indent=2))
+    train_loop(trainer, args, rank)
+
+
+def check_data_given(args: argparse.Namespace, record: dict) -> None:
+    if args.data is None:
+        kept = ""
+        if args.resume:
+            kept = (f" ({args.out / 'run.json'} holds none to resume with)" if record
+                    else f" (there is no readable {args.out / 'run.json'} to take the run's from)")
+        raise CLIError(f"train needs --data{kept} (see --help for its forms)")
+
+
+def fresh_bundle(args: argparse.Namespace, corpus, rank: int, world: int) -> ModelBundle:
+    """A new model and the vocabulary learnt from the corpus (every rank the same)."""
+    torch.manual_seed(args.seed)
+    tokenizer = shared_tokenizer(corpus, args, rank, world)
+    config = ModelConfig.from_preset(args.preset, src_vocab_size=tokenizer.vocab_size,
+                                     tgt_vocab_size=tokenizer.vocab_size, **model_overrides(args))
+    return ModelBundle(Transformer(config), tokenizer)
+
+
+def resumed_bundle(args: argparse.Namespace, record: dict, corpus, fingerprint: str, latest: Path) -> ModelBundle:
+    """--resume: the run's latest checkpoint, once the data, vocabulary, direction and model config given
+    are found to be the run's."""
+    with damaged_checkpoint_hint(args.out, latest):
+        bundle = load_checkpoint(latest)
+    check_same_vocabulary_and_direction(args, corpus, bundle)  # first: a reversed direction swaps the pairs
+    check_same_pairs(args, record, fingerprint)
+    overrides = model_overrides(args)
+    # A run from before --attention-bias existed has biases without the flag in its run.json: the flag
+    # can only add them, so without it the run keeps its own.
+    overrides.setdefault("attention_bias", bundle.model.config.attention_bias)
+    wanted = ModelConfig.from_preset(args.preset, src_vocab_size=bundle.tokenizer.vocab_size,
+                                     tgt_vocab_size=bundle.tokenizer.vocab_size, **overrides)
+    if wanted != bundle.model.config:
+        given = wanted.to_dict()
+        diff = ", ".join(f"{MODEL_FLAGS.get(k, k)} {v} (now {given[k]})"
+                         for k, v in bundle.model.config.to_dict().items() if given[k] != v)
+        raise CLIError(f"--resume: the run in {args.out} has a different model config: it was trained with "
+                       f"{diff}; leave those options out to keep the run's")
+    return bundle
+
+
+def encoded_data(args: argparse.Namespace, corpus, bundle: ModelBundle, log) -> tuple[list, list]:
+    """The training and validation pairs as token ids, with a note on each thing the run will not see as
+    given: pairs left out (an empty side, too long), words the vocabulary lacks, pairs over --max-tokens."""
     max_len = bundle.model.config.max_len
     train, dropped = encode_pairs(corpus.train, bundle.tokenizer, max_len)
     valid, _ = encode_pairs(corpus.valid, bundle.tokenizer, max_len)
-    log = print if rank == 0 else (lambda *a, **k: None)
     empty = dropped_empty_note(corpus.description)
     if empty:
         log(f"note: {empty}", file=sys.stderr)
@@ -623,36 +667,37 @@ def command_train(args: argparse.Namespace) -> None:
         log(f"note: {oversized} of {len(train)} training pairs are longer than --max-tokens {args.max_tokens} "
             f"tokens, so each of them is a batch of its own (slow); the budget counts a batch's padded "
             f"tokens, and a few thousand batches many sentences", file=sys.stderr)
-    max_steps = 10_000 if args.max_steps is None else args.max_steps
-    if args.epochs is not None:
-        per_epoch = len(TokenBatcher(train, args.max_tokens, seed=args.seed))
-        max_steps = max(1, round(args.epochs * per_epoch / (args.accum * world)))
-    # The config first: its check of a bad option (--label-smoothing 1) comes before any note on the run.
-    config = TrainConfig(max_steps=max_steps, max_tokens=args.max_tokens, accum=args.accum, schedule=args.schedule,
-                         warmup=args.warmup, lr_factor=args.lr_factor, peak_lr=args.lr,
-                         label_smoothing=args.label_smoothing, weight_decay=args.weight_decay,
-                         clip_norm=args.clip_norm, amp=args.amp, compile=args.compile,
-                         device=device or args.device, seed=args.seed, eval_every=args.eval_every,
-                         bleu_sentences=args.bleu_sentences)
+    return train, valid
+
+
+def note_unused_rate(args: argparse.Namespace, log) -> None:
+    """--lr with the noam schedule, or --lr-factor with another, changes nothing: say so."""
     unused, instead = (("lr", "--lr-factor scales eq. 3's rate") if args.schedule == "noam"
                        else ("lr_factor", "--lr sets its peak"))
     if (getattr(args, unused) != build_parser().commands["train"].get_default(unused)
             and unused not in getattr(args, "from_run", ())):
         log(f"note: --{unused.replace('_', '-')} has no effect with --schedule {args.schedule} ({instead}); "
             f"it is ignored", file=sys.stderr)
-    trainer = Trainer(bundle, train, config, valid_pairs=corpus.valid, valid=valid)
-    if args.resume:
-        with damaged_checkpoint_hint(args.out, latest):
-            state = load_trainer_state(latest)
-        if state is None:
-            raise CLIError(f"--resume: {latest} holds weights but no trainer state (trainer.pt), so the "
-                           f"optimizer and step cannot be restored; was it written by `average`?")
-        trainer.load_state_dict(state)
-        if trainer.step_count >= max_steps:
-            raise CLIError(f"--resume: the run in {args.out} is already at step {trainer.step_count}; give a "
-                           f"larger --max-steps (or --epochs) to train on")
-        if rank == 0:
-            trim_metrics(args.out / "metrics.jsonl", trainer.step_count)
+
+
+def restore_trainer(trainer, args: argparse.Namespace, latest: Path, rank: int) -> None:
+    """--resume: the optimizer, schedule, batcher and step of the run's latest checkpoint."""
+    with damaged_checkpoint_hint(args.out, latest):
+        state = load_trainer_state(latest)
+    if state is None:
+        raise CLIError(f"--resume: {latest} holds weights but no trainer state (trainer.pt), so the "
+                       f"optimizer and step cannot be restored; was it written by `average`?")
+    trainer.load_state_dict(state)
+    if trainer.step_count >= trainer.config.max_steps:
+        raise CLIError(f"--resume: the run in {args.out} is already at step {trainer.step_count}; give a "
+                       f"larger --max-steps (or --epochs) to train on")
+    if rank == 0:
+        trim_metrics(args.out / "metrics.jsonl", trainer.step_count)
+
+
+def note_run(args: argparse.Namespace, corpus, trainer, pairs: int, world: int, log) -> None:
+    """The run's last notes (a warmup past its end, unnamed languages) and its summary lines."""
+    max_steps, bundle = trainer.config.max_steps, trainer.bundle
     # After a resume's refusals; not again on a resume that keeps the run's --warmup and --max-steps.
     if args.warmup > max_steps and not {"warmup", "max_steps"} <= getattr(args, "from_run", set()):
         log(f"note: --warmup {args.warmup} is longer than the run ({max_steps} step{'s' * (max_steps != 1)}): the "
@@ -667,16 +712,10 @@ def command_train(args: argparse.Namespace) -> None:
     chosen = " (inferred from the data; --src/--tgt choose)" if inferred else ""
     log(f"{corpus.src_lang}→{corpus.tgt_lang}{chosen}, "
         f"{bundle.model.num_parameters() / 1e6:.1f}M parameters, vocabulary {bundle.tokenizer.vocab_size}, "
-        f"{len(train)} training pairs, device {trainer.device}, amp {amp}, "
+        f"{pairs} training pairs, device {trainer.device}, amp {amp}, "
         f"{world} process(es); steps {trainer.step_count}->{max_steps}")
     log(f"loss: label-smoothed cross-entropy per target token (section 5.4, eps {trainer.config.label_smoothing}); "
         f"ppl: exp of the unsmoothed one, the reference tokens' perplexity")
-    if rank == 0:
-        args.out.mkdir(parents=True, exist_ok=True)
-        given = {k: str(v) for k, v in vars(args).items() if k != "from_run"}
-        record = {"options": run_options(build_parser(), args), **given, "data_fingerprint": fingerprint}
-        (args.out / "run.json").write_text(json.dumps(record, indent=2))
-    train_loop(trainer, args, rank)
 
 
 LOG_EVERY = 100  # steps between the lines of a training log without a progress bar
