@@ -34,19 +34,12 @@ import datetime
 import functools
 import random
 import re
+from dataclasses import dataclass
 from typing import Any, Callable, Hashable
 
 from .data import ParallelCorpus
 
 TOKENIZER_KIND = "word"  # every synthetic task is space-separated symbols
-
-TASKS: dict[str, str] = {
-    "copy": "copy a sequence of 3-10 letters (a-z): the cross-attention is a diagonal",
-    "reverse": "reverse a sequence of 3-10 letters: an anti-diagonal",
-    "sort": "sort a sequence of 3-10 letters alphabetically: a permutation",
-    "numbers": "English number 0-999, as lower-case words ('twenty - one') or spaced digits ('2 1') -> German number words; units before tens",
-    "dates": "a date in one of six human formats -> ISO 8601 (YYYY-MM-DD)",
-}
 
 # (src, tgt, key): pairs with the same key (number, date, sequence) stay in one split.
 Sample = tuple[str, str, Hashable]
@@ -71,6 +64,9 @@ def _reverse(rng: random.Random) -> Sample:
 def _sort(rng: random.Random) -> Sample:
     seq = _letters(rng)
     return " ".join(seq), " ".join(sorted(seq)), " ".join(seq)
+
+
+_LETTERS_FORM = re.compile(r"[a-z]( [a-z]){2,9}").fullmatch  # 3-10 letters, spaced
 
 
 # ----- numbers -------------------------------------------------------------------
@@ -121,6 +117,11 @@ def _numbers(rng: random.Random) -> Sample:
     return src, german_number(n), n
 
 
+@functools.cache
+def _number_sources() -> frozenset[str]:
+    return frozenset(form for n in range(1000) for form in (english_number(n), " ".join(str(n))))
+
+
 # ----- dates ---------------------------------------------------------------------
 MONTHS = ["January", "February", "March", "April", "May", "June", "July", "August",
           "September", "October", "November", "December"]
@@ -137,15 +138,37 @@ def _ordinal(day: int) -> str:
     return f"{_digits(day)} {suffix}"
 
 
-DATE_FORMATS: list[Callable[[datetime.date], str]] = [
-    lambda d: f"{MONTHS[d.month - 1]} {_digits(d.day)} , {_digits(d.year)}",
-    lambda d: f"{_digits(d.day)} {MONTHS[d.month - 1]} {_digits(d.year)}",
-    lambda d: f"{WEEKDAYS[d.weekday()]} , {_ordinal(d.day)} of {MONTHS[d.month - 1]} {_digits(d.year)}",
-    lambda d: f"{_digits(d.year)} {MONTHS[d.month - 1][:3]} {_digits(d.day)}",
-    lambda d: f"{WEEKDAYS[d.weekday()]} {MONTHS[d.month - 1]} {_ordinal(d.day)} {_digits(d.year)}",
+# The patterns say which texts the dates model can read (see Task.is_source); numbers are digit by digit.
+_DAY = r"[1-9]( [0-9])?"
+_YEAR = r"[0-9] [0-9] [0-9] [0-9]"
+_MONTH, _WEEKDAY = f"({'|'.join(MONTHS)})", f"({'|'.join(WEEKDAYS)})"
+_MON = f"({'|'.join(m[:3] for m in MONTHS)})"
+_ORDINAL = rf"{_DAY} (st|nd|rd|th)"
+
+
+@dataclass(frozen=True)
+class DateFormat:
+    """A human way to write a date, and the regex of what it writes (kept side by side so they agree)."""
+    write: Callable[[datetime.date], str]
+    pattern: str
+
+
+DATE_FORMATS: list[DateFormat] = [
+    DateFormat(lambda d: f"{MONTHS[d.month - 1]} {_digits(d.day)} , {_digits(d.year)}",
+               rf"{_MONTH} {_DAY} , {_YEAR}"),
+    DateFormat(lambda d: f"{_digits(d.day)} {MONTHS[d.month - 1]} {_digits(d.year)}",
+               rf"{_DAY} {_MONTH} {_YEAR}"),
+    DateFormat(lambda d: f"{WEEKDAYS[d.weekday()]} , {_ordinal(d.day)} of {MONTHS[d.month - 1]} {_digits(d.year)}",
+               rf"{_WEEKDAY} , {_ORDINAL} of {_MONTH} {_YEAR}"),
+    DateFormat(lambda d: f"{_digits(d.year)} {MONTHS[d.month - 1][:3]} {_digits(d.day)}",
+               rf"{_YEAR} {_MON} {_DAY}"),
+    DateFormat(lambda d: f"{WEEKDAYS[d.weekday()]} {MONTHS[d.month - 1]} {_ordinal(d.day)} {_digits(d.year)}",
+               rf"{_WEEKDAY} {_MONTH} {_ORDINAL} {_YEAR}"),
     # Day first, as in Germany: the one numeric format, so the convention is fixed.
-    lambda d: f"{_digits(d.day)} . {_digits(d.month)} . {_digits(d.year)}",
+    DateFormat(lambda d: f"{_digits(d.day)} . {_digits(d.month)} . {_digits(d.year)}",
+               rf"{_DAY} \. {_DAY} \. {_YEAR}"),
 ]
+_DATE_FORMS = re.compile("|".join(f"({f.pattern})" for f in DATE_FORMATS))
 
 
 def iso_date(d: datetime.date) -> str:
@@ -155,37 +178,42 @@ def iso_date(d: datetime.date) -> str:
 
 def _dates(rng: random.Random) -> Sample:
     d = FIRST_DAY + datetime.timedelta(days=rng.randint(0, (LAST_DAY - FIRST_DAY).days))
-    return rng.choice(DATE_FORMATS)(d), iso_date(d), d
+    return rng.choice(DATE_FORMATS).write(d), iso_date(d), d
 
 
-# ----- the form of each task's sources ---------------------------------------------
-# A task's model reads only what its generator writes: "forty two" (no hyphen token) or "42" (not
-# digit by digit) come out as confident nonsense, so translation says when a source is not of that form.
-_DAY = r"[1-9]( [0-9])?"
-_YEAR = r"[0-9] [0-9] [0-9] [0-9]"
-_MONTH, _WEEKDAY = f"({'|'.join(MONTHS)})", f"({'|'.join(WEEKDAYS)})"
-_ORDINAL = rf"{_DAY} (st|nd|rd|th)"
-_DATE_FORMS = re.compile("|".join(f"({form})" for form in (  # DATE_FORMATS, in order
-    rf"{_MONTH} {_DAY} , {_YEAR}", rf"{_DAY} {_MONTH} {_YEAR}", rf"{_WEEKDAY} , {_ORDINAL} of {_MONTH} {_YEAR}",
-    rf"{_YEAR} ({'|'.join(m[:3] for m in MONTHS)}) {_DAY}", rf"{_WEEKDAY} {_MONTH} {_ORDINAL} {_YEAR}",
-    rf"{_DAY} \. {_DAY} \. {_YEAR}")))
+# ----- the tasks ---------------------------------------------------------------------
+@dataclass(frozen=True)
+class Task:
+    """One synthetic task: what it is, how to draw a pair, and what its sources look like."""
+    description: str
+    sample: Callable[[random.Random], Sample]
+    languages: tuple[str, str]  # (source, target)
+    sizes: tuple[int, int, int]  # default (train, valid, test)
+    # A task's model reads only what its generator writes: "forty two" (no hyphen token) or "42" (not digit
+    # by digit) come out as confident nonsense, so translation says when a source is not of that form.
+    is_source: Callable[[str], bool]
+    example: str  # sources of that form, for the notice
 
 
-@functools.cache
-def _number_sources() -> frozenset[str]:
-    return frozenset(form for n in range(1000) for form in (english_number(n), " ".join(str(n))))
-
-
-_LETTERS_FORM = re.compile(r"[a-z]( [a-z]){2,9}").fullmatch  # 3-10 letters, spaced
-SOURCE_FORMS: dict[str, Callable[[str], bool]] = {
-    "copy": _LETTERS_FORM,
-    "reverse": _LETTERS_FORM,
-    "sort": _LETTERS_FORM,
-    "numbers": lambda text: text in _number_sources(),
-    "dates": _DATE_FORMS.fullmatch,
+TASKS: dict[str, Task] = {
+    "copy": Task(description="copy a sequence of 3-10 letters (a-z): the cross-attention is a diagonal",
+                 sample=_copy, languages=("in", "out"), sizes=(8000, 200, 200),
+                 is_source=_LETTERS_FORM, example="'k q a d'"),
+    "reverse": Task(description="reverse a sequence of 3-10 letters: an anti-diagonal",
+                    sample=_reverse, languages=("in", "out"), sizes=(8000, 200, 200),
+                    is_source=_LETTERS_FORM, example="'k q a d'"),
+    "sort": Task(description="sort a sequence of 3-10 letters alphabetically: a permutation",
+                 sample=_sort, languages=("in", "out"), sizes=(8000, 200, 200),
+                 is_source=_LETTERS_FORM, example="'k q a d'"),
+    "numbers": Task(description="English number 0-999, as lower-case words ('twenty - one') or spaced digits "
+                                "('2 1') -> German number words; units before tens",
+                    # 1000 numbers in two forms: 100 numbers each for valid and test leave 1600 sources.
+                    sample=_numbers, languages=("en", "de"), sizes=(1500, 100, 100),
+                    is_source=lambda text: text in _number_sources(), example="'forty - two' or '4 2'"),
+    "dates": Task(description="a date in one of six human formats -> ISO 8601 (YYYY-MM-DD)",
+                  sample=_dates, languages=("en", "iso"), sizes=(8000, 200, 200),
+                  is_source=_DATE_FORMS.fullmatch, example="'March 5 , 2 0 2 1' or '5 . 3 . 2 0 2 1'"),
 }
-SOURCE_EXAMPLES = {"copy": "'k q a d'", "reverse": "'k q a d'", "sort": "'k q a d'",
-                   "numbers": "'forty - two' or '4 2'", "dates": "'March 5 , 2 0 2 1' or '5 . 3 . 2 0 2 1'"}
 
 
 def task_of(info: dict[str, Any]) -> str | None:
@@ -193,27 +221,16 @@ def task_of(info: dict[str, Any]) -> str | None:
     data = info.get("data")
     source = data.get("source") if isinstance(data, dict) else None
     name = source.partition(":")[2] if isinstance(source, str) and source.startswith("synthetic:") else None
-    return name if name in SOURCE_FORMS else None
+    return name if name in TASKS else None
 
 
 def form_notice(info: dict[str, Any], text: str) -> str | None:
     """A notice when text is not a source of the synthetic task the model learnt, else None."""
-    task = task_of(info)
-    if task is None or SOURCE_FORMS[task](" ".join(text.split())):
+    name = task_of(info)
+    if name is None or TASKS[name].is_source(" ".join(text.split())):
         return None
-    return (f"not in the form of the {task} task's sources, which this model learnt (e.g. {SOURCE_EXAMPLES[task]}): "
+    return (f"not in the form of the {name} task's sources, which this model learnt (e.g. {TASKS[name].example}): "
             f"its output means little")
-
-
-# name -> (sampler, languages, default (train, valid, test) sizes)
-_SPECS: dict[str, tuple[Callable[[random.Random], Sample], tuple[str, str], tuple[int, int, int]]] = {
-    "copy": (_copy, ("in", "out"), (8000, 200, 200)),
-    "reverse": (_reverse, ("in", "out"), (8000, 200, 200)),
-    "sort": (_sort, ("in", "out"), (8000, 200, 200)),
-    # 1000 numbers in two forms: 100 numbers each for valid and test leave 1600 sources.
-    "numbers": (_numbers, ("en", "de"), (1500, 100, 100)),
-    "dates": (_dates, ("en", "iso"), (8000, 200, 200)),
-}
 
 
 def _draw(sample: Callable[[random.Random], Sample], rng: random.Random, n: int, seen: set[str],
@@ -238,21 +255,21 @@ def make_task(name: str, seed: int = 0, n_train: int | None = None, n_valid: int
               n_test: int | None = None) -> ParallelCorpus:
     """Generate a task's train/valid/test splits; the same seed gives the same corpus.
     Sizes left as None take the task's defaults (numbers: 1500/100/100, others 8000/200/200)."""
-    if name not in _SPECS:
+    if name not in TASKS:
         raise ValueError(f"unknown synthetic task {name!r}; allowed: {', '.join(TASKS)}")
-    sample, (src_lang, tgt_lang), defaults = _SPECS[name]
-    sizes = [default if n is None else n for n, default in zip((n_train, n_valid, n_test), defaults)]
+    task = TASKS[name]
+    sizes = [default if n is None else n for n, default in zip((n_train, n_valid, n_test), task.sizes)]
     for field, n in zip(("n_train", "n_valid", "n_test"), sizes):
         if not isinstance(n, int) or isinstance(n, bool) or n < 0:
             raise ValueError(f"make_task {field} must be a non-negative integer, got {n!r}")
     rng = random.Random(f"{name}:{seed}")  # string seeds are stable across Python runs
     seen: set[str] = set()
     # Held-out splits first, so train is what is left and never repeats their keys.
-    test, test_keys = _draw(sample, rng, sizes[2], seen, set(), "test", name)
-    valid, valid_keys = _draw(sample, rng, sizes[1], seen, test_keys, "valid", name)
-    train, _ = _draw(sample, rng, sizes[0], seen, test_keys | valid_keys, "train", name)
-    description = {"source": f"synthetic:{name}", "task": TASKS[name], "seed": seed,
+    test, test_keys = _draw(task.sample, rng, sizes[2], seen, set(), "test", name)
+    valid, valid_keys = _draw(task.sample, rng, sizes[1], seen, test_keys, "valid", name)
+    train, _ = _draw(task.sample, rng, sizes[0], seen, test_keys | valid_keys, "train", name)
+    description = {"source": f"synthetic:{name}", "task": task.description, "seed": seed,
                    "tokenizer_kind": TOKENIZER_KIND,
                    "counts": {"train": len(train), "valid": len(valid), "test": len(test)},
                    "dropped_empty": 0}
-    return ParallelCorpus(train, valid, test, src_lang, tgt_lang, description)
+    return ParallelCorpus(train, valid, test, *task.languages, description)

@@ -686,7 +686,7 @@ def test_synthetic_tasks_have_labels_that_fit_their_box():
 
     assert set(tab.TASK_LABELS) == set(TASKS)  # "numbers: English number 0-999, as lower-case words (…" was cut
     assert all(len(f"{name}: {label}") <= 40 for name, label in tab.TASK_LABELS.items())
-    assert tab.task_described("dates").info == TASKS["dates"]  # the full description, under the box
+    assert tab.task_described("dates").info == TASKS["dates"].description  # the full description, under the box
 
 
 def test_defaults_and_lr_line():

@@ -205,7 +205,7 @@ def peak_lr(d_model, warmup, factor) -> str:
 
 def task_described(task: str) -> gr.Dropdown:
     """The task picker with the picked task's full description below it."""
-    return gr.Dropdown(info=TASKS.get(task, ""))
+    return gr.Dropdown(info=TASKS[task].description if task in TASKS else "")
 
 
 def default_name(kind: str, task: str, path: str | None, upload: str | None, hf_name: str | None) -> str:
@@ -606,8 +606,9 @@ def build(shell: Shell, job: TrainingJob, tab: gr.Tab, on_screen: gr.State) -> N
             with gr.Column(scale=3):
                 kind = gr.Radio(list(SOURCES), value=SOURCES[0], label="Data")
                 task_name = d.data.split(":")[1]
-                task = gr.Dropdown([(f"{n}: {TASK_LABELS.get(n, t)}", n) for n, t in TASKS.items()], value=task_name,
-                                   label="Synthetic task (generated here, no download)", info=TASKS[task_name])
+                task = gr.Dropdown([(f"{n}: {TASK_LABELS.get(n, t.description)}", n) for n, t in TASKS.items()],
+                                   value=task_name, label="Synthetic task (generated here, no download)",
+                                   info=TASKS[task_name].description)
                 path = gr.Textbox(label="Corpus folder or .tsv[.gz] file under data/ or ../shared/data "
                                         "(a TSV's column languages may follow, e.g. deu-eng.tsv.gz:en-de)",
                                   placeholder="e.g. ../shared/data/multi30k", visible=False)
