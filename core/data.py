@@ -44,7 +44,7 @@ import re
 import threading
 import urllib.error
 import urllib.request
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -190,28 +190,61 @@ def dropped_empty_note(description: dict) -> str:
 # ----- files: ----------------------------------------------------------------------------
 UNNAMED = ("src", "tgt")  # the languages of files that do not name theirs
 TSV_COLUMNS = re.compile(r"(.+):([A-Za-z_]+)-([A-Za-z_]+)")  # PATH.tsv[.gz]:LANG1-LANG2
+TSV_SUFFIXES = (".tsv", ".tsv.gz")
+SPLIT_FILE = re.compile(r"(?P<split>[^.]+)\.(?P<lang>[A-Za-z_-]+)(?P<gz>\.gz)?")
+PAIR_NOT_TSV = ("A,B names two aligned plain-text files (a sentence a line); a .tsv file holds both sides "
+                "and is read on its own: give one")
+
+
+@dataclass(frozen=True)
+class FilesSpec:
+    """A files: spec read by parse_files_spec: one path (a folder or a file, perhaps missing) with
+    the TSV columns' languages if named, or two aligned files A and B."""
+    paths: tuple[Path, ...]
+    columns: tuple[str, str] | None = None
+
+    @property
+    def folder(self) -> Path | None:
+        """The folder of split files the spec names, if it names one (not PATH:LANG1-LANG2)."""
+        one = len(self.paths) == 1 and self.columns is None
+        return self.paths[0] if one and self.paths[0].is_dir() else None
+
+    def __str__(self) -> str:
+        """The spec written back: PATH, PATH:LANG1-LANG2 or A,B."""
+        return ",".join(map(str, self.paths)) + (f":{self.columns[0]}-{self.columns[1]}" if self.columns else "")
+
+
+def parse_files_spec(path_spec: str) -> FilesSpec:
+    """The files: spec after "files:", ~ expanded, read as the first of these that applies:
+    a path that exists, taken whole (its name may hold ':' or ','); PATH:LANG1-LANG2; A,B
+    (spaces around the comma ignored); a path that does not exist."""
+    path = Path(path_spec).expanduser()
+    if path.exists():
+        return FilesSpec((path,))
+    if match := TSV_COLUMNS.fullmatch(path_spec):
+        return FilesSpec((Path(match[1]).expanduser(),), (match[2], match[3]))
+    if "," in path_spec:
+        return FilesSpec(tuple(Path(p.strip()).expanduser() for p in path_spec.split(",", 1)))
+    return FilesSpec((path,))
 
 
 def load_files(path_spec: str, src_lang: str | None = None, tgt_lang: str | None = None, *,
                seed: int = 0) -> ParallelCorpus:
     """``files:`` corpora: a folder of split files, a TSV file, or ``A,B`` aligned files."""
-    path = Path(path_spec).expanduser()
-    if path.is_dir():
-        return _load_folder(path, src_lang, tgt_lang)
-    columns = None
-    match = TSV_COLUMNS.fullmatch(path_spec)
-    if not path.exists() and match:
-        path, columns = Path(match[1]).expanduser(), (match[2], match[3])
-    if path.name.endswith((".tsv", ".tsv.gz")):
-        if not path.exists() and "," in path_spec:
-            raise ValueError(f"files:{path_spec}: A,B names two aligned plain-text files (a sentence a line); a "
-                             f".tsv file holds both sides and is read on its own: give one")
-        return _load_tsv(path, columns, src_lang, tgt_lang, seed)
-    if columns:
+    spec = parse_files_spec(path_spec)
+    if spec.folder:
+        return _load_folder(spec.folder, src_lang, tgt_lang)
+    if len(spec.paths) == 2:
+        if Path(path_spec).name.endswith(TSV_SUFFIXES):  # a.tsv,b.tsv (B as typed, unstripped)
+            raise ValueError(f"files:{path_spec}: {PAIR_NOT_TSV}")
+        return _load_pair(*spec.paths, src_lang, tgt_lang, seed)
+    path = spec.paths[0]
+    if path.name.endswith(TSV_SUFFIXES):
+        if "," in path_spec and not path.exists():  # A,B:LANG1-LANG2, e.g. a.txt,b.tsv:de-en
+            raise ValueError(f"files:{path_spec}: {PAIR_NOT_TSV}")
+        return _load_tsv(path, spec.columns, src_lang, tgt_lang, seed)
+    if spec.columns:
         raise ValueError(f"files:{path_spec}: column languages (:LANG1-LANG2) apply to .tsv[.gz] files only")
-    if not path.exists() and "," in path_spec:
-        a, b = (Path(p.strip()).expanduser() for p in path_spec.split(",", 1))
-        return _load_pair(a, b, src_lang, tgt_lang, seed)
     if not path.exists():
         raise FileNotFoundError(f"files:{path_spec}: no such file or folder")
     raise ValueError(f"files:{path_spec}: expected a folder of {{train,val,test}}.{{lang}}[.gz] files, "
@@ -220,13 +253,10 @@ def load_files(path_spec: str, src_lang: str | None = None, tgt_lang: str | None
 
 def local_files(path_spec: str) -> list[Path]:
     """The files load_files(path_spec) would read: a folder's split files, the TSV, or A and B."""
-    path = Path(path_spec).expanduser()
-    if path.is_dir():
-        return [p for p in sorted(path.iterdir()) if p.is_file() and SPLIT_FILE.fullmatch(p.name)]
-    if path.exists():
-        return [path]
-    match = TSV_COLUMNS.fullmatch(path_spec)
-    return [Path(p.strip()).expanduser() for p in ([match[1]] if match else path_spec.split(",", 1))]
+    spec = parse_files_spec(path_spec)
+    if spec.folder:
+        return [p for p in sorted(spec.folder.iterdir()) if p.is_file() and SPLIT_FILE.fullmatch(p.name)]
+    return list(spec.paths)
 
 
 def absolute_spec(spec: str) -> str:
@@ -235,18 +265,8 @@ def absolute_spec(spec: str) -> str:
     kind, _, rest = spec.partition(":")
     if kind != "files" or not rest:
         return spec
-    path = Path(rest).expanduser()
-    match = TSV_COLUMNS.fullmatch(rest)
-    if path.exists():
-        return f"files:{path.resolve()}"
-    if match:
-        return f"files:{Path(match[1]).expanduser().resolve()}:{match[2]}-{match[3]}"
-    if "," in rest:
-        return "files:" + ",".join(str(Path(p.strip()).expanduser().resolve()) for p in rest.split(",", 1))
-    return f"files:{path.resolve()}"
-
-
-SPLIT_FILE = re.compile(r"(?P<split>[^.]+)\.(?P<lang>[A-Za-z_-]+)(?P<gz>\.gz)?")
+    parsed = parse_files_spec(rest)
+    return f"files:{replace(parsed, paths=tuple(p.resolve() for p in parsed.paths))}"
 
 
 def _load_folder(folder: Path, src_lang: str | None, tgt_lang: str | None) -> ParallelCorpus:

@@ -191,6 +191,52 @@ def test_pair_of_files(tmp_path):
         load_corpus(f"files:{a},{tmp_path / 'missing.en'}")
 
 
+def test_files_spec_precedence(tmp_path, monkeypatch):
+    # An existing path is taken whole, then :LANG1-LANG2, then A,B, then one missing path.
+    from core.data import FilesSpec, parse_files_spec
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    (tmp_path / "corpus").mkdir()
+    (tmp_path / "home").mkdir()
+    for name in ("odd.tsv:de-en", "p,q.tsv", "home/h.tsv"):
+        write(tmp_path / name, ["x\ty"])
+    assert parse_files_spec("corpus") == FilesSpec((Path("corpus"),)) and parse_files_spec("corpus").folder
+    assert parse_files_spec("odd.tsv:de-en") == FilesSpec((Path("odd.tsv:de-en"),))
+    assert parse_files_spec("p,q.tsv") == FilesSpec((Path("p,q.tsv"),))
+    assert parse_files_spec("x.tsv:en-de") == FilesSpec((Path("x.tsv"),), ("en", "de"))  # x.tsv need not exist
+    assert parse_files_spec("~/h.tsv:en-de") == FilesSpec((tmp_path / "home/h.tsv",), ("en", "de"))
+    assert parse_files_spec("a.txt,b.tsv:de-en") == FilesSpec((Path("a.txt,b.tsv"),), ("de", "en"))
+    assert parse_files_spec(" a.txt , ~/b.txt ") == FilesSpec((Path("a.txt"), tmp_path / "home/b.txt"))
+    assert parse_files_spec(" missing.tsv") == FilesSpec((Path(" missing.tsv"),))  # what load_files reads
+    assert parse_files_spec("corpus:de-en").folder is None  # a folder has no columns to name
+    assert str(parse_files_spec("a.txt , b.txt")) == "a.txt,b.txt"
+    assert str(parse_files_spec("x.tsv.gz:en-de")) == "x.tsv.gz:en-de"
+
+
+def test_files_spec_precedence_when_loading(tmp_path, monkeypatch):
+    from core.data import local_files
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "corpus:de-en").mkdir()
+    make_folder(tmp_path / "corpus:de-en")  # taken whole, not as corpus with columns de-en
+    assert load_corpus("files:corpus:de-en").description["format"] == "folder"
+    assert local_files("corpus:de-en") == sorted(Path("corpus:de-en").iterdir())
+    write(tmp_path / "p,q.tsv", [f"a {i}\tb {i}" for i in range(5)])  # a comma in an existing name
+    assert load_corpus("files:p,q.tsv").description["format"] == "tsv"
+    write(tmp_path / "a.txt", ["eins", "zwei", "drei"])
+    write(tmp_path / "b.txt", ["one", "two", "three"])
+    assert load_corpus("files:a.txt , b.txt").description["files"] == ["a.txt", "b.txt"]
+    assert local_files("a.txt , b.txt") == [Path("a.txt"), Path("b.txt")]
+    assert local_files("p,q.tsv:de-en") == [Path("p,q.tsv")]
+    with pytest.raises(ValueError, match="A,B names two aligned plain-text files"):  # columns, then A,B
+        load_corpus("files:a.txt,b.tsv:de-en")
+    with pytest.raises(ValueError, match=r"\(:LANG1-LANG2\) apply to \.tsv\[\.gz\] files only"):
+        load_corpus("files:a.txt,b.txt:de-en")
+    with pytest.raises(ValueError, match=r"files:a\.txt: expected a folder"):
+        load_corpus("files:a.txt")
+
+
 def test_carve_keeps_repeated_sources_together():
     pairs = [(f"source {i // 3}", f"target {i}") for i in range(3000)]  # each source three times
     train, valid, test = carve_splits(pairs, seed=0)
