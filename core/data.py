@@ -235,7 +235,7 @@ def load_files(path_spec: str, src_lang: str | None = None, tgt_lang: str | None
     if spec.folder:
         return _load_folder(spec.folder, src_lang, tgt_lang)
     if len(spec.paths) == 2:
-        if Path(path_spec).name.endswith(TSV_SUFFIXES):  # a.tsv,b.tsv (B as typed, unstripped)
+        if any(p.name.endswith(TSV_SUFFIXES) for p in spec.paths):  # its lines would be read as one side's
             raise ValueError(f"files:{path_spec}: {PAIR_NOT_TSV}")
         return _load_pair(*spec.paths, src_lang, tgt_lang, seed)
     path = spec.paths[0]

@@ -231,6 +231,11 @@ def test_files_spec_precedence_when_loading(tmp_path, monkeypatch):
     assert local_files("p,q.tsv:de-en") == [Path("p,q.tsv")]
     with pytest.raises(ValueError, match="A,B names two aligned plain-text files"):  # columns, then A,B
         load_corpus("files:a.txt,b.tsv:de-en")
+    # A TSV on either side of a pair, or padded: its lines (source<TAB>target) were read as one side's text.
+    write(tmp_path / "t.tsv", [f"a {i}\tb {i}" for i in range(5)])
+    for pair in ("t.tsv,b.txt", "a.txt,t.tsv", "a.txt,t.tsv "):
+        with pytest.raises(ValueError, match="A,B names two aligned plain-text files"):
+            load_corpus(f"files:{pair}")
     with pytest.raises(ValueError, match=r"\(:LANG1-LANG2\) apply to \.tsv\[\.gz\] files only"):
         load_corpus("files:a.txt,b.txt:de-en")
     with pytest.raises(ValueError, match=r"files:a\.txt: expected a folder"):
