@@ -63,7 +63,7 @@ class JobBusy(RuntimeError):
 class Settings:
     """Everything the set-up panel chooses. The defaults are the lecture run: the `numbers`
     task (its cross-attention crosses: "4 2" -> "zwei und vierzig") on the tiny preset,
-    >= 95% exact match on the test split in about 250 steps, well under a minute on two
+    >= 95% exact match on the test split in 300-350 steps, well under a minute on two
     busy CPU cores (bench/live_training.py)."""
 
     data: str = "synthetic:numbers"
