@@ -11,7 +11,8 @@ from .config import PRESETS, SPECIAL_TOKENS, ModelConfig
 from .decoding import DecodeOptions
 from .translation import Translation, translate, translate_detailed
 from .evaluation import EvalResult, evaluate_bleu, evaluate_bundle
-from .model import DecoderCache, Transformer
+from .cache import DecoderCache
+from .model import Transformer
 from .positional import sinusoidal_encoding
 
 __version__ = "0.1.0"  # printed by `train_cli.py --version`, for bug reports

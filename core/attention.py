@@ -12,30 +12,14 @@ returns the probabilities so the studio can draw them. Tests prove them equal.
 from __future__ import annotations
 
 import math
-from typing import NamedTuple, Sequence
+from typing import Sequence
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .cache import Memory
 from .packing import Packing
-
-
-class Memory(NamedTuple):
-    """Encoded sources as cross-attention reads them: one group of B' sources padded to S tokens.
-    Decoding may hold several groups (sources of different lengths, each padded only to its own
-    longest) so that no query scores keys padded to another group's length."""
-
-    k: torch.Tensor        # (B', h, S, d_k)
-    v: torch.Tensor        # (B', h, S, d_k)
-    padding: torch.Tensor  # (B', S) bool, True at padding
-
-    @property
-    def sources(self) -> int:
-        return self.k.size(0)
-
-    def select(self, index: torch.Tensor) -> "Memory":
-        return Memory(*(t.index_select(0, index) for t in self))
 
 
 class MultiHeadAttention(nn.Module):

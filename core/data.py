@@ -37,39 +37,26 @@ misaligned files raise ValueError/FileNotFoundError naming the file and line.
 """
 from __future__ import annotations
 
-import gzip
-import os
 import random
 import re
-import threading
-import urllib.error
-import urllib.request
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
-Pair = tuple[str, str]
+from .corpus import (
+    MAX_LISTED,
+    ParallelCorpus,
+    carved_corpus,
+    pick_langs,
+    read_aligned,
+    read_lines,
+    report_empty,
+    stripped_pairs,
+)
+from .hf_data import HF_EXAMPLES, load_hf
+from .tasks import make_task
+
 SPEC_FORMS = "synthetic:NAME, files:PATH (folder, .tsv[.gz], or A,B), hf:NAME[:CONFIG]"
-HF_EXAMPLES = "bentrevett/multi30k, bbaaaa/iwslt14-de-en, opus_books:de-en, Helsinki-NLP/opus-100:en-es"
 VALID_NAMES = ("val", "valid", "dev")
-HF_VALID_NAMES = ("validation", "valid", "val", "dev")
-MAX_LISTED = 10  # line numbers quoted in an error or kept in the description
-HUB_PROBE_S = 3.0  # how long load_hf waits for huggingface.co before giving up
-
-
-@dataclass
-class ParallelCorpus:
-    train: list[Pair]
-    valid: list[Pair]
-    test: list[Pair]
-    src_lang: str
-    tgt_lang: str
-    description: dict  # JSON-serialisable: source, counts, dropped_empty, and how it was read
-
-    def examples(self, n: int = 8) -> list[str]:
-        """The first n distinct test sources: the example sentences a checkpoint trained on it offers
-        (Tatoeba's test split holds "Tom ate." more than once)."""
-        return list(dict.fromkeys(src for src, _ in self.test))[:n]
 
 
 def load_corpus(spec: str, src_lang: str | None = None, tgt_lang: str | None = None, *,
@@ -85,8 +72,6 @@ def load_corpus(spec: str, src_lang: str | None = None, tgt_lang: str | None = N
     if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 1):
         raise ValueError(f"limit must be a positive integer or None, got {limit!r}")
     if kind == "synthetic":
-        from .tasks import make_task  # tasks imports this module
-
         corpus = make_task(rest, seed=seed)
         _check_langs(corpus, src_lang, tgt_lang, spec)
     elif kind == "files":
@@ -113,80 +98,6 @@ def _check_langs(corpus: ParallelCorpus, src_lang: str | None, tgt_lang: str | N
 
 
 # ----- reading text files ---------------------------------------------------------------
-def read_lines(path: Path) -> list[str]:
-    """Lines of a UTF-8 text file (gzip if the name ends in .gz), as split_lines() gives them."""
-    if path.is_dir():
-        raise ValueError(f"{path}: a folder, not a file")
-    if not path.exists():  # a pipe or a device (<(...), /dev/stdin) is read as a file is
-        raise FileNotFoundError(f"{path}: no such file")
-    data = path.read_bytes()
-    if path.suffix == ".gz":
-        try:
-            data = gzip.decompress(data)
-        except (OSError, EOFError) as exc:
-            raise ValueError(f"{path}: not a valid gzip file ({exc})") from None
-    return decode_lines(data, str(path))
-
-
-def decode_lines(data: bytes, name: str, first_line: int = 1) -> list[str]:
-    """Lines of UTF-8 bytes read from `name` (a file, stdin; "" for lines typed at a terminal, named by
-    their number alone), as split_lines() gives them; data's first line is line `first_line` there."""
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = first_line + data.count(b"\n", 0, exc.start)
-        where = f"{name} line {line}" if name else f"line {line}"
-        raise ValueError(f"{where}: invalid UTF-8 (byte {data[exc.start]:#04x}); save the text as UTF-8") from None
-    return split_lines(text)
-
-
-def split_lines(text: str) -> list[str]:
-    """Lines of a text without their endings ("\\n" or "\\r\\n"), a leading BOM dropped. Splits on
-    "\\n" only: str.splitlines() would also split on U+2028 and break alignment."""
-    lines = text.removeprefix("\ufeff").split("\n")  # Windows editors start UTF-8 files with a BOM
-    if lines[-1] == "":
-        lines.pop()  # the final newline ends the last line, it does not start another
-    return [line.removesuffix("\r") for line in lines]
-
-
-def _pairs(src: list[str], tgt: list[str]) -> tuple[list[Pair], list[int]]:
-    """Stripped pairs and the 1-based line numbers of those dropped for an empty side."""
-    pairs, empty = [], []
-    for number, (s, t) in enumerate(zip(src, tgt), start=1):
-        s, t = s.strip(), t.strip()
-        if s and t:
-            pairs.append((s, t))
-        else:
-            empty.append(number)
-    return pairs, empty
-
-
-def _read_aligned(src_path: Path, tgt_path: Path) -> tuple[list[Pair], list[int]]:
-    src, tgt = read_lines(src_path), read_lines(tgt_path)
-    if len(src) != len(tgt):
-        raise ValueError(f"{src_path.name} has {len(src)} lines but {tgt_path.name} has {len(tgt)}; "
-                         f"line N of one must translate line N of the other")
-    return _pairs(src, tgt)
-
-
-def _empty_report(description: dict, empty: dict[str, list[int]]) -> None:
-    description["dropped_empty"] = sum(len(lines) for lines in empty.values())
-    description["dropped_empty_lines"] = {split: lines[:MAX_LISTED] for split, lines in empty.items() if lines}
-
-
-def dropped_empty_note(description: dict) -> str:
-    """The pairs a corpus left out for an empty side, in words ("" if none), for the trainer's user:
-    "3 pairs with an empty side were left out (lines 5, 7, 9)"."""
-    count = description.get("dropped_empty", 0)
-    if not count:
-        return ""
-    listed = description.get("dropped_empty_lines", {})
-    where = "; ".join(("" if split == "all" else f"{split} ") + "line" + "s" * (len(lines) > 1) + " "
-                      + ", ".join(map(str, lines)) for split, lines in listed.items())
-    more = ", …" if sum(map(len, listed.values())) < count else ""
-    return f"{count:,} pair{'s' * (count != 1)} with an empty side {'were' if count != 1 else 'was'} left out ({where}{more})"
-
-
 # ----- files: ----------------------------------------------------------------------------
 UNNAMED = ("src", "tgt")  # the languages of files that do not name theirs
 TSV_COLUMNS = re.compile(r"(.+):([A-Za-z_]+)-([A-Za-z_]+)")  # PATH.tsv[.gz]:LANG1-LANG2
@@ -282,7 +193,7 @@ def _load_folder(folder: Path, src_lang: str | None, tgt_lang: str | None) -> Pa
         raise FileNotFoundError(f"{folder}: no train.{{lang}}[.gz] files; expected "
                                 f"{{train,val,test}}.{{lang}}[.gz], e.g. train.de.gz and train.en.gz")
     langs = sorted(files["train"])
-    src_lang, tgt_lang = _pick_langs(langs, src_lang, tgt_lang, f"{folder} (train.*)")
+    src_lang, tgt_lang = pick_langs(langs, src_lang, tgt_lang, f"{folder} (train.*)")
     valid_split = next((name for name in VALID_NAMES if name in files), None)
     test_sets = sorted(name for name in files if name.startswith("test"))
     test_split = "test" if "test" in test_sets else (test_sets[0] if test_sets else None)
@@ -296,39 +207,20 @@ def _load_folder(folder: Path, src_lang: str | None, tgt_lang: str | None) -> Pa
         if None in pair:
             raise FileNotFoundError(f"{folder}: {name}.{src_lang if pair[0] is None else tgt_lang}[.gz] "
                                     f"is missing; {name} has languages {sorted(files[name])}")
-        splits[split], empty[split] = _read_aligned(*pair)
+        splits[split], empty[split] = read_aligned(*pair)
         names[split] = [p.name for p in pair]
     description = {"source": f"files:{folder.resolve()}", "format": "folder", "files": names,
                    "counts": {s: len(p) for s, p in splits.items()}, "test_set": test_split}
     if len(test_sets) > 1:
         description["other_test_sets"] = [t for t in test_sets if t != test_split]
-    _empty_report(description, empty)
+    report_empty(description, empty)
     return ParallelCorpus(splits["train"], splits["valid"], splits["test"], src_lang, tgt_lang, description)
-
-
-def _pick_langs(available: list[str], src_lang: str | None, tgt_lang: str | None,
-                where: str) -> tuple[str, str]:
-    """Fill in None languages: with exactly two available, the other one, or sorted order."""
-    if len(set(available)) < len(available):
-        raise ValueError(f"{where}: a language is named twice ({'-'.join(available)}); name two different ones")
-    for field, lang in (("src_lang", src_lang), ("tgt_lang", tgt_lang)):
-        if lang is not None and lang not in available:
-            raise ValueError(f"{where}: {field}={lang!r} is not available; languages: {available}")
-    if src_lang is None or tgt_lang is None:
-        if len(available) != 2:
-            raise ValueError(f"{where}: cannot infer the language pair from {available}; "
-                             f"pass src_lang and tgt_lang")
-        src_lang = src_lang or next(l for l in available if l != tgt_lang)
-        tgt_lang = tgt_lang or next(l for l in available if l != src_lang)
-    if src_lang == tgt_lang:
-        raise ValueError(f"{where}: src_lang and tgt_lang are both {src_lang!r}; languages: {available}")
-    return src_lang, tgt_lang
 
 
 def _load_tsv(path: Path, columns: tuple[str, str] | None, src_lang: str | None, tgt_lang: str | None,
               seed: int) -> ParallelCorpus:
     if columns:  # unsorted: with both None, _pick_langs keeps the column order
-        src_lang, tgt_lang = _pick_langs(list(columns), src_lang, tgt_lang,
+        src_lang, tgt_lang = pick_langs(list(columns), src_lang, tgt_lang,
                                          f"{path} (columns {columns[0]}-{columns[1]})")
     elif (src_lang or tgt_lang) and (src_lang, tgt_lang) != UNNAMED:
         # Without column names, languages would only relabel column 1 as the source: a
@@ -351,153 +243,18 @@ def _load_tsv(path: Path, columns: tuple[str, str] | None, src_lang: str | None,
         more = f" and {len(short) - MAX_LISTED} more" if len(short) > MAX_LISTED else ""
         raise ValueError(f"{path} line {', '.join(map(str, short[:MAX_LISTED]))}{more}: "
                          f"fewer than 2 tab-separated columns (expected source<TAB>target)")
-    pairs, empty = _pairs([r[0] for r in rows], [r[1] for r in rows])
+    pairs, empty = stripped_pairs([r[0] for r in rows], [r[1] for r in rows])
     description = {"source": f"files:{path.resolve()}", "format": "tsv",
                    "columns": list(columns) if columns else [src_lang, tgt_lang]}
-    return _carved(pairs, empty, src_lang, tgt_lang, description, seed)
+    return carved_corpus(pairs, empty, src_lang, tgt_lang, description, seed)
 
 
 def _load_pair(a: Path, b: Path, src_lang: str | None, tgt_lang: str | None, seed: int) -> ParallelCorpus:
     for path in (a, b):
         if not path.is_file():
             raise FileNotFoundError(f"{path}: no such file")
-    pairs, empty = _read_aligned(a, b)
+    pairs, empty = read_aligned(a, b)
     description = {"source": f"files:{a.resolve()},{b.resolve()}", "format": "pair", "files": [a.name, b.name]}
-    return _carved(pairs, empty, src_lang or UNNAMED[0], tgt_lang or UNNAMED[1], description, seed)
+    return carved_corpus(pairs, empty, src_lang or UNNAMED[0], tgt_lang or UNNAMED[1], description, seed)
 
 
-def carve_splits(pairs: list[Pair], seed: int, held_out: int = 2) -> tuple[list[Pair], ...]:
-    """Split one list into train and `held_out` more (valid and test, or the one a corpus lacks):
-    1% each (at least 1, at most 1000). Whole groups of pairs sharing a source sentence go to one split."""
-    if len(pairs) < held_out + 1:
-        what = "train/valid/test" if held_out == 2 else "a held-out split"
-        raise ValueError(f"a corpus without splits needs at least {held_out + 1} pairs to carve {what}, "
-                         f"got {len(pairs)}")
-    target = min(1000, max(1, round(0.01 * len(pairs))))
-    by_source: dict[str, list[int]] = {}
-    for i, (src, _) in enumerate(pairs):
-        by_source.setdefault(src, []).append(i)
-    sources = list(by_source)
-    random.Random(seed).shuffle(sources)
-    held: list[list[int]] = [[] for _ in range(held_out)]
-    for src in sources:
-        split = next((h for h in held if len(h) < target), None)
-        if split is None:
-            break
-        split.extend(by_source[src])
-    taken = set().union(*held)
-    train = [p for i, p in enumerate(pairs) if i not in taken]
-    if not train:
-        raise ValueError(f"carving held-out pairs left no training pairs ({len(pairs)} pairs, "
-                         f"{len(by_source)} distinct sources); add more data")
-    return train, *([pairs[i] for i in sorted(h)] for h in held)
-
-
-def _carved(pairs: list[Pair], empty: list[int], src_lang: str, tgt_lang: str, description: dict,
-            seed: int) -> ParallelCorpus:
-    try:
-        train, valid, test = carve_splits(pairs, seed)
-    except ValueError as exc:
-        dropped = f" ({len(empty)} line{'s' * (len(empty) != 1)} with an empty side dropped)" if empty else ""
-        raise ValueError(f"{description['source'].removeprefix('files:')}: {exc}{dropped}") from None
-    description["counts"] = {"train": len(train), "valid": len(valid), "test": len(test)}
-    description["carved"] = {"seed": seed, "valid": len(valid), "test": len(test)}
-    _empty_report(description, {"all": empty})
-    return ParallelCorpus(train, valid, test, src_lang, tgt_lang, description)
-
-
-# ----- hf: -------------------------------------------------------------------------------
-def hub_offline() -> bool:
-    """Whether HF_HUB_OFFLINE tells us not to ask the Hugging Face Hub (load_hf and the studio read it)."""
-    return os.environ.get("HF_HUB_OFFLINE", "").strip().upper() in ("1", "ON", "YES", "TRUE")
-
-
-def hub_reachable(timeout: float = 3.0) -> bool:
-    """Whether huggingface.co answers within timeout seconds. The request runs in a
-    thread because a stalled DNS lookup ignores urlopen's timeout."""
-    answered = threading.Event()
-
-    def probe() -> None:
-        try:
-            urllib.request.urlopen("https://huggingface.co/api/status", timeout=timeout).close()
-            answered.set()
-        except urllib.error.HTTPError:
-            answered.set()  # an HTTP error is still an answer
-        except OSError:
-            pass
-
-    threading.Thread(target=probe, daemon=True).start()
-    return answered.wait(timeout)
-
-
-def load_hf(name: str, config: str | None = None, src_lang: str | None = None, tgt_lang: str | None = None,
-            *, seed: int = 0) -> ParallelCorpus:
-    """A Hugging Face dataset via ``datasets.load_dataset(name, config)``. A config like
-    "de-en" names the direction when src_lang/tgt_lang are None. Without network this
-    fails within seconds (with HF_HUB_OFFLINE=1 a cached copy still loads)."""
-    spec = f"hf:{name}" + (f":{config}" if config else "")
-    hint = (f"download the data and read it as a local corpus (files:PATH: a folder of "
-            f"train/val/test.{{lang}}[.gz] files or a .tsv file); known datasets: {HF_EXAMPLES}")
-    if not name:
-        raise ValueError(f"{spec}: empty dataset name; e.g. {HF_EXAMPLES}")
-    if not hub_offline() and not hub_reachable(HUB_PROBE_S):
-        raise ValueError(f"{spec}: huggingface.co is unreachable; set HF_HUB_OFFLINE=1 to use a cached copy, "
-                         f"or {hint}")
-    import datasets  # slow to import; only this path needs it
-
-    try:
-        dd = datasets.load_dataset(name, config)
-    except Exception as exc:  # the Hub client raises many types (ConnectionError, FileNotFoundError, ...)
-        raise ValueError(f"{spec}: could not load dataset {name!r} ({type(exc).__name__}: {exc}); "
-                         f"{hint}") from None
-    if (src_lang is None and tgt_lang is None and config
-            and (m := re.fullmatch(r"([A-Za-z_]+)-([A-Za-z_]+)", config))):
-        src_lang, tgt_lang = m[1], m[2]
-    return corpus_from_dataset_dict(dd, src_lang, tgt_lang, spec, seed=seed)
-
-
-def corpus_from_dataset_dict(dd: Any, src_lang: str | None, tgt_lang: str | None, source: str, *,
-                             seed: int = 0) -> ParallelCorpus:
-    """A ``datasets.DatasetDict`` -> ParallelCorpus. Rows hold either a ``translation``
-    dict ({"de": ..., "en": ...}) or one column per language. Splits: train; validation,
-    valid, val or dev; test. A missing valid or test split is carved from train (1%), the other kept."""
-    if "train" not in dd:
-        raise ValueError(f"{source}: no train split; splits: {sorted(dd)}")
-    columns = dd["train"].column_names
-    if "translation" in columns:
-        first = dd["train"][0]["translation"] if len(dd["train"]) else {}
-        available = sorted(first)
-    else:
-        available = sorted(columns)
-    src_lang, tgt_lang = _pick_langs(available, src_lang, tgt_lang, source)
-
-    def pairs_of(split: str) -> tuple[list[Pair], list[int]]:
-        table = dd[split]
-        if "translation" in columns:
-            rows = table["translation"]
-            src = [(row or {}).get(src_lang) or "" for row in rows]
-            tgt = [(row or {}).get(tgt_lang) or "" for row in rows]
-        else:
-            src = [s or "" for s in table[src_lang]]
-            tgt = [t or "" for t in table[tgt_lang]]
-        return _pairs(src, tgt)
-
-    splits = {"valid": next((s for s in HF_VALID_NAMES if s in dd), None), "test": "test" if "test" in dd else None}
-    description: dict[str, Any] = {"source": source, "format": "hf", "splits": {"train": "train", **splits}}
-    train, empty_train = pairs_of("train")
-    if not any(splits.values()):
-        return _carved(train, empty_train, src_lang, tgt_lang, description, seed)
-    held, empties = {}, {"train": empty_train}
-    for name, split in splits.items():
-        if split:
-            held[name], empties[name] = pairs_of(split)
-    missing = next((name for name, split in splits.items() if split is None), None)
-    if missing:  # the official held-out split is kept; only the one the dataset lacks is carved from train
-        try:
-            train, held[missing] = carve_splits(train, seed, held_out=1)
-        except ValueError as exc:
-            raise ValueError(f"{source}: {exc}") from None
-        description["carved"] = {"seed": seed, missing: len(held[missing])}
-    description["counts"] = {"train": len(train), "valid": len(held["valid"]), "test": len(held["test"])}
-    _empty_report(description, empties)
-    return ParallelCorpus(train, held["valid"], held["test"], src_lang, tgt_lang, description)

@@ -36,7 +36,8 @@ import torch
 
 from . import ranking
 from .config import INT64_MAX
-from .model import DecoderCache, Transformer
+from .cache import DecoderCache
+from .model import Transformer
 
 METHODS = ("greedy", "beam", "sample")
 LENGTH_PENALTIES = ("gnmt", "plain")

@@ -12,21 +12,20 @@ from __future__ import annotations
 
 import contextlib
 import math
-from dataclasses import dataclass
 from typing import Callable, Iterator, Sequence
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .attention import Memory, MultiHeadAttention
+from .attention import MultiHeadAttention
+from .cache import DecoderCache, KeyValue, Memory
 from .config import ModelConfig
 from .dropout import Dropout
 from .packing import Packing
 from .positional import sinusoidal_encoding
 
 Attention = dict[str, list[torch.Tensor]]  # "encoder" / "decoder" / "cross" -> per layer (B, h, Tq, Tk)
-KeyValue = tuple[torch.Tensor, torch.Tensor]  # attention keys and values, (B, h, T, d_k) each
 
 
 class FeedForward(nn.Module):
@@ -96,63 +95,6 @@ class DecoderLayer(nn.Module):
             y, lambda h: self.cross_attn(h, memory=memory, need_weights=need_weights, packing=packing))
         y, _ = self.res_ffn(y, lambda h: (self.ffn(h),))
         return y, self_kv, self_probs, cross_probs
-
-
-@dataclass
-class DecoderCache:
-    """State for incremental decoding: the encoder's cross-attention keys/values
-    (computed once) and each decoder layer's self-attention keys/values so far.
-
-    The decoder has B rows, the encoder B' = B / G: G consecutive decoder rows (a sentence's
-    beam hypotheses) share one source, whose keys/values are stored once. The sources may lie
-    in several groups, each padded to its own length (Transformer.start_decoding)."""
-
-    memory: list[list[Memory]]  # per decoder layer, the groups of sources in row order
-    self_kv: list[KeyValue | None]
-    length: int = 0  # target tokens consumed so far
-    # Which rows of self_kv the decoder's rows are now (None: all, in order). Beam search
-    # reorders rows every step; the next step applies it while appending its keys/values,
-    # one copy of the cache instead of two.
-    self_rows: torch.Tensor | None = None
-
-    def select(self, rows: torch.Tensor, sources: torch.Tensor | None = None) -> "DecoderCache":
-        """Keep/reorder decoder rows; the sources they now belong to are `sources` (default:
-        `rows`, for one row per source), e.g. beam search dropping finished sentences. Sources are
-        numbered across the groups in order; with several groups they must stay in increasing order."""
-        sources = rows if sources is None else sources
-        plan = _plan_selection([group.sources for group in self.memory[0]], sources)
-        memory = [[group if index is None else group.select(index) for group, index in zip(layer, plan) if
-                   index is None or index.numel()] for layer in self.memory]
-        return DecoderCache(memory, list(self.self_kv), self.length, self._rows(rows))
-
-    def reorder_hypotheses(self, rows: torch.Tensor) -> None:
-        """In place: decoder rows become `rows`, each staying with its source (beam search
-        re-ranking a sentence's hypotheses, or widening 1 to K of them). Sources are untouched."""
-        self.self_rows = self._rows(rows)
-
-    def _rows(self, rows: torch.Tensor) -> torch.Tensor:
-        return rows if self.self_rows is None else self.self_rows.index_select(0, rows)
-
-
-def _plan_selection(sizes: list[int], sources: torch.Tensor) -> list[torch.Tensor | None]:
-    """Which sources each group keeps (indices within the group; None: all of them, untouched),
-    for `sources` indexing the groups' sources in order. Several groups keep their order, so
-    `sources` must then be increasing; one group may be reordered freely."""
-    total = sum(sizes)
-    if sources.numel() and not (0 <= int(sources.min()) and int(sources.max()) < total):
-        raise IndexError(f"DecoderCache.select: sources must lie in 0..{total - 1}; got {sources.tolist()}")
-    increasing = bool((sources[1:] > sources[:-1]).all())
-    if not increasing:
-        if len(sizes) > 1:
-            raise ValueError("DecoderCache.select: with several groups of sources, the kept sources "
-                             "must be in increasing order")
-        return [sources]
-    ends = torch.tensor(sizes, device=sources.device).cumsum(0)
-    cuts = [0] + torch.searchsorted(sources, ends).tolist()
-    plan: list[torch.Tensor | None] = []
-    for size, start, lo, hi in zip(sizes, [0] + ends.tolist(), cuts, cuts[1:]):
-        plan.append(None if hi - lo == size else sources[lo:hi] - start)
-    return plan
 
 
 class Transformer(nn.Module):

@@ -37,7 +37,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable, Hashable
 
-from .data import ParallelCorpus
+from .corpus import ParallelCorpus
 
 TOKENIZER_KIND = "word"  # every synthetic task is space-separated symbols
 

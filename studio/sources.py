@@ -13,7 +13,8 @@ import tempfile
 import zlib
 from pathlib import Path
 
-from core.data import TSV_COLUMNS, hub_offline
+from core.data import TSV_COLUMNS
+from core.hf_data import hub_offline
 
 from .limits import check_upload_size
 

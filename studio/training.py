@@ -20,36 +20,24 @@ import unicodedata
 import zipfile
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import torch
 
-from core.batching import TOO_MANY_UNKNOWN, encode_pairs, unknown_from_rare_words, unknown_share
-from core.bundle import ModelBundle, check_fits, new_bundle, parameter_count, resolve_device
+from core.bundle import ModelBundle
 from core.checkpoint import FILES as CHECKPOINT_FILES
 from core.checkpoint import save_checkpoint
-from core.config import ModelConfig
-from core.data import dropped_empty_note, load_corpus
-from core.model import Transformer
-from core.tasks import TOKENIZER_KIND
-from core.trainer import StepEvent, TrainConfig, Trainer, TrainingStopped
-from core.tokenizer import BOS_ID
+from core.trainer import StepEvent, Trainer, TrainingStopped
 
 from . import limits
 from .registry import CHECKPOINTS, ModelRegistry
-from .sources import check_hf_cached, in_users_words
+from .run_setup import Settings, check_size, cross_attention, prepare
 
-# The set-up panel's names for the model's fields, in messages from core's checks.
-FORM_NAMES = {"n_heads": "heads", "encoder_layers": "layers", "decoder_layers": "layers",
-              "src_vocab_size": "vocabulary", "tgt_vocab_size": "vocabulary"}
 TRAINING = ("running", "paused", "stopping")  # a run with a trainer (preparing: not yet)
 ACTIVE = ("preparing", *TRAINING)
 PAUSING = "The step under way ends first; press Resume to go on."  # until the trainer waits
 ETA_WINDOW_S = 120  # the training time whose pace estimates the time left
 TRAIN_NICE = 10  # the training thread's CPU priority (Linux nice): visitors' requests come first
-EVAL_SENTENCES = 100  # validation sentences decoded (greedy) at each evaluation
-SAMPLES_SHOWN = 5
 MAX_FRAMES = 200  # attention snapshots kept; beyond, every other one is dropped
 MAX_POINTS = 4000  # per-step records kept; beyond, every other one is dropped
 log = logging.getLogger("studio")
@@ -57,48 +45,6 @@ log = logging.getLogger("studio")
 
 class JobBusy(RuntimeError):
     """Start was pressed while a run is going."""
-
-
-@dataclass
-class Settings:
-    """Everything the set-up panel chooses. The defaults are the lecture run: the `numbers`
-    task (its cross-attention crosses: "4 2" -> "zwei und vierzig") on the tiny preset,
-    >= 95% exact match on the test split in 300-350 steps, well under a minute on two
-    busy CPU cores (bench/live_training.py)."""
-
-    data: str = "synthetic:numbers"
-    src_lang: str | None = None
-    tgt_lang: str | None = None
-    limit: int | None = None  # training pairs kept (None: all)
-    name: str = "live-numbers"
-    preset: str = "tiny"
-    layers: int | None = None  # encoder and decoder layers; None: the preset's
-    d_model: int | None = None
-    n_heads: int | None = None
-    d_ff: int | None = None
-    dropout: float | None = None
-    vocab_size: int = 8000  # subword vocabulary for real corpora (synthetic tasks use whole words)
-    max_steps: int = 600
-    max_tokens: int = 1024
-    warmup: int = 100
-    lr_factor: float = 0.5  # peak lr = 0.5 * 64^-0.5 * 100^-0.5 = 6.3e-3 with the tiny preset
-    label_smoothing: float = 0.1
-    clip_norm: float = 0.0
-    eval_every: int = 50
-    attention_every: int = 10
-    device: str = "auto"
-    seed: int = 0
-
-    def model_overrides(self) -> dict[str, Any]:
-        chosen = {"encoder_layers": self.layers, "decoder_layers": self.layers, "d_model": self.d_model,
-                  "n_heads": self.n_heads, "d_ff": self.d_ff, "dropout": self.dropout}
-        return {k: v for k, v in chosen.items() if v is not None}
-
-    def train_config(self) -> TrainConfig:
-        return TrainConfig(max_steps=self.max_steps, max_tokens=self.max_tokens, warmup=self.warmup,
-                           lr_factor=self.lr_factor, label_smoothing=self.label_smoothing, clip_norm=self.clip_norm,
-                           device=self.device, seed=self.seed, eval_every=self.eval_every,
-                           bleu_sentences=EVAL_SENTENCES, sample_translations=SAMPLES_SHOWN)
 
 
 @dataclass
@@ -153,29 +99,8 @@ def safe_name(text: str, fallback: str = "live-model") -> str:
     return name or fallback
 
 
-def device_line(name: str = "auto") -> str:
-    """Where training runs, in words."""
-    device = resolve_device(name)
-    if device.type == "cuda":
-        return f"GPU: {torch.cuda.get_device_name(device)} (CUDA)"
-    cores = os.cpu_count() or 1
-    gpu = "no CUDA GPU found" if name == "auto" else "chosen"
-    return f"CPU ({gpu}): {cores} cores, torch uses {torch.get_num_threads()} thread(s)"
-
-
-def warm_up() -> None:
-    """Import what the first Start would otherwise wait ~3 s for (every torch optimizer pulls
-    in torch._dynamo on first use); the Train tab calls it when a page loads."""
-    torch.optim.Adam([torch.nn.Parameter(torch.zeros(1))])
-
-
 def weights_finite(bundle: ModelBundle) -> bool:
     return all(bool(torch.isfinite(p).all()) for p in bundle.model.parameters())
-
-
-def cross_attention(model: Transformer, src: list[int], tgt_in: list[int]) -> np.ndarray:
-    """(layers, heads, target, source) cross-attention of one teacher-forced pair."""
-    return model.attention_maps(src, tgt_in)["cross"].numpy()
 
 
 def _lower_priority() -> None:
@@ -242,7 +167,7 @@ class TrainingJob:
         """Prepare the run (corpus, model, trainer) here, train in a thread; returns the model's
         name in the picker. JobBusy while a run is going; ValueError for bad settings. session:
         the browser session starting it (the only one that controls it on a public studio)."""
-        _check_size(settings, self.public)
+        check_size(settings, self.public)
         with self._lock:
             if self._state in ACTIVE:
                 ending = f" {_ends_by_itself(self._run)}" if self.public and self._run else ""
@@ -254,7 +179,9 @@ class TrainingJob:
             before = (self._state, self._message)
             self._set("preparing", f"Reading the data and building {settings.name}…")
         try:
-            run = prepare(settings)
+            prepared = prepare(settings)
+            run = _Run(settings, prepared.trainer, prepared.example, prepared.facts,
+                       frame_every=max(1, settings.attention_every))
             run.frames.append(Frame(0, cross_attention(run.trainer.model, *run.example)))
             first = run.trainer.snapshot()
         except Exception as exc:
@@ -515,112 +442,6 @@ class TrainingJob:
             self._set("failed", f"{reason} {kept}")
 
 
-def planned_config(settings: Settings) -> ModelConfig:
-    """The model settings ask for, at its largest: the vocabulary is at most vocab_size, so
-    limits are checked before the corpus is read and the vocabulary learnt."""
-    return ModelConfig.from_preset(settings.preset, src_vocab_size=settings.vocab_size,
-                                   tgt_vocab_size=settings.vocab_size, **settings.model_overrides())
-
-
 def _ends_by_itself(run: _Run) -> str:
     return (f"It ends by itself at step {run.settings.max_steps:,} or {limits.PUBLIC_MAX_MINUTES:.0f} minutes "
             f"after it started.")
-
-
-def _check_size(settings: Settings, public: bool) -> None:
-    """Refuse, before anything is read or built, a model above this studio's parameter limit (or not valid)."""
-    try:
-        params = parameter_count(planned_config(settings))
-    except ValueError as exc:  # ModelConfig's own check, e.g. d_model not divisible by the heads
-        message = re.sub(r"\bModelConfig\.", "", str(exc))
-        message = re.sub(r"\b(" + "|".join(FORM_NAMES) + r")\b", lambda m: FORM_NAMES[m[1]], message)
-        raise ValueError(f"Cannot start: {message}") from None
-    if public and params > limits.PUBLIC_MAX_PARAMETERS:
-        raise ValueError(f"Cannot start: this public studio trains models of at most "
-                         f"{limits.PUBLIC_MAX_PARAMETERS / 1e6:.0f}M parameters, and this one has "
-                         f"{params / 1e6:,.1f}M. "
-                         f"Choose the tiny or small preset (or smaller sizes), or run the studio on your own "
-                         f"machine (README: Set up).")
-    if params > limits.MAX_PARAMETERS:
-        raise ValueError(f"Cannot start: this model has {params / 1e9:,.1f}B parameters; the studio trains at most "
-                         f"{limits.MAX_PARAMETERS / 1e9:.0f}B (paper-big has 0.18B). Choose fewer layers or a "
-                         f"smaller d_model or d_ff.")
-
-
-def vocabulary_notice(train: list, vocab_size: int, rare_words: bool) -> str:
-    """A notice that the vocabulary (vocab_size entries) leaves much of the training data <unk>; '' when
-    it does not. rare_words: its <unk> are words seen once (core.batching.unknown_from_rare_words), which a
-    larger vocabulary would not take in."""
-    share = unknown_share(train)
-    if share <= TOO_MANY_UNKNOWN:
-        return ""
-    why = ("They are words seen only once in the training data." if rare_words else
-           "Stop it and give a larger vocabulary.")
-    return (f"{share:.0%} of the training tokens are <unk>: a vocabulary of {vocab_size:,} does not cover this "
-            f"data, and the model would learn to write <unk>. {why}")
-
-
-FEW_PAIRS = 100  # fewer training pairs than this: a notice that the model can only learn them by heart
-
-
-def data_notice(corpus, train: list) -> str:
-    """A notice of pairs left out for an empty side, and of too few training pairs to learn from; '' when
-    neither."""
-    empty = dropped_empty_note(corpus.description)
-    notes = [f"{empty[0].upper()}{empty[1:]}." if empty else ""]
-    if len(train) < FEW_PAIRS:
-        notes.append(f"Only {len(train):,} training pair{'s' * (len(train) != 1)}: enough to learn them by heart, "
-                     f"not to translate new sentences (the validation figures will stay low).")
-    return in_users_words(" ".join(filter(None, notes)))
-
-
-def cpu_notice(params: int, device: torch.device) -> str:
-    """A notice that a model is large for live training on a CPU; '' when it is not."""
-    if device.type != "cpu" or params <= limits.CPU_NOTICE_PARAMETERS:
-        return ""
-    small = parameter_count(ModelConfig.from_preset("small"))
-    return (f"Large for a CPU: {params / 1e6:,.1f}M parameters, {params / small:,.0f}× the small preset "
-            f"({small / 1e6:.1f}M). Every training step will take seconds, so the curves will move slowly; for a "
-            f"live demonstration, stop it and choose fewer layers or a smaller d_model or d_ff.")
-
-
-def prepare(settings: Settings) -> _Run:
-    """Corpus, tokenizer, model (checked to fit in memory first) and trainer for settings."""
-    check_hf_cached(settings.data)
-    try:
-        corpus = load_corpus(settings.data, settings.src_lang, settings.tgt_lang, seed=settings.seed,
-                             limit=settings.limit)
-    except ValueError as exc:
-        raise ValueError(in_users_words(str(exc))) from None
-    if not corpus.train or not (corpus.valid or corpus.test):
-        raise ValueError(in_users_words(f"{settings.data} has no training or no validation pairs"))
-    synthetic = settings.data.startswith("synthetic:")
-    device = resolve_device(settings.device)
-    check_fits(planned_config(settings), device)
-    torch.manual_seed(settings.seed)
-    # "train" as a saved checkpoint has it: the Model tab draws the live model's own lr schedule.
-    info = {"name": settings.name, "src_lang": corpus.src_lang, "tgt_lang": corpus.tgt_lang,
-            "data": corpus.description, "examples": corpus.examples(),
-            "train": asdict(settings.train_config())}
-    bundle = new_bundle(corpus.train, settings.preset, vocab_size=settings.vocab_size,
-                        tokenizer_kind=TOKENIZER_KIND if synthetic else "bpe", info=info,
-                        **settings.model_overrides())
-    config = bundle.model.config
-    train, dropped = encode_pairs(corpus.train, bundle.tokenizer, config.max_len)
-    valid, _ = encode_pairs(corpus.valid, bundle.tokenizer, config.max_len)
-    if not train:
-        raise ValueError(in_users_words(f"every training pair of {settings.data} is longer than {config.max_len} "
-                                        "tokens"))
-    trainer = Trainer(bundle, train, settings.train_config(), valid_pairs=corpus.valid, valid=valid)
-    src, tgt = (bundle.tokenizer.encode(text)[: config.max_len - 1] for text in (corpus.test or corpus.valid)[0])
-    example = (src + [config.eos_id], [BOS_ID] + tgt)  # the attention timeline's sentence, teacher-forced
-    params = bundle.model.num_parameters()
-    rare_words = unknown_from_rare_words(bundle.tokenizer, settings.vocab_size)
-    notices = (cpu_notice(params, trainer.device), vocabulary_notice(train, bundle.tokenizer.vocab_size, rare_words),
-               data_notice(corpus, train))
-    facts = {"parameters": f"{params:,}", "device": str(trainer.device),
-             "notice": " ".join(filter(None, notices)),  # "" for most models
-             "vocabulary": f"{bundle.tokenizer.vocab_size:,} ({bundle.tokenizer.kind})",
-             "pairs": f"{len(train):,} training, {len(corpus.valid):,} validation"
-                      + (f" ({dropped:,} too long, left out)" if dropped else "")}
-    return _Run(settings, trainer, example, facts, frame_every=max(1, settings.attention_every))

@@ -14,7 +14,15 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 import core  # noqa: E402
+import cli.args  # noqa: E402
+import cli.common  # noqa: E402
+import cli.decode  # noqa: E402
+import cli.files  # noqa: E402
+import cli.loop  # noqa: E402
+import cli.resume  # noqa: E402
+import cli.train  # noqa: E402
 import train_cli  # noqa: E402
+from core.run import RunPlan  # noqa: E402
 
 TRAIN = ["train", "--data", "synthetic:copy", "--preset", "tiny", "--max-steps", "30", "--max-tokens", "512",
          "--warmup", "10", "--lr-factor", "0.5", "--eval-every", "15", "--save-every", "10", "--keep-last", "3",
@@ -197,12 +205,12 @@ def test_ctrl_c_saves_once_and_more_presses_while_it_saves_change_nothing(tmp_pa
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, err
     assert "saved" in err and "Traceback" not in err and "Exception ignored" not in err
-    latest = train_cli.run_checkpoints(out)[-1]  # final/ is the interrupted run's latest, not missing or older
+    latest = cli.common.run_checkpoints(out)[-1]  # final/ is the interrupted run's latest, not missing or older
     assert (out / "final" / "model.safetensors").read_bytes() == (latest / "model.safetensors").read_bytes()
 
 
 class CheckpointWriter:
-    """Stands in for a Trainer in train_cli.save: writes a step folder with its config.json."""
+    """Stands in for a Trainer in cli.loop.save: writes a step folder with its config.json."""
     step_count = 0
 
     def save(self, path: Path) -> Path:
@@ -217,7 +225,7 @@ def test_a_ctrl_c_while_pruning_leaves_no_half_deleted_step_folder(tmp_path, mon
 
     args, trainer, rmtree = argparse.Namespace(out=tmp_path, keep_last=1), CheckpointWriter(), shutil.rmtree
     for trainer.step_count in (1, 2):
-        train_cli.save(trainer, args)
+        cli.loop.save(trainer, args)
 
     def interrupted(path, *args, **kwargs):  # Ctrl-C after the deletion took config.json
         (Path(path) / "config.json").unlink()
@@ -226,11 +234,11 @@ def test_a_ctrl_c_while_pruning_leaves_no_half_deleted_step_folder(tmp_path, mon
     monkeypatch.setattr(shutil, "rmtree", interrupted)
     trainer.step_count = 3
     with pytest.raises(KeyboardInterrupt):
-        train_cli.save(trainer, args)
+        cli.loop.save(trainer, args)
     assert [p.name for p in tmp_path.glob("step-*")] == ["step-0000003"]
     monkeypatch.setattr(shutil, "rmtree", rmtree)
     trainer.step_count = 4
-    train_cli.save(trainer, args)  # sweeps what the interrupted deletion left
+    cli.loop.save(trainer, args)  # sweeps what the interrupted deletion left
     assert [p.name for p in tmp_path.iterdir()] == ["step-0000004"]
 
 
@@ -495,7 +503,7 @@ def test_sampling_starts_where_the_studio_does():
     """The plain distribution (T 1, top-p 1) reads as nonsense: the CLI's defaults are core's readable ones."""
     from core.decoding import SAMPLE_TEMPERATURE, SAMPLE_TOP_P
 
-    args = train_cli.build_parser().parse_args(["translate", "--method", "sample", "x"])
+    args = cli.args.build_parser().parse_args(["translate", "--method", "sample", "x"])
     assert (args.temperature, args.top_p) == (SAMPLE_TEMPERATURE, SAMPLE_TOP_P) != (1.0, 1.0)
 
 
@@ -517,7 +525,7 @@ def test_a_sentence_argument_that_is_not_text_is_named_by_its_number(run, capsys
 def test_a_failed_write_names_the_file_without_pythons_errno(run, capsys):
     one_line_error(capsys, ["translate", "--checkpoint", str(run / "final"), "--output", "/dev/full", "a b c"],
                    "error: cannot write /dev/full (--output): No space left on device")
-    assert "[Errno" not in train_cli.in_words(OSError(2, "No such file or directory", "/proc/x"))
+    assert "[Errno" not in cli.common.in_words(OSError(2, "No such file or directory", "/proc/x"))
 
 
 def test_input_from_a_fifo_is_read_as_a_file(run, tmp_path, capsys):
@@ -590,7 +598,7 @@ def test_stdin_that_is_not_utf8_is_one_line_naming_the_line(run, capsys, monkeyp
 
 def test_typed_lines_name_a_bad_line_once_and_go_on(monkeypatch, capsys):
     monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"a b\nHund \xe4\nq\n")))
-    assert list(train_cli.typed_lines()) == [(1, "a b"), (3, "q")]
+    assert list(cli.files.typed_lines()) == [(1, "a b"), (3, "q")]
     assert capsys.readouterr().err == "error: line 2: invalid UTF-8 (byte 0xe4); save the text as UTF-8\n"
 
 
@@ -653,9 +661,9 @@ def test_resume_takes_the_runs_options_unless_given_again(tmp_path, capsys):
     (tmp_path / "run.json").write_text(json.dumps({"options": ["--data", "synthetic:copy", "--epochs", "2.0",
                                                                "--warmup", "7", "--norm-first"]}))
     resume = ["train", "--out", str(tmp_path), "--resume"]
-    args = train_cli.parse_arguments(resume + ["--warmup", "9"])
+    args = cli.args.parse_arguments(resume + ["--warmup", "9"])
     assert (args.data, args.epochs, args.max_steps, args.warmup, args.norm_first) == ("synthetic:copy", 2.0, None, 9, True)
-    args = train_cli.parse_arguments(resume + ["--max-steps", "50"])  # a new length of the other kind
+    args = cli.args.parse_arguments(resume + ["--max-steps", "50"])  # a new length of the other kind
     assert (args.epochs, args.max_steps) == (None, 50)
     one_line_error(capsys, ["train", "--out", str(tmp_path / "new")], "train needs --data")
     one_line_error(capsys, ["train", "--out", str(tmp_path / "typo"), "--resume"], "typo does not exist")
@@ -665,23 +673,23 @@ def test_resume_can_switch_compile_and_tensorboard_off(tmp_path):
     (tmp_path / "run.json").write_text(json.dumps({"options": ["--data", "synthetic:copy", "--compile",
                                                                "--tensorboard"]}))
     resume = ["train", "--out", str(tmp_path), "--resume"]
-    assert (lambda a: (a.compile, a.tensorboard))(train_cli.parse_arguments(resume)) == (True, True)
-    args = train_cli.parse_arguments(resume + ["--no-compile", "--no-tensorboard"])
+    assert (lambda a: (a.compile, a.tensorboard))(cli.args.parse_arguments(resume)) == (True, True)
+    args = cli.args.parse_arguments(resume + ["--no-compile", "--no-tensorboard"])
     assert (args.compile, args.tensorboard) == (False, False)
 
 
 def test_core_field_names_become_the_commands_options_and_nothing_else():
-    assert (train_cli.option_names("ModelConfig.d_model (64) must be divisible by n_heads (3)", "train")
+    assert (cli.args.option_names("ModelConfig.d_model (64) must be divisible by n_heads (3)", "train")
             == "--d-model (64) must be divisible by --heads (3)")
-    assert train_cli.option_names("DecodeOptions.beam_size must be >= 1", "translate") == "--beam must be >= 1"
-    assert train_cli.option_names("DecodeOptions.top_p must be", "evaluate") == "--top-p must be"
+    assert cli.args.option_names("DecodeOptions.beam_size must be >= 1", "translate") == "--beam must be >= 1"
+    assert cli.args.option_names("DecodeOptions.top_p must be", "evaluate") == "--top-p must be"
     for message, command in [("--out runs/dropout is a file", "train"),
                              ("No such file: 'data/max_len/x.txt'", "train"),
                              ("run/config.json: ModelConfig.attention_dropout must be a number", "translate"),
                              ("run/config.json: ModelConfig.d_model must be even", "translate"),
                              ("run/config.json: ModelConfig.d_model must be even", "train"),  # --resume
                              ("TrainConfig.peak_lr must be", "translate")]:  # no --lr there
-        assert train_cli.option_names(message, command) == message
+        assert cli.args.option_names(message, command) == message
 
 
 # ----- review fixes: evaluation split, final/, averaging, notes, resume records ----------------------
@@ -695,15 +703,15 @@ def test_evaluate_scores_the_split_carved_with_the_checkpoints_seed(tmp_path, ca
     b.write_text("".join(f"source {i}\n" for i in range(300)))
     spec = f"files:{a},{b}"
     bundle = SimpleNamespace(info={"train": {"seed": 3}, "src_lang": "src", "tgt_lang": "tgt"}, name="m")
-    args = train_cli.parse_arguments(["evaluate", "--data", spec, "--split", "test"])
-    sources, _ = train_cli.data_pairs(args, bundle)
+    args = cli.args.parse_arguments(["evaluate", "--data", spec, "--split", "test"])
+    sources, _ = cli.decode.data_pairs(args, bundle)
     held_out = load_corpus(spec, seed=3)
     assert sources == [s for s, _ in held_out.test] != [s for s, _ in load_corpus(spec, seed=0).test]
     assert not set(sources) & {s for s, _ in held_out.train}  # never a pair the model trained on
     note = capsys.readouterr().err
     assert "carved out with seed 3" in note and "trained on other data" in note
     bundle.info["data"] = held_out.description  # the checkpoint trained on these very files
-    train_cli.data_pairs(args, bundle)
+    cli.decode.data_pairs(args, bundle)
     assert "so none of them was trained on" in capsys.readouterr().err
 
 
@@ -825,10 +833,10 @@ def test_resume_compares_the_tokenizer_and_languages_the_run_used():
     bundle = SimpleNamespace(tokenizer=SimpleNamespace(kind="word"), info={"src_lang": "de", "tgt_lang": "en"})
     corpus = SimpleNamespace(src_lang="de", tgt_lang="en")
     for tokenizer in (None, "word"):  # inferred, or given again: the same
-        train_cli.check_same_vocabulary_and_direction(SimpleNamespace(tokenizer=tokenizer, data="synthetic:copy"),
+        cli.resume.check_same_vocabulary_and_direction(RunPlan("synthetic:copy", tokenizer_kind=tokenizer),
                                                       corpus, bundle)
-    with pytest.raises(train_cli.CLIError, match=r"--tokenizer bpe \(the run's: word\), --tgt fr \(the run's: en\)"):
-        train_cli.check_same_vocabulary_and_direction(SimpleNamespace(tokenizer=None, data="files:x"),
+    with pytest.raises(cli.common.CLIError, match=r"--tokenizer bpe \(the run's: word\), --tgt fr \(the run's: en\)"):
+        cli.resume.check_same_vocabulary_and_direction(RunPlan("files:x"),
                                                       SimpleNamespace(src_lang="de", tgt_lang="fr"), bundle)
 
 
@@ -867,6 +875,6 @@ def test_more_torchrun_processes_than_gpus_are_refused_before_any_group_starts(m
     monkeypatch.setattr("torch.cuda.is_available", lambda: True)
     monkeypatch.setattr("torch.cuda.device_count", lambda: 2)
     monkeypatch.setattr(dist, "init_process_group", lambda *a, **k: pytest.fail("a process group was started"))
-    with pytest.raises(train_cli.CLIError, match=r"started 4 processes on a machine with 2 GPU\(s\).*"
+    with pytest.raises(cli.common.CLIError, match=r"started 4 processes on a machine with 2 GPU\(s\).*"
                                                  r"--nproc_per_node=2 or fewer"):
-        train_cli.setup_distributed()
+        cli.train.setup_distributed()

@@ -9,8 +9,10 @@ from pathlib import Path
 
 import pytest
 
-import core.data
-from core.data import ParallelCorpus, carve_splits, corpus_from_dataset_dict, dropped_empty_note, hub_reachable, load_corpus, load_hf
+import core.hf_data
+from core.corpus import ParallelCorpus, carve_splits, dropped_empty_note
+from core.data import load_corpus
+from core.hf_data import corpus_from_dataset_dict, hub_reachable, load_hf
 
 TATOEBA = Path(__file__).resolve().parents[2] / "shared" / "data" / "tatoeba-deu-eng" / "deu-eng.tsv.gz"
 
@@ -334,8 +336,8 @@ def test_hf_unreachable_fails_fast(monkeypatch):
         time.sleep(30)
         raise OSError("timed out")
 
-    monkeypatch.setattr(core.data.urllib.request, "urlopen", stalled)
-    monkeypatch.setattr(core.data, "HUB_PROBE_S", 0.5)
+    monkeypatch.setattr(core.hf_data.urllib.request, "urlopen", stalled)
+    monkeypatch.setattr(core.hf_data, "HUB_PROBE_S", 0.5)
     start = time.monotonic()
     assert not hub_reachable(timeout=0.5)
     with pytest.raises(ValueError, match=r"hf:opus_books:de-en: huggingface.co is unreachable.*files:PATH"):

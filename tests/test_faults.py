@@ -265,12 +265,13 @@ def interrupted_train_loop(trainer: Trainer, out: Path) -> None:
     """train_cli's loop over trainer, into out, ended by a SIGINT the trainer sends itself: it exits 130."""
     import argparse
 
-    import train_cli
+    import cli.common
+    import cli.loop
 
     args = argparse.Namespace(out=out, tensorboard=False, save_every=1000, keep_last=3)
     try:
         with pytest.raises(SystemExit) as exited:
-            train_cli.train_loop(trainer, args, rank=0)
+            cli.loop.train_loop(trainer, args, rank=0)
     finally:
         signal.signal(signal.SIGINT, signal.default_int_handler)
     assert exited.value.code == 130
@@ -280,7 +281,8 @@ def test_ctrl_c_inside_a_step_saves_the_run_after_that_step_and_resumes_it_exact
     """A Ctrl-C that lands in a step's forward pass (its batches taken, the weights not yet updated):
     the step ends, then train_cli saves, and a resume retraces the uninterrupted run. (It used to save
     at once: "step 2" with step 3's batches and dropout draws used up, which a resume then skipped.)"""
-    import train_cli
+    import cli.common
+    import cli.loop
 
     trainer = make_trainer()
     forward = trainer.objective.forward
@@ -292,7 +294,7 @@ def test_ctrl_c_inside_a_step_saves_the_run_after_that_step_and_resumes_it_exact
 
     trainer.objective.forward = pressed_in_step_3
     interrupted_train_loop(trainer, tmp_path)
-    saved = train_cli.run_checkpoints(tmp_path)
+    saved = cli.common.run_checkpoints(tmp_path)
     assert [p.name for p in saved] == ["step-0000003"]
     resumed = resume_or_start(saved[-1])
     assert resumed.step_count == 3 and digest(resumed.model) == straight[2][0]
@@ -304,7 +306,8 @@ def test_ctrl_c_during_an_evaluation_keeps_that_steps_line_in_the_log(tmp_path):
     metrics.jsonl must be there too (a resume starts at step 3 and would never log step 2)."""
     import dataclasses
 
-    import train_cli
+    import cli.common
+    import cli.loop
 
     trainer = make_trainer()
     trainer.config = dataclasses.replace(trainer.config, eval_every=2)
@@ -316,7 +319,7 @@ def test_ctrl_c_during_an_evaluation_keeps_that_steps_line_in_the_log(tmp_path):
 
     trainer.evaluate = pressed_in_the_evaluation
     interrupted_train_loop(trainer, tmp_path)
-    assert [p.name for p in train_cli.run_checkpoints(tmp_path)] == ["step-0000002"]
+    assert [p.name for p in cli.common.run_checkpoints(tmp_path)] == ["step-0000002"]
     logged = [json.loads(line) for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     assert [r["step"] for r in logged] == [1, 2] and "validation" not in logged[1]
 
@@ -373,11 +376,11 @@ def test_disk_full_while_saving_keeps_the_previous_checkpoint(tmp_path, monkeypa
 
 
 def test_disk_full_reaches_the_train_tab_as_a_message(tmp_path, monkeypatch):
-    from studio import training
+    from studio import run_setup, training
     from studio.registry import ModelRegistry
     from studio.tabs import train as tab
 
-    monkeypatch.setattr(training, "EVAL_SENTENCES", 5)
+    monkeypatch.setattr(run_setup, "EVAL_SENTENCES", 5)
     job = training.TrainingJob(ModelRegistry(None), tmp_path / "checkpoints")
     job.start(training.Settings(max_steps=2, max_tokens=256, warmup=10, eval_every=100, attention_every=5))
     assert job.wait(120)

@@ -37,7 +37,7 @@ from core.checkpoint import load_checkpoint, load_trainer_state, save_checkpoint
 from core.config import ModelConfig
 from core.model import Transformer
 from core.tokenizer import Tokenizer
-from studio import app, limits, sources, training
+from studio import app, limits, run_setup, sources, training
 from studio.registry import ModelRegistry
 from studio.tabs import attention, beam
 from studio.tabs import train as train_tab
@@ -344,7 +344,7 @@ def test_control_characters_and_lone_surrogates_are_cleaned(registry, toasts):
 
 @pytest.fixture
 def job(tmp_path, monkeypatch):
-    monkeypatch.setattr(training, "EVAL_SENTENCES", 5)
+    monkeypatch.setattr(run_setup, "EVAL_SENTENCES", 5)
     job = training.TrainingJob(ModelRegistry(None), tmp_path / "checkpoints")
     yield job
     if job.view().state in ("running", "paused"):

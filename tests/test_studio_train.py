@@ -18,13 +18,14 @@ import torch
 
 from _studio import studio_bundle, toasts  # noqa: F401 (a fixture)
 import core.bundle as bundle_module
+import core.run
 from core.bundle import check_fits, parameter_count
 from core.checkpoint import FILES as CHECKPOINT_FILES
 from core.checkpoint import load_checkpoint
 from core.config import ModelConfig
 from core.translation import translate_detailed
 from core.model import Transformer
-from studio import app, sources, training
+from studio import app, run_setup, sources, training
 from studio.app import open_checkpoint
 from studio.registry import ModelRegistry
 from studio.tabs import model_view
@@ -36,7 +37,7 @@ from studio.training import JobBusy, Settings, TrainingJob
 @pytest.fixture(autouse=True)
 def few_eval_sentences(monkeypatch):
     """Decoding 100 validation sentences with a barely trained model would dominate these tests."""
-    monkeypatch.setattr(training, "EVAL_SENTENCES", 10)
+    monkeypatch.setattr(run_setup, "EVAL_SENTENCES", 10)
 
 QUICK = Settings(max_steps=30, max_tokens=256, warmup=10, eval_every=10, attention_every=5)
 
@@ -47,10 +48,10 @@ def job(tmp_path):
     yield job
     if job.view().state in ("running", "paused"):
         job.stop()
-    job.wait(30)
+    job.wait(300)
 
 
-def wait_for(job: TrainingJob, predicate, timeout: float = 30.0) -> training.JobView:
+def wait_for(job: TrainingJob, predicate, timeout: float = 300.0) -> training.JobView:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         view = job.view()
@@ -104,7 +105,7 @@ def test_run_pause_resume_finish_and_save(job):
     assert {"loss", "perplexity", "accuracy", "lr", "tokens_per_s", "seconds"} <= set(view.history[0])
     assert [e.step for e in view.evaluations] == [10, 20, 30]
     assert {"val_loss", "exact_match", "bleu"} <= set(view.evaluations[-1].metrics)
-    assert len(view.evaluations[-1].samples) == training.SAMPLES_SHOWN
+    assert len(view.evaluations[-1].samples) == run_setup.SAMPLES_SHOWN
     assert [f.step for f in view.frames] == [0, 5, 10, 15, 20, 25, 30]
     rows, cols = view.example
     assert view.frames[-1].cross.shape == (2, 4, len(rows), len(cols))
@@ -308,7 +309,7 @@ def test_hugging_face_offline_message_reaches_the_user(job, monkeypatch):
         raise ValueError(f"{spec}: huggingface.co is unreachable; set HF_HUB_OFFLINE=1 to use a cached copy")
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "0")  # a studio started with the network allowed
-    monkeypatch.setattr(training, "load_corpus", offline)
+    monkeypatch.setattr(core.run, "load_corpus", offline)
     with pytest.raises(ValueError, match="Cannot start: hf:bentrevett/multi30k: huggingface.co is unreachable"):
         job.start(replace(QUICK, data=spec))
     with pytest.raises(ValueError, match="Hugging Face dataset name"):
@@ -324,7 +325,7 @@ def test_offline_a_hugging_face_dataset_not_in_the_cache_is_refused_at_once(job,
         loaded.append(spec)
         raise ValueError("the loader's own message")
 
-    monkeypatch.setattr(training, "load_corpus", loader)
+    monkeypatch.setattr(core.run, "load_corpus", loader)
     with pytest.raises(ValueError, match=r"^Cannot start: the Hugging Face dataset bentrevett/multi30k is not in "
                                          r"this machine's Hugging Face cache, and the studio runs offline"):
         job.start(replace(QUICK, data="hf:bentrevett/multi30k"))
@@ -377,35 +378,39 @@ def test_a_model_above_a_billion_parameters_is_refused_in_one_line(job, toasts):
 
 
 def test_a_model_large_for_a_cpu_starts_with_a_notice(job, toasts, monkeypatch):
-    notice = training.cpu_notice(58_400_000, torch.device("cpu"))
+    notice = run_setup.cpu_notice(58_400_000, torch.device("cpu"))
     assert notice.startswith("Large for a CPU: 58.4M parameters, 8× the small preset (7.6M). Every training step "
                              "will take seconds")
-    assert training.cpu_notice(58_400_000, torch.device("cuda")) == ""  # a GPU: no notice
-    assert training.cpu_notice(7_600_000, torch.device("cpu")) == ""  # the small preset: none
-    monkeypatch.setattr(training.limits, "CPU_NOTICE_PARAMETERS", 1_000)  # the tiny model counts as large
+    assert run_setup.cpu_notice(58_400_000, torch.device("cuda")) == ""  # a GPU: no notice
+    assert run_setup.cpu_notice(7_600_000, torch.device("cpu")) == ""  # the small preset: none
+    monkeypatch.setattr(run_setup.limits, "CPU_NOTICE_PARAMETERS", 1_000)  # the tiny model counts as large
     tab.start(job, *panel(max_steps=2))
     view = wait_for(job, lambda v: v.settings is not None)
     params = int(view.facts["parameters"].replace(",", ""))
-    notice = training.cpu_notice(params, torch.device("cpu"))
+    notice = run_setup.cpu_notice(params, torch.device("cpu"))
     assert f"{params / 1e6:.1f}M parameters" in notice and f"**{tab.md(notice)}**" in tab.status(view)  # it trains
 
 
 def test_a_vocabulary_that_leaves_the_data_unknown_gives_a_notice():
-    from core.batching import Example
+    from core.batching import Example, unknown_share
+    from core.run import RunNotes
+
+    def notes(train, rare_words):
+        return RunNotes(len(train), 1, unknown_share=unknown_share(train), unknown_from_rare_words=rare_words)
 
     train = [Example([3, 3, 7, 2], [1, 3, 8, 2])]  # three of five words are <unk>
-    notice = training.vocabulary_notice(train, 5, rare_words=False)
+    notice = run_setup.vocabulary_notice(notes(train, False), 5)
     assert notice.startswith("60% of the training tokens are <unk>: a vocabulary of 5 does not cover this data")
     assert notice.endswith("give a larger vocabulary.")
-    assert training.vocabulary_notice(train, 40, rare_words=True).endswith("words seen only once in the training data.")
-    assert training.vocabulary_notice([Example([7, 2], [1, 8, 2])], 8000, rare_words=False) == ""
+    assert run_setup.vocabulary_notice(notes(train, True), 40).endswith("words seen only once in the training data.")
+    assert run_setup.vocabulary_notice(notes([Example([7, 2], [1, 8, 2])], False), 8000) == ""
 
 
 def test_errors_while_building_leave_the_app_usable(job, monkeypatch):
     def no_memory(*args, **kwargs):
         raise RuntimeError("DefaultCPUAllocator: not enough memory")
 
-    monkeypatch.setattr(training, "new_bundle", no_memory)
+    monkeypatch.setattr(run_setup, "prepare_run", no_memory)
     with pytest.raises(ValueError, match="Cannot start: DefaultCPUAllocator"):
         job.start(QUICK)
     monkeypatch.undo()
@@ -417,8 +422,7 @@ def test_nan_loss_stops_training_and_keeps_the_last_good_weights(job):
     job.start(replace(QUICK, max_steps=10_000, eval_every=5))
     wait_for(job, lambda v: v.last_good_step and v.last_good_step >= 5)
     job.pause()
-    wait_for(job, lambda v: v.state == "paused")
-    time.sleep(0.2)  # the step under way when Pause was pressed ends
+    wait_for(job, lambda v: v.message.startswith("Paused after step"))  # the step under way has ended
     good = job.view().last_good_step
     with torch.no_grad():
         job._run.trainer.model.encoder_layers[0].ffn.w1.weight.fill_(math.nan)
@@ -628,7 +632,7 @@ def test_live_view_redraws_only_when_something_changed(job):
     tops = [narrow[f"yaxis{n or ''}.domain"][1] for n in (0, 2, 3, 4, 5, 6)]
     assert tops == sorted(tops, reverse=True) and all(narrow[f"xaxis{n}.domain"] == [0.0, 1.0] for n in (2, 6))
     assert "Evaluation at step 30" in metrics and "exact match" in metrics
-    assert len([line for line in samples.splitlines() if line.startswith("| ")]) == 2 + training.SAMPLES_SHOWN
+    assert len([line for line in samples.splitlines() if line.startswith("| ")]) == 2 + run_setup.SAMPLES_SHOWN
     assert (layer.maximum, head.maximum, timeline.maximum, timeline.value) == (2, 4, 30, 30)
     assert "Step 30" in attention.layout.title.text and picker.choices == [("<b>mine</b> (unsaved)", "<b>mine</b>")]
     assert key == gr.skip()  # nothing picked: no key to renew
@@ -715,7 +719,7 @@ class ManualTimer:
 
 
 def test_a_public_studio_bounds_runs_and_lets_only_their_starter_control_them(tmp_path, monkeypatch):
-    monkeypatch.setattr(training.limits, "PUBLIC_MAX_MINUTES", 0.05)  # 3 s, pauses included
+    monkeypatch.setattr(run_setup.limits, "PUBLIC_MAX_MINUTES", 0.05)  # 3 s, pauses included
     monkeypatch.setattr(training.threading, "Timer", ManualTimer)
     job = TrainingJob(ModelRegistry(None), tmp_path / "checkpoints", public=True)
     with pytest.raises(ValueError, match=r"at most 10M parameters, and this one has 184.5M"):
@@ -744,12 +748,12 @@ def test_a_public_studio_bounds_runs_and_lets_only_their_starter_control_them(tm
     job.release("lecturer")  # a page that did not start this run closing changes nothing
     with pytest.raises(ValueError, match="only that page can save it"):
         job.save("x", "stranger")
-    job.wait(30)
+    job.wait(300)
     assert enabled(tab.buttons(job.view(), "stranger")) == {"start"}
     job.release("visitor")  # its starter's page closed (or reloaded): anyone may act on the run now
     assert enabled(tab.buttons(job.view(), "stranger")) == {"start", "save"}
     assert job.save("theirs", "stranger").name.startswith("theirs-step")
-    job.wait(30)
+    job.wait(300)
 
 
 def test_train_buttons_get_the_browser_session_from_gradio(job):
@@ -775,7 +779,7 @@ def test_while_preparing_the_view_shows_no_figures_of_the_last_run(job, monkeypa
     assert view.settings is None and view.step == 0 and "building second" in view.message
     assert "Preparing" in tab.status(view) and tab.progress(view) == ""
     release.set()
-    starting.join(30)
+    starting.join(300)
     wait_for(job, lambda v: v.state == "finished" and v.settings.name == "second")
 
 

@@ -19,7 +19,8 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from core.config import PRESETS
-from core.data import TSV_COLUMNS, hub_offline
+from core.data import TSV_COLUMNS
+from core.hf_data import hub_offline
 from core.schedule import noam_lr
 from core.tasks import TASKS
 
@@ -28,7 +29,8 @@ from ..app import Shell, picker_update
 from ..limits import MAX_NAME_CHARS, PUBLIC_MAX_MINUTES, PUBLIC_MAX_PARAMETERS, clean_input
 from ..sources import ROOT, SOURCES, UPLOAD_COPY_PREFIX, corpus_spec, discard_upload_copy
 from ..text import guard, md, md_table, warn
-from ..training import ACTIVE, JobBusy, JobView, Settings, TrainingJob, device_line, safe_name, warm_up
+from ..run_setup import Settings, device_line, warm_up
+from ..training import ACTIVE, JobBusy, JobView, TrainingJob, safe_name
 from ..widgets import Slider
 
 TICK_S = 1.0

@@ -1,0 +1,293 @@
+"""The command line: every command's options, their help and examples, and --resume's reading of the
+run's own options from run.json."""
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from pathlib import Path
+
+import torch
+
+from core import __version__
+from core.config import PRESETS
+from core.decoding import LENGTH_PENALTIES, METHODS, SAMPLE_TEMPERATURE, SAMPLE_TOP_P, DecodeOptions
+from core.schedule import SCHEDULES
+from core.tokenizer import KINDS
+from core.trainer import AMP_MODES
+
+from . import __doc__ as USAGE
+from .common import (DEFAULT_CHECKPOINT, NON_NEGATIVE_INT, NON_NEGATIVE_NUMBER, POSITIVE_INT, POSITIVE_NUMBER, PROG,
+                     SEED, device_name, number, refusal)
+
+
+class HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Shows each option's default: "off" for a flag, nothing where there is none (None)."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        help_text = action.help or ""
+        if not action.option_strings or action.default is None or action.default is argparse.SUPPRESS:
+            return help_text
+        if action.default is False:  # `is`: a default of 0 equals False but is a number
+            return help_text + " (default: off)"
+        return help_text + " (default: %(default)s)"
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse, refusing in two lines (what was wrong, where to look) instead of the whole usage."""
+
+    def error(self, message: str):
+        self.exit(2, refusal(message, self.prog.removeprefix(PROG)) + "\n")
+
+
+def add_decoding_options(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("decoding (section 6.1: beam 4, alpha 0.6, max length = source + 50)")
+    g.add_argument("--method", choices=METHODS, default="beam",
+                   help="beam search, greedy decoding or sampling")
+    g.add_argument("--beam", type=POSITIVE_INT, default=4, help="beam size")
+    g.add_argument("--alpha", type=float, default=0.6, help="length penalty exponent, 0 to 10")
+    g.add_argument("--length-penalty", choices=LENGTH_PENALTIES, default="gnmt",
+                   help="gnmt: ((5+|Y|)/6)^alpha; plain: |Y|^alpha")
+    g.add_argument("--max-len-a", type=NON_NEGATIVE_NUMBER, default=1.0,
+                   help="max output length in tokens = a*|source| + b, end of sentence included")
+    g.add_argument("--max-len-b", type=NON_NEGATIVE_INT, default=50, help="see --max-len-a")
+    g.add_argument("--min-len", type=NON_NEGATIVE_INT, default=0, help="no end of sentence before this many tokens")
+    g.add_argument("--no-repeat-ngram", type=NON_NEGATIVE_INT, default=0,
+                   help="n: no n-gram occurs twice in an output (0: off)")
+    # The studio's starting point: the plain distribution (1 and 1) reads as nonsense (core.decoding).
+    g.add_argument("--temperature", type=POSITIVE_NUMBER, default=SAMPLE_TEMPERATURE,
+                   help="sampling only, > 0 (1: the model's own distribution)")
+    g.add_argument("--top-k", type=NON_NEGATIVE_INT, default=0, help="sampling only (0: off)")
+    g.add_argument("--top-p", type=float, default=SAMPLE_TOP_P, help="sampling only, in (0, 1] (1: off)")
+    g.add_argument("--seed", type=SEED, default=None, help="sampling seed (default: a fresh one)")
+    g.add_argument("--batch-size", type=POSITIVE_INT, default=None,
+                   help="sentences decoded together (default: 1024 for greedy and sampling, 256 for beam "
+                        "search, the fastest on a 2-core CPU)")
+    g.add_argument("--device", type=device_name, default="auto", help="auto (CUDA if present), cpu, cuda, cuda:1, ...")
+
+
+def decode_options(args: argparse.Namespace):
+    options = DecodeOptions(method=args.method, beam_size=args.beam, alpha=args.alpha,
+                            length_penalty=args.length_penalty, max_len_a=args.max_len_a, max_len_b=args.max_len_b,
+                            min_len=args.min_len, no_repeat_ngram=args.no_repeat_ngram,
+                            temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, seed=args.seed,
+                            batch_size=args.batch_size)
+    options.validate()
+    note_unused_decoding_options(args)
+    return options
+
+BEAM_ONLY = ("beam", "alpha", "length_penalty")
+
+
+SAMPLING_ONLY = ("temperature", "top_k", "top_p", "seed")
+
+
+def note_unused_decoding_options(args: argparse.Namespace) -> None:
+    """A beam option with greedy decoding, a sampling one with beam search: said, not silently ignored."""
+    unused = {"beam": SAMPLING_ONLY, "greedy": BEAM_ONLY + SAMPLING_ONLY, "sample": BEAM_ONLY}[args.method]
+    parser = build_parser().commands[args.command]
+    given = [f"--{dest.replace('_', '-')}" for dest in unused if getattr(args, dest) != parser.get_default(dest)]
+    if given:
+        print(f"note: {', '.join(given)} {'has' if len(given) == 1 else 'have'} no effect with --method "
+              f"{args.method}; ignored", file=sys.stderr)
+
+
+MODEL_FLAGS = {"d_model": "--d-model", "d_ff": "--d-ff", "n_heads": "--heads", "dropout": "--dropout",
+               "encoder_layers": "--encoder-layers", "decoder_layers": "--decoder-layers",
+               "max_len": "--max-len", "norm_first": "--norm-first", "attention_bias": "--attention-bias"}
+
+
+def option_names(message: str, command: str) -> str:
+    """Core's messages name fields (DecodeOptions.beam_size, n_heads); the user typed options (--beam, --heads).
+    Only fields the command has an option for are renamed, and a model's fields only in core's check of the
+    model `train` builds from its options: a message about a checkpoint starts with its path and names
+    that file's fields (ModelConfig.attention_dropout, which no command has an option for)."""
+    flags = {action.dest: action.option_strings[0]
+             for action in build_parser().commands[command]._actions if action.option_strings}
+    aliases = {"beam_size": "--beam", "peak_lr": "--lr"}
+    flags.update({field: flag for field, flag in aliases.items() if flag in flags.values()})
+    renamed = re.sub(r"\b(?:DecodeOptions|TrainConfig)\.(\w+)", lambda m: flags.get(m[1], m[0]), message)
+    if command == "train" and message.startswith("ModelConfig."):
+        renamed = re.sub(r"\bModelConfig\.(\w+)", lambda m: MODEL_FLAGS.get(m[1], m[0]), renamed)
+        bare = r"(?<![-\w./])(?:" + "|".join(MODEL_FLAGS) + r")\b"
+        renamed = re.sub(bare, lambda m: MODEL_FLAGS[m[0]], renamed)
+    return renamed
+
+EXAMPLES = {
+    "train": """examples:
+  python train_cli.py train --preset small --data files:../shared/data/multi30k --src de --tgt en --out runs/m30k
+  python train_cli.py train --out runs/m30k --resume --max-steps 20000     # go on, with the run's options
+  python train_cli.py train --preset tiny --data synthetic:reverse --max-steps 1000 --max-tokens 1500 \\
+      --schedule inverse_sqrt --lr 7e-4 --warmup 100 --clip-norm 1.0 --out runs/reverse   # a minute on a CPU
+  torchrun --nproc_per_node=4 train_cli.py train --preset paper-base --data files:DATA --out runs/base""",
+    "evaluate": """examples:
+  python train_cli.py evaluate --checkpoint runs/m30k/final --data files:../shared/data/multi30k --split test
+  python train_cli.py evaluate --source-file test.de --reference-file test.en --method greedy --output hyp.en""",
+    "translate": """examples:
+  python train_cli.py translate "Ein Hund läuft über die Wiese." "Zwei Männer spielen Fußball."
+  echo "Ein Hund läuft über die Wiese." | python train_cli.py translate
+  python train_cli.py translate --checkpoint runs/m30k/final --input test.de --output test.en
+  python train_cli.py translate --beam 8 --n-best 3 < sentences.de""",
+    "average": """example:
+  python train_cli.py average --run runs/m30k --last 5 --out runs/m30k/averaged""",
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = Parser(prog=PROG, description=USAGE, formatter_class=HelpFormatter)
+    cuda = f"CUDA {torch.version.cuda}" if torch.version.cuda else "CPU only"
+    parser.add_argument("--version", action="version",
+                        version=f"Transformer Studio {__version__} (torch {torch.__version__}, {cuda})")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    parser.commands = sub.choices  # so that a command's unknown option is refused by that command
+
+    t = sub.add_parser("train", help="train a model (CPU, GPU, or several GPUs under torchrun)",
+                       description="Train a model; Ctrl-C saves a checkpoint first.", formatter_class=HelpFormatter,
+                       epilog=EXAMPLES["train"])
+    t.add_argument("--data",
+                   help="required (with --resume: the run's): synthetic:TASK (copy, reverse, sort, numbers, "
+                        "dates) | files:PATH (folder of {train,val,test}.LANG[.gz], SRC_FILE,TGT_FILE, or a TSV: "
+                        "files:PATH.tsv[.gz]:LANG1-LANG2 names its columns' languages) | hf:NAME[:CONFIG]")
+    t.add_argument("--src", help="source language code (inferred when the data has exactly two)")
+    t.add_argument("--tgt", help="target language code (inferred, like --src)")
+    t.add_argument("--out", required=True, type=Path, help="run folder (refused if it exists, unless --resume)")
+    t.add_argument("--resume", action="store_true",
+                   help="continue the run in --out from its latest checkpoint, with the run's options (run.json) "
+                        "except those given again")
+    m = t.add_argument_group("model (a preset, then overrides)")
+    m.add_argument("--preset", default="small", choices=list(PRESETS), help="model size (core/config.py)")
+    m.add_argument("--d-model", type=POSITIVE_INT, help="model width (default: the preset's)")
+    m.add_argument("--d-ff", type=POSITIVE_INT, help="feed-forward width (default: the preset's)")
+    m.add_argument("--heads", type=POSITIVE_INT, help="attention heads (default: the preset's)")
+    m.add_argument("--layers", type=POSITIVE_INT, help="encoder and decoder layers (default: the preset's)")
+    m.add_argument("--encoder-layers", type=POSITIVE_INT, help="encoder layers (default: --layers)")
+    m.add_argument("--decoder-layers", type=POSITIVE_INT, help="decoder layers (default: --layers)")
+    m.add_argument("--dropout", type=float, help="residual dropout (default: the preset's)")
+    m.add_argument("--norm-first", action="store_true", help="pre-norm instead of the paper's post-norm")
+    m.add_argument("--attention-bias", action="store_true",
+                   help="a bias on each attention projection, as fairseq has (the paper's W^Q, W^K, W^V, W^O have none)")
+    # <bos> and <eos> take two positions; the vocabulary holds the 4 special tokens and at least one more.
+    m.add_argument("--max-len", type=number(int, "an integer >= 2", lambda v: v >= 2), default=256,
+                   help="longest sequence in tokens")
+    m.add_argument("--vocab-size", type=number(int, "an integer >= 5", lambda v: v >= 5), default=8000,
+                   help="shared subword vocabulary size")
+    m.add_argument("--tokenizer", choices=KINDS, default=None,
+                   help="how text becomes tokens: bpe or unigram subwords (--vocab-size of them), or whole words "
+                        "(default: word for synthetic tasks, bpe otherwise)")
+    o = t.add_argument_group("optimisation (section 5)")
+    o.add_argument("--max-tokens", type=POSITIVE_INT, default=4096,
+                   help="padded tokens per batch, per process under torchrun (the paper's steps held about 25000 "
+                        "per side: reach that with --accum or more processes)")
+    o.add_argument("--accum", type=POSITIVE_INT, default=1, help="batches per optimizer step")
+    length = o.add_mutually_exclusive_group()
+    length.add_argument("--max-steps", type=POSITIVE_INT, default=None, help="optimizer steps (default: 10000)")
+    length.add_argument("--epochs", type=POSITIVE_NUMBER, default=None,
+                        help="train for this many epochs instead of --max-steps (default: off)")
+    o.add_argument("--schedule", choices=SCHEDULES, default="noam",
+                   help="noam: eq. 3; inverse_sqrt: fairseq's, peaking at --lr")
+    o.add_argument("--warmup", type=POSITIVE_INT, default=4000, help="warm-up steps")
+    o.add_argument("--lr-factor", type=POSITIVE_NUMBER, default=1.0, help="scales eq. 3's learning rate (noam)")
+    o.add_argument("--lr", type=POSITIVE_NUMBER, default=5e-4, help="peak learning rate (inverse_sqrt)")
+    o.add_argument("--label-smoothing", type=float, default=0.1, help="section 5.4, in [0, 1)")
+    o.add_argument("--clip-norm", type=NON_NEGATIVE_NUMBER, default=0.0, help="gradient norm clipping (0: off)")
+    o.add_argument("--weight-decay", type=NON_NEGATIVE_NUMBER, default=0.0, help="weight decay, decoupled from Adam's update (AdamW, as fairseq's Adam; the paper uses none)")
+    o.add_argument("--amp", choices=AMP_MODES, default="auto",
+                   help="auto: bf16 on CUDA (fp16 on a GPU without bf16) and on CPUs with native bf16, else fp32")
+    o.add_argument("--compile", action=argparse.BooleanOptionalAction, default=False,
+                   help="torch.compile the training step, for long GPU runs: its first steps compile for a minute "
+                        "or two (README: what it gave on an H100); --no-compile: off, e.g. resuming such a run")
+    o.add_argument("--device", type=device_name, default="auto", help="auto (CUDA if present), cpu, cuda, cuda:1, ...")
+    o.add_argument("--seed", type=SEED, default=0, help="initialisation, batch order and data split")
+    o.add_argument("--limit", type=POSITIVE_INT, default=None,
+                   help="use at most this many training pairs, a seeded sample (default: all)")
+    r = t.add_argument_group("evaluation and saving")
+    r.add_argument("--eval-every", type=NON_NEGATIVE_INT, default=1000, help="steps between validations (0: never)")
+    r.add_argument("--bleu-sentences", type=NON_NEGATIVE_INT, default=200,
+                   help="validation sentences decoded for BLEU (0: no BLEU)")
+    r.add_argument("--save-every", type=POSITIVE_INT, default=1000, help="steps between checkpoints")
+    r.add_argument("--keep-last", type=POSITIVE_INT, default=5, help="checkpoints kept (the paper averages the last 5)")
+    r.add_argument("--tensorboard", action=argparse.BooleanOptionalAction, default=False,
+                   help="also log to TensorBoard (if installed)")
+
+    e = sub.add_parser("evaluate", help="BLEU and chrF (sacreBLEU) of a checkpoint",
+                       description="BLEU and chrF (sacreBLEU, detokenized) of a checkpoint's translations.",
+                       formatter_class=HelpFormatter, epilog=EXAMPLES["evaluate"])
+    e.add_argument("--checkpoint", type=Path, default=DEFAULT_CHECKPOINT, help="checkpoint folder")
+    e.add_argument("--data", help="a corpus spec as for train (with --split)")
+    e.add_argument("--split", choices=("valid", "test"), default="test",
+                   help="which part of --data (a corpus without splits: the 1%% carved out as in training)")
+    e.add_argument("--src", help="source language code (default: the checkpoint's)")
+    e.add_argument("--tgt", help="target language code (default: the checkpoint's)")
+    e.add_argument("--source-file", type=Path, help="instead of --data: sources, one per line")
+    e.add_argument("--reference-file", type=Path, help="references, one per line")
+    e.add_argument("--limit", type=POSITIVE_INT, help="score only the first N sentences (default: all)")
+    e.add_argument("--output", type=Path, help="write the hypotheses here, one per line (default: not written)")
+    add_decoding_options(e)
+
+    tr = sub.add_parser("translate", help="translate sentences: arguments, --input or stdin, one per line",
+                        description="Translate the sentences given as arguments, or --input's or stdin's lines\n"
+                                    "(typed at a terminal: each as soon as Enter is pressed).",
+                        formatter_class=HelpFormatter, epilog=EXAMPLES["translate"])
+    tr.add_argument("sentences", nargs="*",
+                    help="sentences to translate, each in quotes (default: --input, else stdin)")
+    tr.add_argument("--checkpoint", type=Path, default=DEFAULT_CHECKPOINT, help="checkpoint folder")
+    tr.add_argument("--input", type=Path, help="input file, one sentence per line (default: stdin)")
+    tr.add_argument("--output", type=Path, help="output file (default: stdout)")
+    tr.add_argument("--n-best", type=POSITIVE_INT, default=1,
+                    help="print this many hypotheses per line, tab-separated with their scores (2 x N columns)")
+    add_decoding_options(tr)
+
+    a = sub.add_parser("average", help="average the last N checkpoints of a run into one",
+                       description="Average the weights of a run's last N checkpoints (the paper averages 5).",
+                       formatter_class=HelpFormatter, epilog=EXAMPLES["average"])
+    a.add_argument("--run", type=Path, required=True, help="run folder written by `train`")
+    a.add_argument("--last", type=POSITIVE_INT, default=5, help="how many of the latest checkpoints")
+    a.add_argument("--out", type=Path, required=True, help="checkpoint folder to write (refused if it exists)")
+    return parser
+
+
+def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
+    parser = build_parser()
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:  # argparse would answer with the top-level usage, which does not list the command's options
+        parser.commands[args.command].error(f"unrecognized arguments: {' '.join(unknown)}")
+    if args.command == "train" and args.resume:
+        args = with_run_options(parser, args, argv)
+    return args
+
+
+def run_options(parser: argparse.ArgumentParser, args: argparse.Namespace) -> list[str]:
+    """The train options that args holds, defaults left out: run.json keeps them for --resume."""
+    options = []
+    for action in parser.commands["train"]._actions:
+        value = getattr(args, action.dest, None)
+        if not action.option_strings or action.dest in ("help", "out", "resume") or value == action.default:
+            continue
+        options += [action.option_strings[0]] if value is True else [action.option_strings[0], str(value)]
+    return options
+
+
+def with_run_options(parser: argparse.ArgumentParser, args: argparse.Namespace,
+                     argv: list[str] | None) -> argparse.Namespace:
+    """--resume: options not given again are the run's own, so `train --out RUN --resume` goes on as it was."""
+    record = args.out / "run.json"
+    if not args.out.is_dir():
+        return args  # command_train names what --out is instead
+    try:
+        saved = json.loads(record.read_text())["options"]
+    except (FileNotFoundError, KeyError):
+        return args  # a run folder from before run.json kept options: what was given is all there is
+    except (OSError, ValueError, TypeError) as exc:
+        print(f"note: {record} cannot be read ({type(exc).__name__}: {exc}); resuming with the options given "
+              f"here only", file=sys.stderr)
+        return args
+    if args.max_steps is not None or args.epochs is not None:  # a new length replaces the run's, of either kind
+        length = {"--max-steps", "--epochs"}
+        saved = [v for i, v in enumerate(saved) if v not in length and (i == 0 or saved[i - 1] not in length)]
+    given = list(sys.argv[1:] if argv is None else argv)
+    merged = parser.parse_args([given[0], *saved, *given[1:]])  # the later of two values wins
+    again = vars(parser.parse_args(given))
+    # The run's own options, not given this time: their notes were given when the run began.
+    merged.from_run = {k for k, v in vars(merged).items() if v != again[k]}
+    return merged

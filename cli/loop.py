@@ -1,0 +1,122 @@
+"""The training loop of `train`: a progress bar (or a line every LOG_EVERY steps in a log), metrics.jsonl,
+periodic checkpoints keeping the last few, and Ctrl-C saving the run before it exits."""
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import signal
+import sys
+from pathlib import Path
+
+from tqdm import tqdm
+
+from core.checkpoint import copy_checkpoint
+
+from .common import CHECKPOINT_PREFIX, run_checkpoints
+
+
+LOG_EVERY = 100  # steps between the lines of a training log without a progress bar
+
+
+def train_loop(trainer, args: argparse.Namespace, rank: int) -> None:
+    """Steps with a progress bar; metrics.jsonl, periodic checkpoints, Ctrl-C saves first."""
+    board = open_tensorboard(args.out) if args.tensorboard and rank == 0 else None
+    # disable=None: a bar on a terminal; a redirected log gets a plain line every LOG_EVERY steps instead
+    bar = tqdm(total=trainer.config.max_steps, initial=trainer.step_count, disable=None if rank == 0 else True,
+               unit="step", dynamic_ncols=True)
+    metrics = open(args.out / "metrics.jsonl", "a") if rank == 0 else None
+    logged = trainer.step_count
+
+    def log(event) -> None:
+        """The step's line in metrics.jsonl (and TensorBoard)."""
+        nonlocal logged
+        record = {k: v for k, v in event.to_dict().items() if v is not None}
+        metrics.write(json.dumps(record) + "\n")
+        metrics.flush()
+        logged = event.step
+        if board:
+            for key in ("loss", "perplexity", "accuracy", "lr", "tokens_per_s", "grad_norm"):
+                board.add_scalar(f"train/{key}", record[key], event.step)
+            for key, value in (event.validation or {}).items():
+                if isinstance(value, (int, float)):
+                    board.add_scalar(f"valid/{key}", value, event.step)
+
+    def on_step(event) -> None:
+        if rank != 0:
+            return
+        bar.update(1)
+        status = dict(loss=f"{event.loss:.3f}", ppl=f"{event.perplexity:.1f}", lr=f"{event.lr:.2e}",
+                      tok_s=f"{event.tokens_per_s:.0f}")
+        bar.set_postfix(status)
+        if bar.disable and (event.step % LOG_EVERY == 0 or event.step == trainer.config.max_steps):
+            print(f"step {event.step}/{trainer.config.max_steps}: "
+                  + " ".join(f"{k} {v}" for k, v in status.items()), flush=True)
+        log(event)
+        if event.validation:
+            shown = " ".join(f"{k} {v:.3f}" for k, v in event.validation.items() if isinstance(v, float))
+            bar.write(f"step {event.step}: {shown}")
+        if event.step % args.save_every == 0 or event.step == trainer.config.max_steps:
+            save(trainer, args)
+
+    def on_ctrl_c(signum, frame) -> None:
+        # Ignored from here to the exit: a second Ctrl-C would lose the run's work, and one after the save
+        # would print a traceback from the interpreter's shutdown.
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        trainer.stop()
+        if not trainer.stepping:  # between steps the run's state is whole: saved at once
+            raise KeyboardInterrupt
+        # Inside a step the batcher has moved on and the weights not yet: the step ends first, then
+        # run() returns and the run is saved as it stands, so that a resume takes it up exactly.
+
+    previous = signal.signal(signal.SIGINT, on_ctrl_c)
+    try:
+        trainer.run(on_step)
+        if trainer.stopped:
+            raise KeyboardInterrupt
+    except KeyboardInterrupt:
+        bar.close()
+        if rank == 0:
+            if trainer.last_event is not None and trainer.last_event.step > logged:  # stopped in its evaluation
+                log(trainer.last_event)  # the step is kept, logged without the evaluation
+            print("\ninterrupted: saving a checkpoint first (further Ctrl-C presses are ignored)", file=sys.stderr)
+            path = save(trainer, args)
+            # final/ too: one left from an earlier end of this run would otherwise be evaluated as its latest
+            final = copy_checkpoint(path, args.out / "final")
+            print(f"saved {path} (and {final.name}/); continue with: python {sys.argv[0]} train --out "
+                  f"{args.out.resolve()} --resume", file=sys.stderr)
+        raise SystemExit(130)
+    finally:
+        if not trainer.stopped:
+            signal.signal(signal.SIGINT, previous)
+        bar.close()
+        if metrics:
+            metrics.close()
+    if rank == 0:
+        final = copy_checkpoint(run_checkpoints(args.out)[-1], args.out / "final")  # never half of one
+        print(f"done: {trainer.step_count} steps; final checkpoint {final} (the last step's: `average` the last "
+              f"few, or evaluate a step-N folder, where a validation score was higher earlier)")
+
+
+def save(trainer, args: argparse.Namespace) -> Path:
+    path = trainer.save(args.out / f"{CHECKPOINT_PREFIX}{trainer.step_count:07d}")
+    # Renamed out of the way first (one atomic step), then deleted: a Ctrl-C inside the deletion leaves
+    # a hidden folder that the next save sweeps away, never a half-deleted step folder.
+    for old in run_checkpoints(args.out)[: -args.keep_last]:
+        trash = old.with_name(f".{old.name}.pruning")
+        if trash.exists():  # an interrupted pruning of this step's checkpoint before a resume trained it again
+            shutil.rmtree(trash)
+        old.rename(trash)
+    for trash in args.out.glob(f".{CHECKPOINT_PREFIX}*.pruning"):
+        shutil.rmtree(trash)
+    return path
+
+
+def open_tensorboard(out: Path):
+    try:
+        from torch.utils.tensorboard import SummaryWriter
+    except ImportError:
+        print("note: TensorBoard is not installed (pip install tensorboard); logging to metrics.jsonl only",
+              file=sys.stderr)
+        return None
+    return SummaryWriter(str(out / "tensorboard"))

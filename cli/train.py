@@ -1,0 +1,215 @@
+"""`train`: a new run prepared by core.run (or a resumed one), notes on what it will not see as given,
+then the training loop. Under torchrun every process prepares the same run; rank 0 learns the
+vocabulary and writes the run folder."""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import sys
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+
+from core.batching import TokenBatcher
+from core.bundle import ModelBundle, check_fits, resolve_device
+from core.data import UNNAMED, absolute_spec
+from core.corpus import ParallelCorpus
+from core.run import RunPlan, build_bundle, encode_run_data, learn_tokenizer, read_corpus
+from core.tokenizer import Tokenizer
+from core.trainer import TrainConfig, Trainer
+
+from .args import build_parser, run_options
+from .common import CHECKPOINT_PREFIX, CLIError, check_creatable, run_checkpoints
+from .loop import train_loop
+from .resume import check_same_data, data_fingerprint, restore_trainer, resumed_bundle, run_record
+
+
+def command_train(args: argparse.Namespace) -> None:
+    check_out_folder(args.out, args.resume)  # first: a mistyped --resume folder is the problem to name
+    record = run_record(args.out) if args.resume else {}
+    check_data_given(args, record)
+    args.data = absolute_spec(args.data)  # run.json's record then reads the same files from any folder
+    if args.resume:
+        check_same_data(args, record)
+    rank, world, device = setup_distributed()
+    plan = run_plan(args)
+    if not args.resume:  # before the corpus is read and anything built; its vocabulary is at most --vocab-size
+        check_fits(plan.planned_config(), resolve_device(device or args.device))
+    corpus = read_corpus(plan)
+    fingerprint = data_fingerprint(corpus)
+    latest = run_checkpoints(args.out)[-1] if args.resume else None
+    if latest:
+        bundle = resumed_bundle(args, plan, record, corpus, fingerprint, latest)
+    else:
+        bundle = build_bundle(plan, shared_tokenizer(corpus, plan, rank, world), corpus, {"name": args.out.name})
+    log = print if rank == 0 else (lambda *a, **k: None)
+    train, valid = encoded_data(args, corpus, bundle, log)
+    # The config first: its check of a bad option (--label-smoothing 1) comes before any note on the run.
+    config = train_config(args, train, world, device)
+    note_unused_rate(args, log)
+    trainer = Trainer(bundle, train, config, valid_pairs=corpus.valid, valid=valid)
+    if latest:
+        restore_trainer(trainer, args, latest, rank)
+    note_run(args, corpus, trainer, len(train), world, log)
+    if rank == 0:
+        write_run_record(args, fingerprint)
+    train_loop(trainer, args, rank)
+
+
+def run_plan(args: argparse.Namespace) -> RunPlan:
+    """The run the options ask for, as core.run prepares it."""
+    return RunPlan(args.data, args.src, args.tgt, seed=args.seed, limit=args.limit, preset=args.preset,
+                   model_overrides=model_overrides(args), vocab_size=args.vocab_size, tokenizer_kind=args.tokenizer)
+
+
+def model_overrides(args: argparse.Namespace) -> dict:
+    pairs = {"d_model": args.d_model, "d_ff": args.d_ff, "n_heads": args.heads, "dropout": args.dropout,
+             "encoder_layers": args.encoder_layers or args.layers,
+             "decoder_layers": args.decoder_layers or args.layers}
+    overrides = {k: v for k, v in pairs.items() if v is not None}
+    overrides["max_len"] = args.max_len
+    if args.norm_first:
+        overrides["norm_first"] = True
+    if args.attention_bias:
+        overrides["attention_bias"] = True
+    return overrides
+
+
+def check_out_folder(out: Path, resume: bool) -> None:
+    never_saved = (f"it holds no {CHECKPOINT_PREFIX}* checkpoint (a run that stopped before its first save?); "
+                   f"remove it to start again, or choose another --out")
+    if out.exists() and not out.is_dir():
+        raise CLIError(f"--out {out} is a file; give a folder for the run")
+    if resume:
+        if not out.is_dir():
+            raise CLIError(f"--resume: {out} does not exist; leave out --resume to start a new run there")
+        if not run_checkpoints(out):
+            raise CLIError(f"--resume: nothing to resume in {out}: {never_saved}")
+        return
+    if out.exists():
+        if out.is_dir() and not run_checkpoints(out):
+            raise CLIError(f"{out} already exists and {never_saved}")
+        raise CLIError(f"{out} already exists; pass --resume to continue that run or choose another --out")
+    check_creatable(out)
+
+
+def check_data_given(args: argparse.Namespace, record: dict) -> None:
+    if args.data is None:
+        kept = ""
+        if args.resume:
+            kept = (f" ({args.out / 'run.json'} holds none to resume with)" if record
+                    else f" (there is no readable {args.out / 'run.json'} to take the run's from)")
+        raise CLIError(f"train needs --data{kept} (see --help for its forms)")
+
+
+def setup_distributed():
+    """(rank, world_size, device) under torchrun; (0, 1, None) otherwise."""
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if world == 1:
+        return 0, 1, None
+    backend = "nccl" if torch.cuda.is_available() else "gloo"
+    local = int(os.environ.get("LOCAL_RANK", "0"))
+    per_node, gpus = int(os.environ.get("LOCAL_WORLD_SIZE", local + 1)), torch.cuda.device_count()
+    if backend == "nccl" and per_node > gpus:  # else "invalid device ordinal" inside the first copy to a GPU
+        raise CLIError(f"torchrun started {per_node} processes on a machine with {gpus} GPU(s): NCCL needs "
+                       f"a GPU per process, --nproc_per_node={gpus} or fewer")
+    dist.init_process_group(backend)
+    device = f"cuda:{local}" if backend == "nccl" else "cpu"
+    if backend == "nccl":
+        torch.cuda.set_device(local)
+    return dist.get_rank(), world, device
+
+
+def shared_tokenizer(corpus: ParallelCorpus, plan: RunPlan, rank: int, world: int) -> Tokenizer:
+    """Rank 0 learns the vocabulary; the other ranks receive it, so all hold the same one."""
+    text = refusal = None
+    if rank == 0:
+        try:
+            text = learn_tokenizer(corpus, plan).to_json()
+        except ValueError as exc:  # core names its argument; here it is an option
+            refusal = re.sub(r"^vocab_size\b", "--vocab-size", str(exc))
+    if world > 1:  # the refusal too: the other ranks would wait for the vocabulary for ever
+        box = [text, refusal]
+        dist.broadcast_object_list(box, src=0)
+        text, refusal = box
+    if refusal:
+        raise CLIError(refusal)
+    return Tokenizer.from_json(text)
+
+
+def encoded_data(args: argparse.Namespace, corpus: ParallelCorpus, bundle: ModelBundle, log) -> tuple[list, list]:
+    """The training and validation pairs as token ids (core.run), with a note on each thing the run will not
+    see as given: pairs left out (an empty side, too long), words the vocabulary lacks, pairs over --max-tokens."""
+    train, valid, notes = encode_run_data(corpus, bundle, args.max_tokens, args.vocab_size)
+    if notes.dropped_empty:
+        log(f"note: {notes.dropped_empty}", file=sys.stderr)
+    if notes.too_long:
+        log(f"note: {notes.too_long} training pairs longer than {notes.max_len} tokens were left out", file=sys.stderr)
+    if notes.many_unknown and not args.resume:  # a resumed run keeps its vocabulary
+        advice = ("they are words seen only once in the training data; --tokenizer bpe writes such words in pieces"
+                  if notes.unknown_from_rare_words else "give a larger --vocab-size")
+        log(f"note: {notes.unknown_share:.0%} of the training tokens are <unk>: a vocabulary of "
+            f"{bundle.tokenizer.vocab_size} ({bundle.tokenizer.kind}) does not cover this data, and the model "
+            f"would learn to write <unk>; {advice}", file=sys.stderr)
+    if notes.over_max_tokens and "max_tokens" not in getattr(args, "from_run", ()):
+        log(f"note: {notes.over_max_tokens} of {len(train)} training pairs are longer than --max-tokens "
+            f"{args.max_tokens} tokens, so each of them is a batch of its own (slow); the budget counts a batch's "
+            f"padded tokens, and a few thousand batches many sentences", file=sys.stderr)
+    return train, valid
+
+
+def train_config(args: argparse.Namespace, train: list, world: int, device: str | None) -> TrainConfig:
+    max_steps = 10_000 if args.max_steps is None else args.max_steps
+    if args.epochs is not None:
+        per_epoch = len(TokenBatcher(train, args.max_tokens, seed=args.seed))
+        max_steps = max(1, round(args.epochs * per_epoch / (args.accum * world)))
+    return TrainConfig(max_steps=max_steps, max_tokens=args.max_tokens, accum=args.accum, schedule=args.schedule,
+                       warmup=args.warmup, lr_factor=args.lr_factor, peak_lr=args.lr,
+                       label_smoothing=args.label_smoothing, weight_decay=args.weight_decay,
+                       clip_norm=args.clip_norm, amp=args.amp, compile=args.compile,
+                       device=device or args.device, seed=args.seed, eval_every=args.eval_every,
+                       bleu_sentences=args.bleu_sentences)
+
+
+def write_run_record(args: argparse.Namespace, fingerprint: str) -> None:
+    """run.json: the options given (for --resume) and the data's fingerprint."""
+    args.out.mkdir(parents=True, exist_ok=True)
+    given = {k: str(v) for k, v in vars(args).items() if k != "from_run"}
+    record = {"options": run_options(build_parser(), args), **given, "data_fingerprint": fingerprint}
+    (args.out / "run.json").write_text(json.dumps(record, indent=2))
+
+
+def note_unused_rate(args: argparse.Namespace, log) -> None:
+    """--lr with the noam schedule, or --lr-factor with another, changes nothing: say so."""
+    unused, instead = (("lr", "--lr-factor scales eq. 3's rate") if args.schedule == "noam"
+                       else ("lr_factor", "--lr sets its peak"))
+    if (getattr(args, unused) != build_parser().commands["train"].get_default(unused)
+            and unused not in getattr(args, "from_run", ())):
+        log(f"note: --{unused.replace('_', '-')} has no effect with --schedule {args.schedule} ({instead}); "
+            f"it is ignored", file=sys.stderr)
+
+
+def note_run(args: argparse.Namespace, corpus, trainer, pairs: int, world: int, log) -> None:
+    """The run's last notes (a warmup past its end, unnamed languages) and its summary lines."""
+    max_steps, bundle = trainer.config.max_steps, trainer.bundle
+    # After a resume's refusals; not again on a resume that keeps the run's --warmup and --max-steps.
+    if args.warmup > max_steps and not {"warmup", "max_steps"} <= getattr(args, "from_run", set()):
+        log(f"note: --warmup {args.warmup} is longer than the run ({max_steps} step{'s' * (max_steps != 1)}): the "
+            f"learning rate rises throughout and never reaches its peak", file=sys.stderr)
+    amp = {torch.bfloat16: "bf16", torch.float16: "fp16"}.get(trainer.amp_dtype, "off")
+    if (corpus.src_lang, corpus.tgt_lang) == UNNAMED and not args.resume:
+        log("note: the data names no languages, so the checkpoint calls them src and tgt, and evaluate or "
+            "translate cannot check a direction against it; name them: files:PATH:LANG1-LANG2 for a TSV "
+            "(column 1's language, then column 2's), --src and --tgt for two text files", file=sys.stderr)
+    inferred = not (args.src or args.tgt or args.resume or args.data.startswith("synthetic:")
+                    or (corpus.src_lang, corpus.tgt_lang) == UNNAMED)
+    chosen = " (inferred from the data; --src/--tgt choose)" if inferred else ""
+    log(f"{corpus.src_lang}→{corpus.tgt_lang}{chosen}, "
+        f"{bundle.model.num_parameters() / 1e6:.1f}M parameters, vocabulary {bundle.tokenizer.vocab_size}, "
+        f"{pairs} training pairs, device {trainer.device}, amp {amp}, "
+        f"{world} process(es); steps {trainer.step_count}->{max_steps}")
+    log(f"loss: label-smoothed cross-entropy per target token (section 5.4, eps {trainer.config.label_smoothing}); "
+        f"ppl: exp of the unsmoothed one, the reference tokens' perplexity")

@@ -1,0 +1,122 @@
+"""``hf:NAME[:CONFIG]`` corpora: Hugging Face datasets, read through ``datasets``. Without a network
+this fails within seconds with a clear message (a stalled DNS lookup would otherwise hang), and with
+HF_HUB_OFFLINE=1 a cached copy still loads.
+"""
+from __future__ import annotations
+
+import os
+import re
+import threading
+import urllib.error
+import urllib.request
+from typing import Any
+
+from .corpus import (
+    Pair,
+    ParallelCorpus,
+    carve_splits,
+    carved_corpus,
+    pick_langs,
+    report_empty,
+    stripped_pairs,
+)
+
+HF_EXAMPLES = "bentrevett/multi30k, bbaaaa/iwslt14-de-en, opus_books:de-en, Helsinki-NLP/opus-100:en-es"
+HF_VALID_NAMES = ("validation", "valid", "val", "dev")
+HUB_PROBE_S = 3.0  # how long load_hf waits for huggingface.co before giving up
+
+
+def hub_offline() -> bool:
+    """Whether HF_HUB_OFFLINE tells us not to ask the Hugging Face Hub (load_hf and the studio read it)."""
+    return os.environ.get("HF_HUB_OFFLINE", "").strip().upper() in ("1", "ON", "YES", "TRUE")
+
+
+def hub_reachable(timeout: float = 3.0) -> bool:
+    """Whether huggingface.co answers within timeout seconds. The request runs in a
+    thread because a stalled DNS lookup ignores urlopen's timeout."""
+    answered = threading.Event()
+
+    def probe() -> None:
+        try:
+            urllib.request.urlopen("https://huggingface.co/api/status", timeout=timeout).close()
+            answered.set()
+        except urllib.error.HTTPError:
+            answered.set()  # an HTTP error is still an answer
+        except OSError:
+            pass
+
+    threading.Thread(target=probe, daemon=True).start()
+    return answered.wait(timeout)
+
+
+def load_hf(name: str, config: str | None = None, src_lang: str | None = None, tgt_lang: str | None = None,
+            *, seed: int = 0) -> ParallelCorpus:
+    """A Hugging Face dataset via ``datasets.load_dataset(name, config)``. A config like
+    "de-en" names the direction when src_lang/tgt_lang are None. Without network this
+    fails within seconds (with HF_HUB_OFFLINE=1 a cached copy still loads)."""
+    spec = f"hf:{name}" + (f":{config}" if config else "")
+    hint = (f"download the data and read it as a local corpus (files:PATH: a folder of "
+            f"train/val/test.{{lang}}[.gz] files or a .tsv file); known datasets: {HF_EXAMPLES}")
+    if not name:
+        raise ValueError(f"{spec}: empty dataset name; e.g. {HF_EXAMPLES}")
+    if not hub_offline() and not hub_reachable(HUB_PROBE_S):
+        raise ValueError(f"{spec}: huggingface.co is unreachable; set HF_HUB_OFFLINE=1 to use a cached copy, "
+                         f"or {hint}")
+    import datasets  # slow to import; only this path needs it
+
+    try:
+        dd = datasets.load_dataset(name, config)
+    except Exception as exc:  # the Hub client raises many types (ConnectionError, FileNotFoundError, ...)
+        raise ValueError(f"{spec}: could not load dataset {name!r} ({type(exc).__name__}: {exc}); "
+                         f"{hint}") from None
+    if (src_lang is None and tgt_lang is None and config
+            and (m := re.fullmatch(r"([A-Za-z_]+)-([A-Za-z_]+)", config))):
+        src_lang, tgt_lang = m[1], m[2]
+    return corpus_from_dataset_dict(dd, src_lang, tgt_lang, spec, seed=seed)
+
+
+def corpus_from_dataset_dict(dd: Any, src_lang: str | None, tgt_lang: str | None, source: str, *,
+                             seed: int = 0) -> ParallelCorpus:
+    """A ``datasets.DatasetDict`` -> ParallelCorpus. Rows hold either a ``translation``
+    dict ({"de": ..., "en": ...}) or one column per language. Splits: train; validation,
+    valid, val or dev; test. A missing valid or test split is carved from train (1%), the other kept."""
+    if "train" not in dd:
+        raise ValueError(f"{source}: no train split; splits: {sorted(dd)}")
+    columns = dd["train"].column_names
+    if "translation" in columns:
+        first = dd["train"][0]["translation"] if len(dd["train"]) else {}
+        available = sorted(first)
+    else:
+        available = sorted(columns)
+    src_lang, tgt_lang = pick_langs(available, src_lang, tgt_lang, source)
+
+    def pairs_of(split: str) -> tuple[list[Pair], list[int]]:
+        table = dd[split]
+        if "translation" in columns:
+            rows = table["translation"]
+            src = [(row or {}).get(src_lang) or "" for row in rows]
+            tgt = [(row or {}).get(tgt_lang) or "" for row in rows]
+        else:
+            src = [s or "" for s in table[src_lang]]
+            tgt = [t or "" for t in table[tgt_lang]]
+        return stripped_pairs(src, tgt)
+
+    splits = {"valid": next((s for s in HF_VALID_NAMES if s in dd), None), "test": "test" if "test" in dd else None}
+    description: dict[str, Any] = {"source": source, "format": "hf", "splits": {"train": "train", **splits}}
+    train, empty_train = pairs_of("train")
+    if not any(splits.values()):
+        return carved_corpus(train, empty_train, src_lang, tgt_lang, description, seed)
+    held, empties = {}, {"train": empty_train}
+    for name, split in splits.items():
+        if split:
+            held[name], empties[name] = pairs_of(split)
+    missing = next((name for name, split in splits.items() if split is None), None)
+    if missing:  # the official held-out split is kept; only the one the dataset lacks is carved from train
+        try:
+            train, held[missing] = carve_splits(train, seed, held_out=1)
+        except ValueError as exc:
+            raise ValueError(f"{source}: {exc}") from None
+        description["carved"] = {"seed": seed, missing: len(held[missing])}
+    description["counts"] = {"train": len(train), "valid": len(held["valid"]), "test": len(held["test"])}
+    report_empty(description, empties)
+    return ParallelCorpus(train, held["valid"], held["test"], src_lang, tgt_lang, description)
