@@ -91,8 +91,9 @@ def training_step(client, model: str) -> int | None:
     return int(match[1].replace(",", "")) if match else None
 
 
-def first_step(client, model: str, timeout: float = 60.0) -> int | None:
-    """The Train tab's step once the run has prepared its data and model and taken a step."""
+def first_step(client, model: str, timeout: float = 600.0) -> int | None:
+    """The Train tab's step once the run has prepared its data and model and taken a step. Preparing takes
+    seconds on a quiet machine and minutes on a loaded one: the timeout only guards against a hang."""
     deadline = time.monotonic() + timeout
     while (step := training_step(client, model)) is None and time.monotonic() < deadline:
         time.sleep(0.5)
