@@ -12,17 +12,16 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-import core  # noqa: E402
-import cli.args  # noqa: E402
-import cli.common  # noqa: E402
-import cli.decode  # noqa: E402
-import cli.files  # noqa: E402
-import cli.loop  # noqa: E402
-import cli.resume  # noqa: E402
-import cli.train  # noqa: E402
-import train_cli  # noqa: E402
-from core.run import RunPlan  # noqa: E402
+import core
+import cli.args
+import cli.common
+import cli.decode
+import cli.files
+import cli.loop
+import cli.resume
+import cli.train
+import train_cli
+from core.run import RunPlan
 
 TRAIN = ["train", "--data", "synthetic:copy", "--preset", "tiny", "--max-steps", "30", "--max-tokens", "512",
          "--warmup", "10", "--lr-factor", "0.5", "--eval-every", "15", "--save-every", "10", "--keep-last", "3",

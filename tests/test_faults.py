@@ -22,21 +22,18 @@ import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import pytest
+import torch
+
+from core import checkpoint
+from core.batching import encode_pairs
+from core.bundle import new_bundle
+from core.checkpoint import load_checkpoint, load_trainer_state
+from core.tasks import make_task
+from core.tokenizer import Tokenizer
+from core.trainer import TrainConfig, Trainer
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))  # for the child process, which starts in tests/
-
-import pytest  # noqa: E402
-import torch  # noqa: E402
-
-from core import checkpoint  # noqa: E402
-from core.batching import encode_pairs  # noqa: E402
-from core.bundle import new_bundle  # noqa: E402
-from core.checkpoint import load_checkpoint, load_trainer_state  # noqa: E402
-from core.tasks import make_task  # noqa: E402
-from core.tokenizer import Tokenizer  # noqa: E402
-from core.trainer import TrainConfig, Trainer  # noqa: E402
-
-sys.path.insert(0, str(ROOT / "tests"))
 
 STEPS = 12
 TIMEOUT = 120.0  # seconds a child may take to say something (a busy 2-core machine)
@@ -138,7 +135,8 @@ class Child:
 
     @classmethod
     def spawn(cls, path: Path, slow: float) -> "Child":
-        env = {**os.environ, "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1"}
+        # The child runs this file as a script: the project's packages are found through PYTHONPATH.
+        env = {**os.environ, "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
         proc = subprocess.Popen([sys.executable, __file__, str(path), str(slow)], cwd=ROOT, env=env,
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         me = cls(proc)
