@@ -196,7 +196,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="auto: bf16 on CUDA (fp16 on a GPU without bf16) and on CPUs with native bf16, else fp32")
     o.add_argument("--compile", action=argparse.BooleanOptionalAction, default=False,
                    help="torch.compile the training step, for long GPU runs: its first steps compile for a minute "
-                        "or two (docs/benchmarks.md: what it gave on an H100); --no-compile: off, e.g. resuming such a run")
+                        "or two (docs/benchmarks.md: what it gave on an H100); --no-compile: off, e.g. resuming "
+                        "such a run")
     o.add_argument("--device", type=device_name, default="auto", help="auto (CUDA if present), cpu, cuda, cuda:1, ...")
     o.add_argument("--seed", type=SEED, default=0, help="initialisation, batch order and data split")
     o.add_argument("--limit", type=POSITIVE_INT, default=None,
