@@ -1,20 +1,16 @@
-"""The studio's shell: model picker, status line, presenter switch, one tab per topic.
+"""Transformer Studio's page: model picker, status line, presenter switch, one tab per topic.
+
+The page's tabs are built by studio/tabs/, what they share by studio/shell.py; this module lays
+them out, wires the picker, and serves the page from the command line:
 
     python -m studio [--host 127.0.0.1] [--port 7860] [--checkpoint PATH] [--checkpoints-dir DIR]
                      [--share] [--public] [--threads N]
-
-The Train tab adds the model it trains with ``ModelRegistry.add(name, bundle)`` and refreshes
-the picker with ``picker_update(registry, name)``.
 """
 from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import sys
-import tempfile
-import zipfile
-from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
 
@@ -22,18 +18,16 @@ os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import gradio as gr  # noqa: E402
+import torch  # noqa: E402
 
-from core.checkpoint import FILES as CHECKPOINT_FILES  # noqa: E402
-
-from . import plots  # noqa: E402
-from .limits import (DEFAULT_CONCURRENCY, MAX_UPLOAD_BYTES, MAX_UPLOAD_MB, MAX_UPLOADED_MODELS,  # noqa: E402
-                     PUBLIC_MAX_MINUTES, PUBLIC_MAX_PARAMETERS, QUEUE_SIZE, check_upload_size)
-from .registry import UNAVAILABLE, ModelRegistry, describe  # noqa: E402
-from .text import clip, guard, info, md, warn  # noqa: E402
-
-# Ends every refusal of an upload that is not a checkpoint: what to upload instead.
-UPLOAD_EXPECTED = ("The studio opens a .zip of a checkpoint folder, or the checkpoint's files uploaded together: "
-                   "config.json, model.safetensors and tokenizer.json.")
+from . import plots, training  # noqa: E402
+from .limits import (DEFAULT_CONCURRENCY, MAX_UPLOAD_BYTES, MAX_UPLOAD_MB, PUBLIC_MAX_MINUTES,  # noqa: E402
+                     PUBLIC_MAX_PARAMETERS, QUEUE_SIZE)
+from .registry import CHECKPOINTS, ModelRegistry  # noqa: E402
+from .shell import Shell, refresh, status_line  # noqa: E402
+from .tabs import attention, beam, model_view, positional, train, translate  # noqa: E402
+from .text import guard  # noqa: E402
+from .uploads import open_checkpoint  # noqa: E402
 # Gradio's default theme, with colours that read (WCAG AA, 4.5:1): white on its orange buttons was 2.8:1,
 # the selected tab's orange 2.8:1, slider ends, placeholders and hints in #bbbbc2 1.9:1, and box and
 # check-box borders next to invisible on the dark theme.
@@ -469,134 +463,14 @@ BERTVIZ_HEIGHT_JS = """() => {
 
 def page_js() -> str:
     """The scripts run once when the page loads (launch(js=...) takes one function)."""
-    from .tabs.beam import STEP_KEYS_JS  # the tabs import this module
-    return (f"() => {{ ({CLAMP_JS})(); ({STEP_KEYS_JS})(); ({PAGE_PLOTS_JS})(); ({NAMES_JS})(); ({FOCUS_JS})(); "
+    return (f"() => {{ ({CLAMP_JS})(); ({beam.STEP_KEYS_JS})(); ({PAGE_PLOTS_JS})(); ({NAMES_JS})(); ({FOCUS_JS})(); "
             f"({BERTVIZ_HEIGHT_JS})(); }}")
-
-
-@dataclass
-class Shell:
-    """What every tab needs: the registry, the picked model's name (an input to callbacks) and its
-    registry key, whose .change is the event "another model is picked": a new training run under the
-    picked name changes the key but not the picker's value, which fires no .change of its own."""
-
-    registry: ModelRegistry
-    model: gr.Dropdown
-    demo: gr.Blocks
-    model_key: gr.State
-
-
-def status_line(registry: ModelRegistry, name: str | None) -> str:
-    if not registry.names():
-        return ("**No model yet.** Put a checkpoint folder in `checkpoints/`, start with "
-                "`--checkpoint PATH`, or open one below.")
-    try:
-        bundle = registry.get(name)
-    except UNAVAILABLE as exc:
-        return f"**Model {md(name)} cannot be used:** {md(exc)}"
-    facts = describe(bundle)
-    return (f"**{md(name)}** · {facts['parameters']} parameters · vocabulary {facts['vocab']} · "
-            f"{facts['layers']} · {facts['device']}")
-
-
-def picker_update(registry: ModelRegistry, name: str | None) -> gr.Dropdown:
-    """The picker's choices as they are now, keeping name picked while it is offered: a value not
-    among the choices (a model removed meanwhile) made Gradio refuse every later event reading it."""
-    return gr.Dropdown(choices=registry.choices(), value=name if name in registry.names() else None)
-
-
-def refresh(registry: ModelRegistry, name: str | None):
-    """On page load: the picker's choices as they are now (a Train tab may have added some)."""
-    return picker_update(registry, name), status_line(registry, name), registry.key(name)
-
-
-def open_checkpoint(registry: ModelRegistry, files: list[str] | None, current: str | None):
-    """Uploaded checkpoint files (or one .zip of the folder) -> a new entry in the picker."""
-    if not files:
-        return picker_update(registry, current), status_line(registry, current)
-    folder = None
-    try:
-        folder = _assemble(files)
-        # Every upload stays in memory: only the newest few are kept, so repeated uploads cannot exhaust it.
-        name, new = registry.open_upload(folder, MAX_UPLOADED_MODELS)
-    except (ValueError, FileNotFoundError, zipfile.BadZipFile) as exc:
-        # Named as the visitor knows them: the upload's own file names, never the server's copies.
-        reason = str(exc)
-        if folder is not None:
-            reason = reason.replace(f"{folder}{os.sep}", "").replace(str(folder), "the checkpoint")
-        uploaded = ", ".join(Path(file).name for file in files)
-        warn(f"Cannot open {clip(uploaded, 120)}: {reason}")
-        return picker_update(registry, current), status_line(registry, current)
-    finally:
-        if folder is not None:  # loaded into memory (or refused): the copy on disk is not needed
-            shutil.rmtree(folder.parent, ignore_errors=True)
-    if not new:  # the same model (a saved checkpoint's .zip opened again): picked, not doubled
-        info(f"{name} is open already (the same weights): it is picked.")
-        return picker_update(registry, name), status_line(registry, name)
-    info(f"Opened {name}.")
-    return picker_update(registry, name), status_line(registry, name)
-
-
-def _assemble(files: list[str]) -> Path:
-    """Put uploaded files into one fresh folder (a single .zip is unpacked, flattened). Only the
-    checkpoint's own file names are taken (never trainer.pt, never a member's folder part), each
-    at most MAX_UPLOAD_BYTES, so an upload can neither write outside the folder nor fill the disk."""
-    folder = Path(tempfile.mkdtemp(prefix="studio-upload-")) / "uploaded-checkpoint"
-    folder.mkdir()
-    try:
-        _copy_checkpoint_files(files, folder)
-    except BaseException:
-        shutil.rmtree(folder.parent, ignore_errors=True)
-        raise
-    return folder
-
-
-def _copy_checkpoint_files(files: list[str], folder: Path) -> None:
-    """ValueError, saying what the studio takes, unless the upload holds the checkpoint's three files."""
-    if len(files) == 1 and not zipfile.is_zipfile(files[0]) and Path(files[0]).name not in CHECKPOINT_FILES:
-        broken = Path(files[0]).suffix.lower() == ".zip"
-        raise ValueError(f"it is {'not a readable .zip archive' if broken else 'not a .zip'}. {UPLOAD_EXPECTED}")
-    if len(files) == 1 and zipfile.is_zipfile(files[0]):
-        with zipfile.ZipFile(files[0]) as archive:
-            for member in archive.infolist():
-                base = member.filename.replace("\\", "/").rsplit("/", 1)[-1]
-                if base in CHECKPOINT_FILES and not member.is_dir():
-                    check_upload_size(member.file_size, f"{base} in the .zip (unpacked)")
-                    _unzip_member(archive, member, folder / base, base)
-    else:
-        for file in map(Path, files):
-            if file.name in CHECKPOINT_FILES:
-                check_upload_size(file.stat().st_size, file.name)
-                shutil.copyfile(file, folder / file.name)
-    missing = [name for name in sorted(CHECKPOINT_FILES) if not (folder / name).is_file()]
-    if missing:
-        listed = " and ".join(filter(None, [", ".join(missing[:-1]), missing[-1]]))  # "a, b and c"
-        raise ValueError(f"{listed} {'is' if len(missing) == 1 else 'are'} missing. {UPLOAD_EXPECTED}")
-
-
-def _unzip_member(archive: zipfile.ZipFile, member: zipfile.ZipInfo, target: Path, name: str) -> None:
-    """Copy one member out; ValueError naming what zipfile cannot read: an encrypted member, or
-    Deflate64, which Windows writes for large archives (NotImplementedError)."""
-    if member.flag_bits & 0x1:  # the zip format's "encrypted" flag
-        raise ValueError(f"{name} in the .zip is encrypted; zip the folder again without a password. "
-                         f"{UPLOAD_EXPECTED}")
-    try:
-        # The declared size bounds what zipfile reads: a lying header fails its CRC.
-        with archive.open(member) as src, open(target, "wb") as dst:
-            shutil.copyfileobj(src, dst)
-    except NotImplementedError:
-        raise ValueError(f"{name} in the .zip is compressed with a method the studio cannot read; zip the "
-                         f"folder again with plain deflate (e.g. python -m zipfile -c). {UPLOAD_EXPECTED}") from None
 
 
 def build_app(registry: ModelRegistry, selected: str | None = None, checkpoints_dir: Path | None = None,
               public: bool = False) -> gr.Blocks:
     """checkpoints_dir: where the Train tab saves (default: the repository's checkpoints/);
     public: visitors share the one training run, which is bounded and controlled only by its starter."""
-    from .registry import CHECKPOINTS
-    from .tabs import attention, beam, model_view, positional, train, translate
-    from .training import TrainingJob
-
     names = registry.names()
     selected = selected if selected in names else (names[0] if names else None)
     # Uploaded files are copied by the callbacks that use them; Gradio's copies older than two
@@ -629,7 +503,8 @@ def build_app(registry: ModelRegistry, selected: str | None = None, checkpoints_
                 model_view.build(shell)
             with gr.Tab("Train", id=train.TAB_ID, elem_id="tab-train") as train_tab:
                 # One job for the whole process: every browser session sees (and controls) the same run.
-                train.build(shell, TrainingJob(registry, checkpoints_dir or CHECKPOINTS, public), train_tab, on_screen)
+                train.build(shell, training.TrainingJob(registry, checkpoints_dir or CHECKPOINTS, public), train_tab,
+                            on_screen)
         for other in (translate_tab, beam_tab, positional_tab, model_tab):
             other.select(partial(str, other.id), outputs=on_screen, show_progress="hidden")
         presenter.change(None, inputs=presenter, js=PRESENTER_JS)
@@ -682,8 +557,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
-    import torch
-
     torch.set_num_threads(args.threads)
     registry = ModelRegistry(args.checkpoints_dir) if args.checkpoints_dir else ModelRegistry()
     selected = None

@@ -24,12 +24,12 @@ from core.checkpoint import load_checkpoint
 from core.config import ModelConfig
 from core.translation import translate_detailed
 from core.model import Transformer
-from studio import app, sources, training
-from studio.app import open_checkpoint
+from studio import shell, sources, training
 from studio.registry import ModelRegistry
 from studio.tabs import model_view
 from studio.tabs import train as tab
 from studio.training import JobBusy, Settings, TrainingJob
+from studio.uploads import open_checkpoint
 
 
 
@@ -544,7 +544,7 @@ def test_a_picked_model_removed_meanwhile_is_unpicked(job):
     job.registry.remove("doomed")  # an upload evicted, or a public studio's earlier run
     later = tab.tick(job, first[0], 2, 0, tab.Following(True), "doomed", None)
     assert sent(later[-2]) == {"choices": [], "value": None}
-    assert sent(app.picker_update(job.registry, "doomed"))["value"] is None
+    assert sent(shell.picker_update(job.registry, "doomed"))["value"] is None
 
 
 def test_a_new_run_under_the_last_runs_name_says_it_replaces_it(job, toasts):

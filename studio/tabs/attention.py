@@ -17,12 +17,11 @@ from core.translation import prepare_source, translate_detailed
 from core.tokenizer import BOS_ID, EOS_ID
 
 from .. import bertviz_offline, plots
-from ..app import Shell
 from ..limits import HEAVY, clean_input
 from ..registry import UNAVAILABLE, ModelRegistry
+from ..shell import Current, Shell, switched
 from ..text import clip, guard, md
 from ..widgets import Slider
-from .translate import Current, switched
 
 STACKS = {"Encoder self-attention": "encoder", "Decoder self-attention": "decoder",
           "Cross-attention (decoder → encoder)": "cross"}

@@ -21,12 +21,11 @@ from core.translation import translate_detailed
 from core.tokenizer import EOS_ID
 
 from .. import plots
-from ..app import Shell
 from ..limits import HEAVY, clean_input
 from ..registry import UNAVAILABLE, ModelRegistry
+from ..shell import Current, Shell, picked_examples
 from ..text import clip, guard, info, md, md_table
 from ..widgets import Slider
-from .translate import Current, picked_examples
 
 BEAM_RANGE = (1, 16)
 DEFAULT_BEAM = 4  # the paper's (section 6.1)

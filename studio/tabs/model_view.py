@@ -19,11 +19,10 @@ from core.trainer import TrainConfig
 from core.translation import Translation, translate_detailed
 
 from .. import plots
-from ..app import Shell
 from ..registry import UNAVAILABLE, ModelRegistry
+from ..shell import Shell, examples_for
 from ..text import guard, md
 from ..widgets import Slider
-from .translate import examples_for
 
 LR_CAPTION = ("**Section 5.3, eq. 3:** the learning rate rises linearly for the first warmup_steps, then "
               "falls with the inverse square root of the step. Its peak, lr factor · d_model^-0.5 · warmup^-0.5 "

@@ -10,8 +10,8 @@ import torch
 from core.positional import encoding_at, sinusoidal_encoding
 
 from .. import plots
-from ..app import Shell
 from ..registry import UNAVAILABLE, ModelRegistry
+from ..shell import Shell
 from ..text import guard
 from ..widgets import Slider
 

@@ -24,8 +24,8 @@ from core.schedule import noam_lr
 from core.tasks import TASKS
 
 from .. import plots
-from ..app import Shell, picker_update
 from ..limits import MAX_NAME_CHARS, PUBLIC_MAX_MINUTES, PUBLIC_MAX_PARAMETERS, clean_input
+from ..shell import Shell, picker_update
 from ..sources import ROOT, SOURCES, UPLOAD_COPY_PREFIX, corpus_spec, discard_upload_copy
 from ..text import guard, md, md_table, warn
 from ..training import ACTIVE, JobBusy, JobView, Settings, TrainingJob, device_line, safe_name, warm_up
