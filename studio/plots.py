@@ -65,7 +65,7 @@ def _layout(fig: go.Figure, title: str, height: int, **kwargs) -> go.Figure:
 # ----- on a phone ---------------------------------------------------------------------------
 # A figure cannot know the width it will be drawn at, so a figure that needs another layout on a
 # phone carries it, as plotly attribute paths ("data[i]...." for trace i's), in layout.meta["narrow"]:
-# the page's script (app.PAGE_PLOTS_JS) applies them before drawing when the page is narrower than
+# the page's script (static/page_plots.js) applies them before drawing when the page is narrower than
 # NARROW_PX: a phone, and also a laptop's 1366 px at 200% zoom (683 px), where the wide layouts cut
 # their titles off.
 NARROW_PX = 800

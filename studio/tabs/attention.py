@@ -214,9 +214,15 @@ def translate_here(registry: ModelRegistry, name: str | None, text: str) -> tupl
 
 
 # ----- head ablation ------------------------------------------------------------------------
+# The CSS of each ablation group's class heads-N: its head count, and the largest divisor of it up to 3
+# (a phone's row of boxes), for every head count a model here may have.
+HEAD_COUNT_CSS = "".join(f".heads-{n} {{ --heads: {n}; --heads-narrow: {max(d for d in (1, 2, 3) if n % d == 0)}; }}"
+                         "\n" for n in range(1, 65))
+
+
 def head_choices(registry: ModelRegistry, name: str | None) -> tuple[gr.CheckboxGroup, ...]:
     """'L1 H3' boxes for every head of the picked model, one group per stack, none ticked; the class
-    heads-N lays them out a layer a row (app.CSS)."""
+    heads-N lays them out a layer a row (HEAD_COUNT_CSS, static/studio.css)."""
     try:
         c = registry.get(name).model.config
     except UNAVAILABLE:

@@ -21,6 +21,7 @@ from core.translation import translate_detailed
 from core.tokenizer import EOS_ID
 
 from .. import plots
+from ..assets import script
 from ..limits import HEAVY, clean_input
 from ..registry import UNAVAILABLE, ModelRegistry
 from ..shell import Current, Shell, picked_examples
@@ -38,43 +39,12 @@ SETTINGS_CHANGED = ("*Settings changed: Step or Run to end starts a new search w
                     "search, which Back still walks).*")
 
 
-# On a short screen (a projector at 1280x720) the tree starts below the bottom edge: after a step,
-# bring the buttons to the top of the window with the tree right under them.
-SHOW_TREE_JS = """() => {
-  // Enter in the sentence box took this step: the arrow keys step on from here, not in the box.
-  if (document.activeElement?.closest('#beam-source')) document.activeElement.blur();
-  const controls = document.getElementById('beam-controls'), tree = document.getElementById('beam-tree');
-  if (controls && tree && tree.getBoundingClientRect().bottom > window.innerHeight) {
-    controls.scrollIntoView({block: 'start', behavior: 'smooth'});
-  }
-}"""
-# Step and Run to end with nothing to search: the warning says so, and the sentence box keeps its place
-# on screen, with the focus (the page scrolled it away, and the toast covered the buttons). Back and
-# Reset walk a search already shown, box empty or not.
-SEARCH_JS = SHOW_TREE_JS.replace("() => {", """() => {
-  const box = document.querySelector('#beam-source textarea, #beam-source input');
-  if (box && !box.value.trim()) { box.focus(); return; }""", 1)
-
-# The arrow keys step the search while the tree fills the screen and its buttons have scrolled away:
-# → Step, ← Back; in presenter mode a clicker's Page Down / Page Up too (what most send). Only with this
-# tab shown and no text box, slider, radio or table holding the keys (a key another element acted on
-# is its own), not while a key is held down, and with a modifier the browser keeps them (Alt+← goes back).
-STEP_KEYS_JS = """() => {
-  const keys = {ArrowRight: 'beam-step', ArrowLeft: 'beam-back'};
-  const clicker = {PageDown: 'beam-step', PageUp: 'beam-back'};
-  document.addEventListener('keydown', (event) => {
-    const presenter = document.body.classList.contains('presenter');
-    const button = keys[event.key] || (presenter ? clicker[event.key] : undefined);
-    const tab = document.getElementById('tab-beam'), focus = document.activeElement;
-    if (!button || event.defaultPrevented || event.repeat) return;
-    if (event.altKey || event.ctrlKey || event.metaKey || event.shiftKey) return;
-    if (!tab || tab.offsetParent === null) return;
-    if (focus && (focus.isContentEditable || ['INPUT', 'TEXTAREA', 'SELECT'].includes(focus.tagName) ||
-                  focus.closest('table, [role=grid]'))) return;
-    event.preventDefault();
-    document.getElementById(button)?.click();  // a disabled button ignores it
-  });
-}"""
+# The page after Back or Reset: the tree brought into view; after Step or Run to end, the same, or with
+# nothing to search the sentence box focused.
+SHOW_TREE_JS = script("beam_show_tree.js")
+SHOW_TREE_OR_SOURCE_JS = script("beam_show_tree_or_source.js")
+# → Step, ← Back (and a clicker's Page Down / Page Up) on this tab: run once when the page loads (app.page_js).
+STEP_KEYS_JS = script("beam_step_keys.js")
 
 
 @dataclass
@@ -414,7 +384,7 @@ def build(shell: Shell, translated: gr.State, tab: gr.Tab) -> None:
         mode = "multiple" if action in ("step", "back") else "once"
         gr.on(triggers, guard(partial(act_and_render, action, shell.registry)), inputs=[search, choice, *settings],
               outputs=[search, *shown], trigger_mode=mode, **HEAVY).then(
-            None, js=SEARCH_JS if action in ("step", "run") else SHOW_TREE_JS)
+            None, js=SHOW_TREE_OR_SOURCE_JS if action in ("step", "run") else SHOW_TREE_JS)
     choice.input(guard(attention_figure), inputs=[search, choice], outputs=attention)
     # New settings start a new search on the next Step (see _current): offer Step and Run again
     # even when the last search had finished. The beam size box: typed in only (.input), since
