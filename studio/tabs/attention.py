@@ -8,6 +8,7 @@ from functools import partial
 
 import gradio as gr
 import numpy as np
+import plotly.graph_objects as go
 import torch
 
 from core.bundle import ModelBundle
@@ -66,7 +67,8 @@ def analyse(bundle: ModelBundle, name: str, source: str, ids: list[int]) -> Anal
                     maps, prepared.notices)
 
 
-def figures(analysis: Analysis | None, stack_label: str, average: bool, layer: float, head: float):
+def figures(analysis: Analysis | None, stack_label: str, average: bool, layer: float, head: float
+            ) -> tuple[go.Figure, go.Figure]:
     """(grid of every layer × head, one head large) for the chosen stack."""
     if analysis is None:
         blank = plots.empty("Translate a sentence first (Translate tab or the box above).")
@@ -121,7 +123,7 @@ def stale(picked: str | None, current: Current) -> str:
             f"sentence box.*")
 
 
-def show(registry: ModelRegistry, current: Current):
+def show(registry: ModelRegistry, current: Current) -> tuple:
     """Translate tab's result -> (Analysis, header, slider updates)."""
     if current is None or not current.source or current.model is None:
         return None, header(None), gr.Slider(), gr.Slider()
@@ -164,7 +166,8 @@ def picked_model_ranges(registry: ModelRegistry, name: str | None, layer: float 
 TAB_ID = "attention"
 
 
-def refresh(registry: ModelRegistry, current: Current, drawn: tuple | None, on_screen: str, picked: str | None):
+def refresh(registry: ModelRegistry, current: Current, drawn: tuple | None, on_screen: str, picked: str | None
+            ) -> tuple:
     """show() for a Current (and picked model) not drawn yet, when this tab is on screen; otherwise
     nothing changes. A sentence translated with another model than the picked one is not drawn:
     its maps beside the picked model's sliders and ablation boxes would mix two models."""
@@ -176,7 +179,8 @@ def refresh(registry: ModelRegistry, current: Current, drawn: tuple | None, on_s
     return *show(registry, current), key
 
 
-def redraw(analysis: Analysis | None, stack_label: str, average: bool, layer: float, head: float, on_screen: str):
+def redraw(analysis: Analysis | None, stack_label: str, average: bool, layer: float, head: float, on_screen: str
+           ) -> tuple:
     """figures() when this tab is on screen."""
     if on_screen != TAB_ID:
         return gr.skip(), gr.skip()
@@ -184,7 +188,7 @@ def redraw(analysis: Analysis | None, stack_label: str, average: bool, layer: fl
 
 
 def refresh_bertviz(analysis: Analysis | None, stack_label: str, rendered: tuple | None, on_screen: str,
-                    unfolded: bool):
+                    unfolded: bool) -> tuple:
     """bertviz_views() for an analysis or stack whose views are not written yet, when on screen and
     unfolded (bertviz's page is half a megabyte a sentence, and most never open it); rendered names
     the sentence pair and stack the views show."""

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from functools import partial
 
 import gradio as gr
+import plotly.graph_objects as go
 
 from core.beam import BeamStepper, HypothesisView, StepView
 from core.bundle import ModelBundle
@@ -97,8 +98,8 @@ class Refused(Exception):
     """Nothing to search, and why: said on the page, where the search would be."""
 
 
-def start(registry: ModelRegistry, name: str | None, text: str, beam_size, alpha: float, penalty: str, max_extra: float
-          ) -> Search:
+def start(registry: ModelRegistry, name: str | None, text: str, beam_size: float | str | None, alpha: float,
+          penalty: str, max_extra: float) -> Search:
     """A fresh search for the inputs (Refused when there is nothing to search). What was changed in
     the input (a beam size, a cut source) goes to the search's notices, on the page (not as toasts:
     they covered the controls)."""
@@ -131,7 +132,8 @@ def _current(search: Search | None, registry: ModelRegistry, name, text, beam_si
     return start(registry, name, text, beam_size, alpha, penalty, max_extra)
 
 
-def act(action: str, registry: ModelRegistry, search: Search | None, name, text, beam_size, alpha, penalty, max_extra):
+def act(action: str, registry: ModelRegistry, search: Search | None, name: str | None, text: str,
+        beam_size: float | str | None, alpha: float, penalty: str, max_extra: float) -> Search | None:
     """Step / Back / Run to end / Reset on the session's search; returns the new search."""
     if action == "reset":
         return start(registry, name, text, beam_size, alpha, penalty, max_extra)
@@ -230,7 +232,8 @@ def hypotheses_table(view: StepView) -> str:
     return md_table(TABLE_HEADERS, table(view), numeric=(1, 2), caption=TABLE_CAPTION)
 
 
-def attention_figure(search: Search | None, choice: str | None):
+def attention_figure(search: Search | None, choice: str | None) -> go.Figure:
+    """The cross-attention behind the picked hypothesis's last token (the first hypothesis when none is)."""
     if search is None:
         return plots.empty("Press Step to start the search.")
     hyps = dict(_hypotheses(search.view))
@@ -275,7 +278,8 @@ def _compare(registry: ModelRegistry, search: Search) -> tuple[str, str, str]:
             f"{t.text}  (score {t.score:.4f})", verdict + ".")
 
 
-def render(registry: ModelRegistry, search: Search | None, choice: str | None = None, *settings, refusal: str = ""):
+def render(registry: ModelRegistry, search: Search | None, choice: str | None = None, *settings,
+           refusal: str = "") -> tuple:
     """Everything the tab shows for a search: tree, table, hypothesis picker, attention,
     explanation, comparison, the buttons' state (Step, Back, Run to end), the beam size box
     (the size used) and the input notices. settings (the tab's inputs, as for act): where they

@@ -7,6 +7,7 @@ train_form's, the live view, which a gr.Timer redraws when something changed, tr
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 from functools import partial
 from pathlib import Path
 
@@ -48,7 +49,7 @@ def start(job: TrainingJob, *values, session: str | None = None) -> tuple:
     return picker_update(job.registry, name), said, gr.DownloadButton(visible=False)
 
 
-def controller(job: TrainingJob, action: str):
+def controller(job: TrainingJob, action: str) -> Callable[[gr.Request], tuple]:
     """control() for one button, taking the browser session from Gradio."""
     def act(request: gr.Request) -> tuple:
         return control(job, action, session_of(request))

@@ -143,7 +143,7 @@ def setup_of_the_run(job: TrainingJob) -> tuple:
     return (*form_values(settings), gr.Accordion(open=False))
 
 
-def peak_lr(d_model, warmup, factor) -> str:
+def peak_lr(d_model: float | None, warmup: float | None, factor: float | None) -> str:
     """Eq. 3's peak, reached at step = warmup."""
     try:
         factor, d_model, warmup = float(factor), float(d_model), float(warmup)

@@ -82,7 +82,8 @@ def nbest_table(t: Translation) -> str:
 
 
 def translate(registry: ModelRegistry, name: str | None, text: str, method: str, beam_size: float, alpha: float,
-              max_extra: float, n_best: float, temperature: float, top_k: float, top_p: float, seed):
+              max_extra: float, n_best: float, temperature: float, top_k: float, top_p: float,
+              seed: str | int | None) -> tuple:
     """(translation, probability plot, n-best table, notice Markdown, Current) — never raises."""
     # Every message goes to the notice list under the translation, no toast: one repeating it covered
     # the controls on the right, for 5-10 s, on a projector.
@@ -128,7 +129,7 @@ def cannot_translate(exc: Exception) -> tuple:
     return "", plots.empty("no translation yet"), "", f"**Cannot translate:** {md(exc)}", Current()
 
 
-def redecode(registry: ModelRegistry, current: Current, name: str | None, text: str, method: str, *rest):
+def redecode(registry: ModelRegistry, current: Current, name: str | None, text: str, method: str, *rest) -> tuple:
     """The decoding method switched while a translation is shown: translate again, as Translate would, so
     the translation, its probabilities and its n-best list are the picked method's (a beam search's n-best
     list stayed under a greedy pick otherwise)."""
@@ -137,7 +138,7 @@ def redecode(registry: ModelRegistry, current: Current, name: str | None, text: 
     return translate(registry, name, text, method, *rest)
 
 
-def model_changed(registry: ModelRegistry, name: str | None, current: Current):
+def model_changed(registry: ModelRegistry, name: str | None, current: Current) -> tuple:
     """Another model picked (or a new run under the picked name): the translation on screen is not its
     own, so it goes, with a note; the source stays in its box for Translate. A translation made with the
     picked model already (Translate pressed before its key reached the page) stays."""
@@ -170,12 +171,12 @@ def spoken_translation(text: str) -> str:
     return f"Translation: {md(text)}" if text else ""
 
 
-def method_visibility(method: str):
+def method_visibility(method: str) -> tuple[gr.Group, gr.Group]:
     """Beam controls for beam search, sampling controls for sampling."""
     return gr.Group(visible=method == "beam"), gr.Group(visible=method == "sample")
 
 
-def build(shell: Shell):
+def build(shell: Shell) -> gr.State:
     """Lays out the tab; returns the session's Current translation (a gr.State) for the Attention tab."""
     current = gr.State(Current())
     with gr.Row():
