@@ -25,15 +25,33 @@ def beam_tree(nodes: Sequence[dict], current_step: int, best: tuple | None = Non
     search's result, once it is done; its path from the root is drawn as a broad band."""
     fig = go.Figure()
     if best is not None:  # first, so that the edges and markers lie on top of it
-        path = sorted((n for n in nodes if best[:len(n["key"])] == n["key"]), key=lambda n: n["step"])
-        fig.add_trace(go.Scatter(x=[n["step"] for n in path], y=[n["y"] for n in path], mode="lines",
-                                 name="best translation", hoverinfo="skip", legendrank=len(NODE_STYLE),
-                                 line=dict(color="#fdb863", width=12)))
-    # Where words alternate above and below their markers (see below), an odd step's pruned marks fan out
-    # above their parent's row instead: below it they lay under that step's words.
-    flipped_y = {id(n): 2 * n["parent_y"] - n["y"] if n["status"] == "pruned" and n["step"] % 2 else n["y"]
-                 for n in nodes if n["parent_y"] is not None}
-    flips = {}  # trace index -> its y values with the odd steps' pruned marks flipped
+        _add_best_path(fig, nodes, best)
+    flipped_y = _flipped_y(nodes)
+    flips = {**_add_edges(fig, nodes, flipped_y), **_add_nodes(fig, nodes, flipped_y)}
+    _add_this_step(fig, nodes, current_step, best)
+    _lay_out(fig, nodes, best, flips)
+    return fig
+
+
+def _add_best_path(fig: go.Figure, nodes: Sequence[dict], best: tuple) -> None:
+    path = sorted((n for n in nodes if best[:len(n["key"])] == n["key"]), key=lambda n: n["step"])
+    fig.add_trace(go.Scatter(x=[n["step"] for n in path], y=[n["y"] for n in path], mode="lines",
+                             name="best translation", hoverinfo="skip", legendrank=len(NODE_STYLE),
+                             line=dict(color="#fdb863", width=12)))
+
+
+def _flipped_y(nodes: Sequence[dict]) -> dict[int, float]:
+    """Each node's y (by id()) where words alternate above and below their markers (see _lay_out): an
+    odd step's pruned marks fan out above their parent's row instead, as below it they lay under that
+    step's words."""
+    return {id(n): 2 * n["parent_y"] - n["y"] if n["status"] == "pruned" and n["step"] % 2 else n["y"]
+            for n in nodes if n["parent_y"] is not None}
+
+
+def _add_edges(fig: go.Figure, nodes: Sequence[dict], flipped_y: dict[int, float]) -> dict[int, list]:
+    """The pruned children's dotted edges, then the kept ones'; returns {trace index: its y values with
+    the odd steps' pruned marks flipped}."""
+    flips = {}
     for kept, color, dash in ((False, "#d0d0d0", "dot"), (True, "#5a8fc0", "solid")):
         xs, ys, flipped = [], [], []
         for n in nodes:
@@ -45,7 +63,14 @@ def beam_tree(nodes: Sequence[dict], current_step: int, best: tuple | None = Non
             flips[len(fig.data)] = flipped
         fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines", hoverinfo="skip", showlegend=False,
                                  line=dict(color=color, width=2 if kept else 1, dash=dash)))
-    # Pruned marks first, under the others' words; the legend keeps NODE_STYLE's order.
+    return flips
+
+
+def _add_nodes(fig: go.Figure, nodes: Sequence[dict], flipped_y: dict[int, float]) -> dict[int, list]:
+    """A marker trace per status, its tokens above the markers (pruned: on hover only); pruned marks
+    first, under the others' words, while the legend keeps NODE_STYLE's order. Returns the pruned
+    trace's flipped y values, as _add_edges does."""
+    flips = {}
     for status in sorted(NODE_STYLE, key=lambda s: s != "pruned"):
         name, marker = NODE_STYLE[status]
         group = [n for n in nodes if n["status"] == status]
@@ -63,10 +88,14 @@ def beam_tree(nodes: Sequence[dict], current_step: int, best: tuple | None = Non
             customdata=[[hover_text(n["token"]), n["token_logprob"], n["logprob"], n["score"]] for n in group],
             hovertemplate=("%{customdata[0]}<br>log p(token) %{customdata[1]:.3f}<br>cumulative log p "
                            "%{customdata[2]:.3f}<br>normalised score %{customdata[3]:.3f}<extra>" + name + "</extra>")))
-    # A ring around what this step chose, as its own trace: rings on the node traces' points
-    # would draw the first point's ring in the legend too.
-    # Once the search is done the band tells its story: the last step's rings and shade would point
-    # at whichever hypotheses finished last, not at the result.
+    return flips
+
+
+def _add_this_step(fig: go.Figure, nodes: Sequence[dict], current_step: int, best: tuple | None) -> None:
+    """A ring around what this step chose, as its own trace (rings on the node traces' points would draw
+    the first point's ring in the legend too), and the step's column shaded. Once the search is done the
+    band tells its story: the last step's rings and shade would point at whichever hypotheses finished
+    last, not at the result."""
     chosen = [] if best is not None else [n for n in nodes if n["step"] == current_step
                                            and n["status"] in ("live", "finished")]
     fig.add_trace(go.Scatter(x=[n["step"] for n in chosen], y=[n["y"] for n in chosen], mode="markers",
@@ -75,6 +104,11 @@ def beam_tree(nodes: Sequence[dict], current_step: int, best: tuple | None = Non
     if current_step > 0 and best is None:  # unlabelled: any label in the column would sit on a word
         fig.add_vrect(x0=current_step - 0.4, x1=current_step + 0.4, fillcolor="#fdd0a2", opacity=0.35,
                       line_width=0, layer="below")  # under the markers and words, which it faded
+
+
+def _lay_out(fig: go.Figure, nodes: Sequence[dict], best: tuple | None, flips: dict[int, list]) -> None:
+    """Axes, title and height, on a wide screen and on a phone. flips: the y values of the traces whose
+    odd steps' pruned marks move above their parent where words alternate above and below."""
     last = max([n["step"] for n in nodes] + [1])
     fig.update_xaxes(title="step (output tokens so far)", dtick=1, range=[-0.5, last + 0.9])
     # Room above the top row for its words; below the bottom one for its pruned marks.
@@ -99,11 +133,10 @@ def beam_tree(nodes: Sequence[dict], current_step: int, best: tuple | None = Non
         for i, ys in flips.items():
             fig.data[i].y = ys
     styled(fig, title, int(rows_px * 1.5) if crowded else rows_px, margin=dict(l=30, r=30, t=100, b=60),
-            legend=dict(orientation="h", x=0, y=1, yanchor="bottom"))
+           legend=dict(orientation="h", x=0, y=1, yanchor="bottom"))
     # On a phone the legend takes two columns, three rows under the title's lines; the words are smaller.
     words = {f"data[{i}].{path}": value for i, positions in alternating.items()
              for path, value in (("textposition", positions), ("textfont.size", 11))}
     words.update({f"data[{i}].y": ys for i, ys in flips.items()})
     narrow(fig, **{"legend.entrywidth": 0.5, "legend.entrywidthmode": "fraction",
                    "margin.t": title_room(title) + 3 * LINE_PX + 10, "height": int(rows_px * 1.5), **words})
-    return fig

@@ -320,28 +320,14 @@ def build(shell: Shell, current: gr.State, tab: gr.Tab, on_screen: gr.State) -> 
         head = Slider(1, 8, value=1, step=1, label="head (large view)")
     big = gr.Plot(label="One head, large")
     bertviz_unfolded = gr.State(False)
-    with gr.Accordion("bertviz: head view and model view", open=False) as bertviz_panel:
-        gr.Markdown("bertviz counts layers and heads from 0: its layer 0, head 0 is this tab's layer 1, head 1. "
-                    "In cross-attention it names each decoder row by the token that goes in (`<bos>`, A, …), "
-                    "where this tab names it by the token the row predicts (A, …, `<eos>`): the same weights, "
-                    "labelled one token apart.")
-        with gr.Tabs():
-            with gr.Tab("Head view"):
-                head_view = gr.HTML(NO_BERTVIZ)
-            with gr.Tab("Model view"):
-                model_view = gr.HTML(NO_BERTVIZ)
-    with gr.Accordion("Head ablation: switch heads off and translate again", open=True):
-        with gr.Row():
-            groups = tuple(gr.CheckboxGroup(label=label, choices=[], elem_classes="ablation-heads") for label in
-                           ("Encoder self-attention heads off", "Decoder self-attention heads off",
-                            "Cross-attention heads off"))
-        again = gr.Button("Translate again with these heads off")
-        ablated = gr.Markdown()
+    bertviz_panel, head_view, model_view = _bertviz_panel()
+    groups, again, ablated = _ablation_panel()
 
     view_inputs = [analysis, stack, average, layer, head, on_screen]
     bertviz_inputs = [analysis, stack, rendered, on_screen, bertviz_unfolded]
 
-    def draw(trigger):
+    def draw(trigger: gr.events.Dependency) -> None:
+        """After trigger: analyse, draw and write bertviz's views, as far as this tab is on screen."""
         trigger.then(guard(partial(refresh, shell.registry)), inputs=[current, drawn, on_screen, shell.model],
                      outputs=[analysis, title, layer, head, drawn], **HEAVY).then(
             guard(redraw), inputs=view_inputs, outputs=[grid, big]).then(
@@ -368,3 +354,30 @@ def build(shell: Shell, current: gr.State, tab: gr.Tab, on_screen: gr.State) -> 
           inputs=[shell.model, layer, head], outputs=[layer, head], show_progress="hidden")
     again.click(guard(partial(ablate, shell.registry)), inputs=[current, shell.model, *groups], outputs=ablated,
                 **HEAVY)
+
+
+def _bertviz_panel() -> tuple[gr.Accordion, gr.HTML, gr.HTML]:
+    """bertviz's head view and model view, folded (written only once it is unfolded)."""
+    with gr.Accordion("bertviz: head view and model view", open=False) as panel:
+        gr.Markdown("bertviz counts layers and heads from 0: its layer 0, head 0 is this tab's layer 1, head 1. "
+                    "In cross-attention it names each decoder row by the token that goes in (`<bos>`, A, …), "
+                    "where this tab names it by the token the row predicts (A, …, `<eos>`): the same weights, "
+                    "labelled one token apart.")
+        with gr.Tabs():
+            with gr.Tab("Head view"):
+                head_view = gr.HTML(NO_BERTVIZ)
+            with gr.Tab("Model view"):
+                model_view = gr.HTML(NO_BERTVIZ)
+    return panel, head_view, model_view
+
+
+def _ablation_panel() -> tuple[tuple[gr.CheckboxGroup, ...], gr.Button, gr.Markdown]:
+    """A group of head boxes per stack (head_choices() fills them), the button and its answer."""
+    with gr.Accordion("Head ablation: switch heads off and translate again", open=True):
+        with gr.Row():
+            groups = tuple(gr.CheckboxGroup(label=label, choices=[], elem_classes="ablation-heads") for label in
+                           ("Encoder self-attention heads off", "Decoder self-attention heads off",
+                            "Cross-attention heads off"))
+        again = gr.Button("Translate again with these heads off")
+        ablated = gr.Markdown()
+    return groups, again, ablated
