@@ -1,7 +1,8 @@
-"""Transformer Studio's page: model picker, status line, presenter switch, one tab per topic.
+"""The studio's shell: model picker, status line, presenter switch, one tab per topic.
 
-The page's tabs are built by studio/tabs/, what they share by studio/shell.py; this module lays
-them out, wires the picker, and serves the page from the command line:
+The tabs are built by studio/tabs/, and what they share (the Shell object, the picker's contents,
+the current translation) lives in studio/shell.py; this module lays out the page, wires the
+picker, and serves the page from the command line:
 
     python -m studio [--host 127.0.0.1] [--port 7860] [--checkpoint PATH] [--checkpoints-dir DIR]
                      [--share] [--public] [--threads N]
