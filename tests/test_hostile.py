@@ -41,6 +41,7 @@ from studio import app, limits, shell, sources, training, uploads
 from studio.registry import ModelRegistry
 from studio.tabs import attention, beam
 from studio.tabs import train as train_tab
+from studio.tabs import train_live
 from studio.tabs import translate
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -372,7 +373,7 @@ def test_uploaded_tsv_with_invalid_utf8_or_control_characters(job, tmp_path, toa
     (uploads / "control.tsv").write_text(rows, encoding="utf-8")
     train_tab.start(job, *panel(str(uploads / "control.tsv")))
     assert job.wait(120) and job.view().state == "finished"  # control characters are just data
-    assert "&lt;b&gt;" in train_tab.status(job.view())  # the typed name stays text
+    assert "&lt;b&gt;" in train_live.status(job.view())  # the typed name stays text
 
 
 # ----- HTML and JavaScript in inputs: the callbacks' outputs -----------------------------------

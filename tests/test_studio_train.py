@@ -465,24 +465,123 @@ def enabled(buttons) -> set[str]:
     return {name for name, button in zip(live.BUTTONS, buttons, strict=True) if button.interactive}
 
 
+class Page:
+    """One browser page of the Train tab at the callback level, wired as the app wires it: the value
+    and properties each component shows (a gr.State: what it holds), changed by an event's reply as
+    Gradio changes them (gr.skip() leaves an output alone). A reply can be computed (call) and
+    applied later (apply), as a busy machine delivers one after a newer tick's."""
+
+    def __init__(self, job: TrainingJob, session: str = "lecturer"):
+        from studio.shell import Shell
+
+        with gr.Blocks() as demo:
+            picker = gr.Dropdown(choices=[], value=None)
+            with gr.Tab("Train") as train_tab:
+                tab.build(Shell(job.registry, picker, demo, gr.State(None)), job, train_tab, gr.State(live.TAB_ID))
+        self.fns = list(demo.fns.values())
+        self.events = {fn.api_name: fn for fn in self.fns if fn.api_name}
+        self.shown = {block._id: {"value": getattr(block, "value", None), "interactive": getattr(block, "interactive",
+                                                                                                  None)}
+                      for block in demo.blocks.values()}
+        self.status_id = next(b._id for b in demo.blocks.values() if getattr(b, "elem_id", None) == "train-status")
+        labels = {"Start": "start", "Pause": "pause", "Resume": "resume", "Stop": "stop", "Save checkpoint": "save"}
+        self.buttons = {labels[b.value]: b._id for b in demo.blocks.values()
+                        if isinstance(b, gr.Button) and b.value in labels}
+        self.request = gr.Request(session_hash=session)
+
+    def call(self, api_name: str) -> tuple:
+        """The event's reply, computed now from what the page shows."""
+        return self._reply(self.events[api_name])
+
+    def _reply(self, fn) -> tuple:
+        from gradio.helpers import special_args
+
+        inputs, *_ = special_args(fn.fn, [self.shown[block._id]["value"] for block in fn.inputs], self.request)
+        reply = fn.fn(*inputs)
+        return reply if isinstance(reply, tuple) else (reply,) if fn.outputs else ()
+
+    def apply(self, api_name: str, reply: tuple) -> None:
+        self._apply(self.events[api_name], reply)
+
+    def _apply(self, fn, reply: tuple) -> None:
+        for block, value in zip(fn.outputs, reply, strict=True):
+            if value == gr.skip():
+                continue
+            if isinstance(value, gr.components.Component):  # an update: the properties it was given
+                self.shown[block._id].update(sent(value))
+            else:
+                self.shown[block._id]["value"] = value
+
+    def run(self, api_name: str) -> None:
+        self.apply(api_name, self.call(api_name))
+
+    def click(self, api_name: str) -> None:
+        """The event, then the events chained after it (.then), each reply applied before the next runs."""
+        chain = [self.events[api_name]]
+        while chain:
+            fn = chain.pop(0)
+            self._apply(fn, self._reply(fn))
+            chain += [then for then in self.fns if then.trigger_after == fn._id]
+
+    @property
+    def status(self) -> str:
+        return self.shown[self.status_id]["value"]
+
+    @property
+    def enabled(self) -> set[str]:
+        return {name for name, block_id in self.buttons.items() if self.shown[block_id]["interactive"]}
+
+
 def test_buttons_follow_the_jobs_state_and_pause_says_so_at_once(job):
     assert enabled(live.tick(job, None, 2, 0, live.Following(True), None, None)[8:13]) == {"start"}  # idle: nothing to pause or save
     tab.start(job, *panel(max_steps=10_000))
     wait_for(job, lambda v: v.step >= 2)
     assert enabled(live.tick(job, None, 2, 0, live.Following(True), None, None)[8:13]) == {"pause", "stop", "save"}
-    state, *buttons = tab.control(job, "pause")  # the status line and buttons come back with the click
-    assert "**Paused**" in state and "The step under way ends first" in state
-    assert enabled(buttons) == {"resume", "stop", "save"}
+    page = Page(job)
+    page.click("train_pause")  # the status line and buttons come back with the click (the tick it sets off)
+    assert "**Paused**" in page.status and "The step under way ends first" in page.status
+    assert page.enabled == {"resume", "stop", "save"}
     view = wait_for(job, lambda v: "Paused after step" in v.message)  # then where it stopped
     assert f"Paused after step {view.step}; press Resume" in view.message
-    state, *buttons = tab.control(job, "resume")
-    assert "**Training**" in state and enabled(buttons) == {"pause", "stop", "save"}
-    state, *buttons = tab.control(job, "stop")
-    assert enabled(buttons) in ({"save"}, {"start", "save"})  # stopping, or stopped already
+    page.click("train_resume")
+    assert "**Training**" in page.status and page.enabled == {"pause", "stop", "save"}
+    page.click("train_stop")
+    assert page.enabled in ({"save"}, {"start", "save"})  # stopping, or stopped already
     wait_for(job, lambda v: v.state == "stopped")
     assert enabled(live.buttons(job.view())) == {"start", "save"}
     failed = replace(job.view(), state="failed", last_good_step=None)  # NaN from the first step: nothing to save
     assert enabled(live.buttons(failed)) == {"start"}
+
+
+@pytest.mark.parametrize("action", ["pause", "resume", "stop"])
+def test_a_late_reply_to_a_button_leaves_the_page_on_the_runs_true_state(job, action):
+    """Issue 46: a button's reply reaching the page after the once-a-second tick had drawn a newer state
+    (a busy machine) left the page on the older one for good ("Stopping after the current step…" with
+    Start greyed out, after the run had stopped), since the tick sends nothing while the run is unchanged."""
+    page = Page(job)
+    job.start(replace(QUICK, max_steps=10_000))
+    wait_for(job, lambda v: v.step >= 2)
+    if action == "resume":
+        job.pause()
+        wait_for(job, lambda v: v.message.startswith("Paused after step"))
+    page.run("train_view")
+    late = page.call(f"train_{action}")  # the click's reply, computed at the click
+    if action == "pause":  # the run moves on: it pauses after the step under way...
+        wait_for(job, lambda v: v.message.startswith("Paused after step"))
+    else:  # ...or it stops (resumed, then stopped by the time limit or another page)
+        if action == "resume":
+            job.stop()
+        wait_for(job, lambda v: v.state == "stopped")
+    page.run("train_view")  # a tick draws that
+    page.apply(f"train_{action}", late)  # and the click's reply reaches the page after it
+    page.run("train_view")
+    fresh = Page(job)
+    fresh.run("train_view")
+    assert page.status == fresh.status and page.enabled == fresh.enabled
+    expected = {"pause": ("**Paused**", f"Paused after step {job.view().step:,}", {"resume", "stop", "save"}),
+                "resume": ("**Stopped**", "Stopped at step", {"start", "save"}),
+                "stop": ("**Stopped**", "Stopped at step", {"start", "save"})}[action]
+    assert page.status.startswith(expected[0]) and expected[1] in page.status and page.enabled == expected[2]
 
 
 def test_callbacks_start_pause_resume_stop_save(job):

@@ -19,7 +19,7 @@ from ..sources import discard_upload_copy
 from ..text import guard, md, warn
 from ..training import JobBusy, TrainingJob, warm_up
 from .train_form import FIELDS, NAMING, SetupPanel, build_setup, data_picked, settings_from, setup_of_the_run
-from .train_live import LiveView, build_live_view, buttons, session_of, status, watch
+from .train_live import build_live_view, session_of, watch
 
 # The tab's id (app.py) and its set-up panel's defaults (bench/), named here as the tab's own.
 from .train_form import DEFAULTS  # noqa: F401
@@ -49,10 +49,10 @@ def start(job: TrainingJob, *values, session: str | None = None) -> tuple:
     return picker_update(job.registry, name), said, gr.DownloadButton(visible=False)
 
 
-def controller(job: TrainingJob, action: str) -> Callable[[gr.Request], tuple]:
+def controller(job: TrainingJob, action: str) -> Callable[[gr.Request], None]:
     """control() for one button, taking the browser session from Gradio."""
-    def act(request: gr.Request) -> tuple:
-        return control(job, action, session_of(request))
+    def act(request: gr.Request) -> None:
+        control(job, action, session_of(request))
     return act
 
 
@@ -62,14 +62,14 @@ def fold_setup(outcome: str) -> gr.Accordion:
     return gr.skip() if outcome.startswith(NOT_STARTED) else gr.Accordion(open=False)
 
 
-def control(job: TrainingJob, action: str, session: str | None = None) -> tuple:
-    """Pause, resume or stop the run; (status line, buttons) at once, not at the timer's next tick."""
+def control(job: TrainingJob, action: str, session: str | None = None) -> None:
+    """Pause, resume or stop the run (a warning when it cannot). The status line and the buttons are
+    left to the tick that follows the click (train_live.watch): drawn here too, they could reach the
+    page after a newer tick's drawing and hold it on an older state for good (issue #46)."""
     try:
         getattr(job, action)(session)
     except ValueError as exc:
         warn(exc)
-    view = job.view()
-    return status(view), *buttons(view, session)
 
 
 def save(job: TrainingJob, name: str, picked: str | None,
@@ -134,12 +134,12 @@ def build(shell: Shell, job: TrainingJob, tab: gr.Tab, on_screen: gr.State) -> N
     # Below the buttons, which stay on screen; it folds away once a run starts.
     setup = build_setup()
     live = build_live_view()
-    wire_controls(shell, job, controls, setup, live)
+    clicks = wire_controls(shell, job, controls, setup)
     shell.model.change(guard(partial(picked, job)), inputs=shell.model)
     shell.demo.load(warm_up)
     shell.demo.load(guard(partial(setup_of_the_run, job)), outputs=[*setup.inputs(), setup.accordion],
                     show_progress="hidden")
-    watch(shell, job, tab, on_screen, live, controls.row)
+    watch(shell, job, tab, on_screen, live, controls.row, redraw_after=clicks)
 
 
 def build_controls(public: bool) -> Controls:
@@ -162,9 +162,9 @@ def build_controls(public: bool) -> Controls:
                     gr.Markdown(elem_classes="announce"), gr.DownloadButton(visible=False))
 
 
-def wire_controls(shell: Shell, job: TrainingJob, controls: Controls, setup: SetupPanel, live: LiveView) -> None:
-    """Start, Pause, Resume, Stop and Save. Gradio passes the browser session (gr.Request) to them: on a
-    public studio only the session that started a run controls it."""
+def wire_controls(shell: Shell, job: TrainingJob, controls: Controls, setup: SetupPanel) -> list[gr.events.Dependency]:
+    """Start, Pause, Resume, Stop and Save; returns the Pause, Resume and Stop clicks. Gradio passes the
+    browser session (gr.Request) to them: on a public studio only the session that started a run controls it."""
     def start_run(request: gr.Request, *values):
         return start(job, *values, session=session_of(request))
 
@@ -181,9 +181,9 @@ def wire_controls(shell: Shell, job: TrainingJob, controls: Controls, setup: Set
         data_picked, inputs=setup.inputs(NAMING), outputs=setup.fields["name"], show_progress="hidden")
     # A public run's starter closing or reloading its page leaves the run to every visitor.
     shell.demo.unload(release_page)
-    for button, action in ((c.pause, "pause"), (c.resume, "resume"), (c.stop, "stop")):
-        # Their status line comes back with the click (the timer's tick took up to a second more); a
-        # trivial call, so no concurrency limit: it never queues behind other sessions' redraws.
-        button.click(guard(controller(job, action)), outputs=[live.status, *c.row], api_name=f"train_{action}",
-                     concurrency_limit=None, show_progress="hidden")
+    # A trivial call, so no concurrency limit: it never queues behind other sessions' redraws.
+    clicks = [button.click(guard(controller(job, action)), api_name=f"train_{action}", concurrency_limit=None,
+                           show_progress="hidden")
+              for button, action in ((c.pause, "pause"), (c.resume, "resume"), (c.stop, "stop"))]
     c.save.click(guard(save_run), inputs=[c.save_name, shell.model], outputs=[c.outcome, shell.model, c.download])
+    return clicks

@@ -294,9 +294,14 @@ def session_of(request: gr.Request | None) -> str | None:
 
 
 def watch(shell: Shell, job: TrainingJob, tab: gr.Tab, on_screen: gr.State, live: LiveView,
-          button_row: list[gr.Button]) -> None:
-    """Tick about once a second, on the page's load and when the tab is shown; the timeline's own
-    events draw the snapshot asked for."""
+          button_row: list[gr.Button], redraw_after: list[gr.events.Dependency]) -> None:
+    """Tick about once a second, on the page's load, when the tab is shown and after each of
+    redraw_after (the Pause, Resume and Stop clicks); the timeline's own events draw the snapshot
+    asked for.
+
+    Only a tick draws the status line and the buttons, with the Seen that says what it drew: a
+    reply that drew them too could reach the page after a newer tick's (a busy machine), and the
+    tick, seeing no change since, left the page on the older state for good (issue #46)."""
     def tick_page(request: gr.Request, *values):
         return tick(job, *values, session=session_of(request))
 
@@ -307,6 +312,10 @@ def watch(shell: Shell, job: TrainingJob, tab: gr.Tab, on_screen: gr.State, live
     # Drawn at once when the tab is shown, not at the next tick.
     tab.select(lambda: TAB_ID, outputs=on_screen, show_progress="hidden").then(
         guard(tick_page), inputs=inputs, outputs=outputs, show_progress="hidden")
+    # After Pause, Resume or Stop at once (the timer took up to a second more), with no concurrency
+    # limit: a click's answer never queues behind other sessions' ticks.
+    for click in redraw_after:
+        click.then(guard(tick_page), inputs=inputs, outputs=outputs, show_progress="hidden", concurrency_limit=None)
     timeline_and_view = [live.following, live.timeline, live.layer, live.head]
     live.timeline.input(guard(partial(scrub, job)), inputs=timeline_and_view, outputs=[live.attention, live.follow],
                         trigger_mode="always_last")
