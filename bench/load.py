@@ -76,7 +76,7 @@ def pick_model(checkpoints: Path, wanted: str | None) -> tuple[str, list[str]]:
 def train_values(steps: int) -> list:
     """The Train tab's set-up panel (studio.tabs.train.FIELDS order): its defaults, a long run."""
     from core.config import PRESETS
-    from studio.tabs.train import DEFAULTS as d
+    from studio.tabs.train_form import DEFAULTS as d
 
     p = PRESETS[d.preset]
     return ["Synthetic task", d.data.split(":")[1], "", None, "", "", "", 0, TRAIN_NAME, d.preset,

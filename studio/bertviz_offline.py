@@ -48,7 +48,7 @@ FIT_WIDTH = """
     var wide = document.documentElement.scrollWidth, room = window.innerWidth;
     if (wide <= room + 4) return;
     document.body.style.zoom = room / wide;
-    // Scaled down, the drawing leaves the frame's lower part blank: the page (app.BERTVIZ_HEIGHT_JS) shrinks it.
+    // Scaled down, the drawing leaves the frame's lower part blank: the page (static/bertviz_height.js) shrinks it.
     // (The body's box: the document's own height is never less than the frame's.)
     parent.postMessage({bertvizHeight: document.body.getBoundingClientRect().height + 20}, '*');
   };

@@ -37,10 +37,11 @@ from core.checkpoint import load_checkpoint, load_trainer_state, save_checkpoint
 from core.config import ModelConfig
 from core.model import Transformer
 from core.tokenizer import Tokenizer
-from studio import app, limits, run_setup, sources, training
+from studio import app, limits, run_setup, shell, sources, training, uploads
 from studio.registry import ModelRegistry
 from studio.tabs import attention, beam
 from studio.tabs import train as train_tab
+from studio.tabs import train_live
 from studio.tabs import translate
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -120,7 +121,7 @@ def test_model_safetensors_that_is_a_pickle_is_refused(tmp_path, shipped, regist
     torch.save({"w": Payload(tmp_path / "PWNED")}, shipped / "model.safetensors")  # torch's zip pickle
     with pytest.raises(ValueError, match="not a readable safetensors file"):
         load_checkpoint(shipped)
-    picker, status = app.open_checkpoint(registry, [str(p) for p in shipped.iterdir()], MODEL)
+    picker, status = uploads.open_checkpoint(registry, [str(p) for p in shipped.iterdir()], MODEL)
     assert registry.names() == [MODEL] and "model.safetensors: not a readable safetensors file" in toasts[-1]
     assert not (tmp_path / "PWNED").exists()
 
@@ -136,7 +137,7 @@ def test_uploads_kept_in_memory_are_capped_and_their_names_bounded(shipped, regi
     for n in range(limits.MAX_UPLOADED_MODELS + 1):  # other weights each time: the same ones are not doubled
         state[first].view(-1)[0] = n
         save_file(state, str(shipped / "model.safetensors"), metadata={"format": "pt"})
-        app.open_checkpoint(registry, [str(p) for p in shipped.iterdir()], MODEL)
+        uploads.open_checkpoint(registry, [str(p) for p in shipped.iterdir()], MODEL)
     base = "x" * (limits.MAX_NAME_CHARS - 1)  # the NUL became a space, stripped
     kept = [f"{base} ({n})" for n in range(2, limits.MAX_UPLOADED_MODELS + 2)]  # the first upload was dropped
     assert registry.names() == [MODEL] + kept and registry.uploaded == kept
@@ -166,14 +167,14 @@ def test_zips_with_code_carrying_files_are_refused_or_ignored(tmp_path, shipped,
     payload = live_payload(tmp_path)
     good = {p.name: p.read_bytes() for p in shipped.iterdir()}
     bad = _zip(tmp_path / "bad.zip", {**good, "model.safetensors": payload})
-    app.open_checkpoint(registry, [str(bad)], MODEL)
+    uploads.open_checkpoint(registry, [str(bad)], MODEL)
     assert registry.names() == [MODEL] and "not a readable safetensors file" in toasts[-1]
     # A real checkpoint with a poisoned trainer.pt and a stray pickle: opened, the extras never read.
     extras = _zip(tmp_path / "extras.zip", {**good, "trainer.pt": payload, "evil.pkl": payload})
-    folder = app._assemble([str(extras)])
+    folder = uploads._assemble([str(extras)])
     assert set(p.name for p in folder.iterdir()) == set(good)
     shutil.rmtree(folder.parent)
-    picker, _ = app.open_checkpoint(registry, [str(extras)], MODEL)
+    picker, _ = uploads.open_checkpoint(registry, [str(extras)], MODEL)
     assert picker.value == MODEL and registry.names() == [MODEL]  # read, and found to be the model offered
     assert not (tmp_path / "PWNED").exists()
 
@@ -181,12 +182,12 @@ def test_zips_with_code_carrying_files_are_refused_or_ignored(tmp_path, shipped,
 def test_zip_slip_member_names_cannot_write_outside_the_upload_folder(tmp_path, shipped, monkeypatch):
     deep = tmp_path / "a" / "b" / "c"
     deep.mkdir(parents=True)
-    monkeypatch.setattr(app.tempfile, "mkdtemp", lambda prefix="": str(deep))
+    monkeypatch.setattr(uploads.tempfile, "mkdtemp", lambda prefix="": str(deep))
     good = {p.name: p.read_bytes() for p in shipped.iterdir()}
     archive = _zip(tmp_path / "slip.zip", {
         "../../../x/config.json": good["config.json"], "/abs/model.safetensors": good["model.safetensors"],
         "..\\..\\tokenizer.json": good["tokenizer.json"], "ok/../../evil.py": b"import os", "../../../y": b"y"})
-    folder = app._assemble([str(archive)])
+    folder = uploads._assemble([str(archive)])
     assert folder.parent == deep and sorted(p.name for p in folder.iterdir()) == sorted(good)
     written = sorted(str(p.relative_to(tmp_path)) for p in tmp_path.rglob("*") if p.is_file())
     assert written == sorted([f"a/b/c/uploaded-checkpoint/{n}" for n in good] +
@@ -242,7 +243,7 @@ def test_uploaded_tsv_must_be_an_upload(tmp_path):
 
 def test_names_from_the_ui_cannot_reach_files(registry, tmp_path, toasts):
     for name in ("../../etc/passwd", "/etc/passwd", str(ROOT / "checkpoints" / "numbers-en-de-tiny")):
-        assert "cannot be used" in app.status_line(registry, name)
+        assert "cannot be used" in shell.status_line(registry, name)
         assert "Cannot translate" in translate_text(registry, "Hund", name=name)[3]
     for name, safe in (("../../x", "x"), ("/etc/passwd", "etc-passwd"), (".hidden", "hidden"), ("a\x00b", "a-b"),
                        ("..", "live-model"), ("my run/../x", "my-run-.-x"), ("<script>", "script"), ("Übung", "Übung"),
@@ -295,12 +296,12 @@ def test_public_reaches_the_train_tabs_job_and_a_space_serves_public(monkeypatch
 def test_oversized_uploads_are_refused_with_a_message(tmp_path, shipped, registry, toasts, monkeypatch):
     monkeypatch.setattr(limits, "MAX_UPLOAD_BYTES", 4096)
     scratch = tmp_path / "scratch"
-    monkeypatch.setattr(app.tempfile, "mkdtemp", lambda prefix="": str(scratch.mkdir() or scratch))
-    app.open_checkpoint(registry, [str(p) for p in shipped.iterdir()], MODEL)
+    monkeypatch.setattr(uploads.tempfile, "mkdtemp", lambda prefix="": str(scratch.mkdir() or scratch))
+    uploads.open_checkpoint(registry, [str(p) for p in shipped.iterdir()], MODEL)
     assert "the studio accepts files of at most" in toasts[-1] and registry.names() == [MODEL]
     bomb = _zip(tmp_path / "bomb.zip", {"model.safetensors": b"\0" * 2**20})  # 1 MiB unpacked, ~1 KiB packed
     assert bomb.stat().st_size < 4096
-    app.open_checkpoint(registry, [str(bomb)], MODEL)
+    uploads.open_checkpoint(registry, [str(bomb)], MODEL)
     assert "model.safetensors in the .zip (unpacked)" in toasts[-1]
     assert not scratch.exists()  # the refused upload's copy is gone
 
@@ -372,7 +373,7 @@ def test_uploaded_tsv_with_invalid_utf8_or_control_characters(job, tmp_path, toa
     (uploads / "control.tsv").write_text(rows, encoding="utf-8")
     train_tab.start(job, *panel(str(uploads / "control.tsv")))
     assert job.wait(120) and job.view().state == "finished"  # control characters are just data
-    assert "&lt;b&gt;" in train_tab.status(job.view())  # the typed name stays text
+    assert "&lt;b&gt;" in train_live.status(job.view())  # the typed name stays text
 
 
 # ----- HTML and JavaScript in inputs: the callbacks' outputs -----------------------------------
@@ -418,7 +419,7 @@ def assert_inert(*outputs) -> None:
 def test_html_in_inputs_stays_text_in_every_callback_output(toasts):
     registry = hostile_registry()
     name = PAYLOADS[1]
-    assert_inert(app.status_line(registry, name))
+    assert_inert(shell.status_line(registry, name))
     translation, fig, table, notes, current = translate_text(registry, HOSTILE_TEXT + " Ein Hund", name=name)
     assert current.ids and "unknown" not in notes  # every payload is a known token
     assert_inert(fig, notes, table)  # the translation box is plain text, not markup; the n-best table is escaped
@@ -432,7 +433,7 @@ def test_html_in_inputs_stays_text_in_every_callback_output(toasts):
     shown = list(beam.render(registry, search))
     del shown[5:7]  # the two results' boxes: plain text (Textbox values), not markup, as the translation box
     assert_inert([o for o in shown if isinstance(o, str) or hasattr(o, "to_plotly_json")])
-    assert_inert(app.open_checkpoint(registry, None, name)[1], toasts)
+    assert_inert(uploads.open_checkpoint(registry, None, name)[1], toasts)
 
 
 def test_bertviz_keeps_script_closing_tokens_inside_its_script():

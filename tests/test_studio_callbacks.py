@@ -23,10 +23,11 @@ from core.config import ModelConfig
 from core.model import Transformer
 from core.tokenizer import Tokenizer
 from core.translation import Translation, translate_detailed
-from studio import app, bertviz_offline, plots
+from studio import app, bertviz_offline, plots, shell
 from studio.registry import ModelRegistry
 from studio.tabs import attention, model_view, positional, translate
 from studio.text import guard, info, md, md_table, warn
+from studio.uploads import UPLOAD_EXPECTED, open_checkpoint
 from studio.widgets import Slider
 
 DEFAULTS = dict(method="beam", beam_size=4, alpha=0.6, max_extra=10, n_best=3, temperature=1.0, top_k=0,
@@ -58,11 +59,11 @@ def test_cli_refuses_a_folder_that_is_not_a_checkpoint(tmp_path):
 
 
 def test_status_line_names_model_parameters_vocab_device(registry):
-    line = app.status_line(registry, "studio-tiny")
+    line = shell.status_line(registry, "studio-tiny")
     bundle = studio_bundle()
     assert "studio\\-tiny" in line and f"{bundle.model.num_parameters():,}" in line and "cpu" in line
-    assert "No model yet" in app.status_line(ModelRegistry(None), None)
-    assert "cannot be used" in app.status_line(registry, "missing")
+    assert "No model yet" in shell.status_line(ModelRegistry(None), None)
+    assert "cannot be used" in shell.status_line(registry, "missing")
 
 
 def test_registry_scans_checkpoint_folders_and_loads_lazily(tmp_path):
@@ -101,7 +102,7 @@ def test_opening_a_file_that_is_not_a_checkpoint_warns_and_keeps_serving(registr
     with zipfile.ZipFile(damaged, "w") as z:
         for p in folder.iterdir():
             z.write(p, f"shipped/{p.name}")
-    expected = app.UPLOAD_EXPECTED
+    expected = UPLOAD_EXPECTED
     for files, message in (
             (["model.bin"], f"Cannot open model.bin: it is not a .zip. {expected}"),
             (["fake.zip"], f"Cannot open fake.zip: it is not a readable .zip archive. {expected}"),
@@ -109,10 +110,10 @@ def test_opening_a_file_that_is_not_a_checkpoint_warns_and_keeps_serving(registr
                             + expected),
             (["config.json", "model.bin"], "Cannot open config.json, model.bin: model.safetensors and tokenizer.json "
                                            f"are missing. {expected}")):
-        picker, status = app.open_checkpoint(registry, [str(uploads / f) for f in files], "studio-tiny")
+        picker, status = open_checkpoint(registry, [str(uploads / f) for f in files], "studio-tiny")
         assert toasts[-1] == html.escape(message, quote=False)
         assert registry.names() == ["studio-tiny"] and picker.value == "studio-tiny" and "studio\\-tiny" in status
-    app.open_checkpoint(registry, [str(damaged)], "studio-tiny")  # core's message, without the server's path
+    open_checkpoint(registry, [str(damaged)], "studio-tiny")  # core's message, without the server's path
     assert toasts[-1].startswith("Cannot open damaged.zip: model.safetensors: not a readable safetensors file")
     assert "/tmp" not in toasts[-1] and str(tmp_path) not in " ".join(toasts) and registry.names() == ["studio-tiny"]
     assert expected == ("The studio opens a .zip of a checkpoint folder, or the checkpoint's files uploaded together: "
@@ -149,26 +150,26 @@ def test_a_zip_that_python_cannot_unpack_is_named_not_raised(registry, tmp_path,
             ("locked.zip", (6, 8, encrypted), "is encrypted; zip the folder again without a password"),
             ("d64.zip", (8, 10, deflate64), "is compressed with a method the studio cannot read")):
         (tmp_path / name).write_bytes(_with_zip_headers(plain.read_bytes(), local, central, change))
-        guard(app.open_checkpoint)(registry, [str(tmp_path / name)], "studio-tiny")
+        guard(open_checkpoint)(registry, [str(tmp_path / name)], "studio-tiny")
         assert toasts[-1].startswith(f"Cannot open {name}: config.json in the .zip {said}")
     assert registry.names() == ["studio-tiny"]
 
 
 def test_opening_uploaded_checkpoint_files_and_a_zip(registry, tmp_path, toasts):
     same = save_checkpoint(tmp_path / "same", studio_bundle())  # the model offered as studio-tiny
-    picker, _ = app.open_checkpoint(registry, [str(p) for p in sorted(same.iterdir())], "other")
+    picker, _ = open_checkpoint(registry, [str(p) for p in sorted(same.iterdir())], "other")
     assert picker.value == "studio-tiny" and registry.names() == ["studio-tiny"]  # picked, not offered twice
     assert toasts[-1] == "studio-tiny is open already (the same weights): it is picked."
     folder = save_checkpoint(tmp_path / "shipped", studio_bundle(max_len=16))  # another model, the same name
     files = [str(p) for p in sorted(folder.iterdir())]
-    picker, status = app.open_checkpoint(registry, files, "studio-tiny")
+    picker, status = open_checkpoint(registry, files, "studio-tiny")
     assert picker.value == "studio-tiny (2)" and "studio\\-tiny \\(2\\)" in status
     assert ("studio-tiny (2) (uploaded)", "studio-tiny (2)") in picker.choices  # gone when the studio stops
     archive = tmp_path / "shipped.zip"
     with zipfile.ZipFile(archive, "w") as z:
         for p in folder.iterdir():
             z.write(p, f"shipped/{p.name}")
-    picker, _ = app.open_checkpoint(registry, [str(archive)], "studio-tiny")
+    picker, _ = open_checkpoint(registry, [str(archive)], "studio-tiny")
     assert picker.value == "studio-tiny (2)" and len(registry.names()) == 2  # its .zip: the same model again
 
 
@@ -178,7 +179,7 @@ def test_a_same_named_checkpoint_that_no_longer_loads_does_not_block_an_upload(t
     (shelf / "studio-tiny" / "model.safetensors").write_bytes(b"damaged since the app started")
     registry = ModelRegistry(shelf)
     upload = save_checkpoint(tmp_path / "upload", studio_bundle())
-    picker, _ = app.open_checkpoint(registry, [str(p) for p in sorted(upload.iterdir())], None)
+    picker, _ = open_checkpoint(registry, [str(p) for p in sorted(upload.iterdir())], None)
     assert picker.value == "studio-tiny (2)"
 
 
@@ -341,11 +342,11 @@ def test_translate_bad_input_gives_messages_not_tracebacks(registry, capsys):
 
 
 def test_examples_come_from_the_model_or_german_for_de_en():
-    assert translate.examples_for(studio_bundle()) == SENTENCES
+    assert shell.examples_for(studio_bundle()) == SENTENCES
     bundle = studio_bundle()
     de_en = type(bundle)(bundle.model, bundle.tokenizer, {"name": "multi30k-de-en-small"})
-    assert translate.examples_for(de_en) == translate.GERMAN_EXAMPLES
-    assert translate.examples_for(type(bundle)(bundle.model, bundle.tokenizer, {"name": "x"})) == []
+    assert shell.examples_for(de_en) == shell.GERMAN_EXAMPLES
+    assert shell.examples_for(type(bundle)(bundle.model, bundle.tokenizer, {"name": "x"})) == []
 
 
 def test_a_synthetic_tasks_model_says_its_task_over_its_examples():
@@ -587,7 +588,7 @@ def test_model_tab_counts_every_parameter_once(registry):
     assert smoothing.layout.yaxis.exponentformat == "power"  # 10^-4, not plotly's SI "100μ"
     # The reference token is a target-language one: the first of the causal mask's translation.
     reference = smoothing.data[0].marker.color.index("#1b6ca8")
-    first = model_view.example_translation(bundle, translate.examples_for(bundle) or ["ein Beispiel ."])
+    first = model_view.example_translation(bundle, shell.examples_for(bundle) or ["ein Beispiel ."])
     expected = bundle.tokenizer.tokens(first.ids[:1]) or ["<eos>"]
     assert smoothing.layout.xaxis.ticktext[reference] == plots.label(expected[0])
     assert len(masks.data) == 2

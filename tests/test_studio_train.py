@@ -25,12 +25,14 @@ from core.checkpoint import load_checkpoint
 from core.config import ModelConfig
 from core.translation import translate_detailed
 from core.model import Transformer
-from studio import app, run_setup, sources, training
-from studio.app import open_checkpoint
+from studio import plots, run_setup, shell, sources, training
 from studio.registry import ModelRegistry
 from studio.tabs import model_view
 from studio.tabs import train as tab
+from studio.tabs import train_form as form
+from studio.tabs import train_live as live
 from studio.training import JobBusy, Settings, TrainingJob
+from studio.uploads import open_checkpoint
 
 
 
@@ -70,15 +72,15 @@ def same_output(a, b) -> bool:
 
 def panel(**changes) -> list:
     """The set-up panel's values in FIELDS order: the tab's defaults, changed."""
-    d = tab.DEFAULTS
-    layers, d_model, heads, d_ff, dropout = tab.preset_values(d.preset)
+    d = form.DEFAULTS
+    layers, d_model, heads, d_ff, dropout = form.preset_values(d.preset)
     values = dict(kind=sources.SOURCES[0], task="numbers", path="", upload=None, hf_name="", src_lang="",
                   tgt_lang="", limit=0, name="live-numbers", preset=d.preset, layers=layers, d_model=d_model,
                   n_heads=heads, d_ff=d_ff, dropout=dropout, vocab_size=d.vocab_size, max_steps=30, warmup=10,
                   lr_factor=d.lr_factor, label_smoothing=d.label_smoothing, max_tokens=256, clip_norm=0,
                   eval_every=10, attention_every=5)
     values.update(changes)
-    return [values[f] for f in tab.FIELDS]
+    return [values[f] for f in form.FIELDS]
 
 
 # ----- a run from start to finish ----------------------------------------------------------------
@@ -144,24 +146,24 @@ def test_stop_while_paused_and_start_again(job):
 def test_a_page_opened_during_a_run_shows_the_runs_set_up(job):
     """A second page (or a reload) showed the defaults under the run's status line: task numbers,
     600 steps, d_model 64 beside 'lecture-demo, 2,000 steps'. It shows the run's, folded as after Start."""
-    assert tab.setup_of_the_run(job) == (gr.skip(),) * (len(tab.FIELDS) + 1)  # no run: left as built
+    assert form.setup_of_the_run(job) == (gr.skip(),) * (len(form.FIELDS) + 1)  # no run: left as built
     ours = replace(QUICK, data="synthetic:copy", name="lecture-demo", layers=1, d_model=32, n_heads=2, d_ff=64,
                    dropout=0.0, limit=100, max_steps=3)
     job.start(ours)
     wait_for(job, lambda v: v.state == "finished")
-    *values, setup = tab.setup_of_the_run(job)
-    assert tab.settings_from(dict(zip(tab.FIELDS, values))) == ours and setup.open is False
+    *values, setup = form.setup_of_the_run(job)
+    assert form.settings_from(dict(zip(form.FIELDS, values))) == ours and setup.open is False
     assert values[:2] == [sources.SOURCES[0], "copy"]
-    preset_sized = tab.form_values(replace(ours, layers=None, d_ff=None))  # None: the preset's size
-    sizes = tab.preset_values(ours.preset)
-    assert [preset_sized[tab.FIELDS.index(f)] for f in ("layers", "d_ff")] == [sizes[0], sizes[3]]
+    preset_sized = form.form_values(replace(ours, layers=None, d_ff=None))  # None: the preset's size
+    sizes = form.preset_values(ours.preset)
+    assert [preset_sized[form.FIELDS.index(f)] for f in ("layers", "d_ff")] == [sizes[0], sizes[3]]
     # Other sources: the typed path as the panel takes it, the dataset's name; an upload's box is left empty.
     shared = sources.ROOT.parent / "shared" / "data" / "tatoeba-deu-eng" / "deu-eng.tsv.gz"
-    assert tab.data_fields(f"files:{shared}:en-de")[:3] == (
+    assert form.data_fields(f"files:{shared}:en-de")[:3] == (
         sources.SOURCES[1], "numbers", "../shared/data/tatoeba-deu-eng/deu-eng.tsv.gz:en-de")
-    assert tab.data_fields("hf:opus_books:de-en") == (sources.SOURCES[3], "numbers", "", None, "opus_books:de-en")
+    assert form.data_fields("hf:opus_books:de-en") == (sources.SOURCES[3], "numbers", "", None, "opus_books:de-en")
     upload = Path(tempfile.gettempdir()) / f"{sources.UPLOAD_COPY_PREFIX}x1" / "pairs.tsv"
-    assert tab.data_fields(f"files:{upload}")[:4] == (sources.SOURCES[2], "numbers", "", None)
+    assert form.data_fields(f"files:{upload}")[:4] == (sources.SOURCES[2], "numbers", "", None)
 
 
 def test_selecting_the_model_fetches_newer_weights(job):
@@ -185,16 +187,16 @@ def test_a_new_run_under_the_picked_name_is_another_model_for_every_tab(job):
     wait_for(job, lambda v: v.last_good_step >= 5)  # a newer snapshot of the same run: the same model
     tab.picked(job, "live-numbers")
     assert job.registry.key("live-numbers") == first and current.key == first
-    assert tab.tick(job, None, 2, 0, tab.Following(True), "live-numbers", first)[-1] == gr.skip()
+    assert live.tick(job, None, 2, 0, live.Following(True), "live-numbers", first)[-1] == gr.skip()
     assert beam._current(search, job.registry, "live-numbers", "4 2", 2, 0.6, "gnmt", 10) is search
     job.stop()
     wait_for(job, lambda v: v.state == "stopped")
     job.start(replace(QUICK, max_steps=3, layers=1))  # the same name, another model
     renewed = job.registry.key("live-numbers")
     assert renewed != first and renewed[0] == "live-numbers"
-    assert tab.tick(job, None, 2, 0, tab.Following(True), "live-numbers", first)[-1] == renewed  # -> shell.model_key.change
+    assert live.tick(job, None, 2, 0, live.Following(True), "live-numbers", first)[-1] == renewed  # -> shell.model_key.change
     # The user has picked another model (its key set by the picker); a tick queued before still names this one.
-    assert tab.tick(job, None, 2, 0, tab.Following(True), "live-numbers", ("another model", 0))[-1] == gr.skip()
+    assert live.tick(job, None, 2, 0, live.Following(True), "live-numbers", ("another model", 0))[-1] == gr.skip()
     analysis, title, *_ = attention.refresh(job.registry, current, (current, first), attention.TAB_ID, "live-numbers")
     assert analysis is None and "translated with an earlier run of live\\-numbers" in title
     ablated = attention.ablate(job.registry, current, "live-numbers", ["L1 H1"], [], [])  # said on the page
@@ -388,7 +390,7 @@ def test_a_model_large_for_a_cpu_starts_with_a_notice(job, toasts, monkeypatch):
     view = wait_for(job, lambda v: v.settings is not None)
     params = int(view.facts["parameters"].replace(",", ""))
     notice = run_setup.cpu_notice(params, torch.device("cpu"))
-    assert f"{params / 1e6:.1f}M parameters" in notice and f"**{tab.md(notice)}**" in tab.status(view)  # it trains
+    assert f"{params / 1e6:.1f}M parameters" in notice and f"**{tab.md(notice)}**" in live.status(view)  # it trains
 
 
 def test_a_vocabulary_that_leaves_the_data_unknown_gives_a_notice():
@@ -449,9 +451,9 @@ def test_start_refusals_come_as_messages(job):
     assert tab.start(job, *panel(kind=sources.SOURCES[1], path="../../etc/passwd"))[0] == gr.skip()
     assert job.view().state == "idle"
     with pytest.raises(ValueError, match="steps must be a whole number"):
-        tab.settings_from(dict(zip(tab.FIELDS, panel(max_steps=0))))
+        form.settings_from(dict(zip(form.FIELDS, panel(max_steps=0))))
     with pytest.raises(ValueError, match="dropout"):
-        tab.settings_from(dict(zip(tab.FIELDS, panel(dropout=None))))
+        form.settings_from(dict(zip(form.FIELDS, panel(dropout=None))))
     # The boxes have no Gradio bounds (its refusal names no box): these messages name each one.
     for field, bad, words in (("max_steps", -5, "steps must be a whole number of at least 1"),
                               ("d_model", 2.5, "d_model must be a whole number"),
@@ -459,32 +461,131 @@ def test_start_refusals_come_as_messages(job):
                               ("lr_factor", 0, "lr factor must be a number above 0"),
                               ("warmup", None, "warm-up steps must be a whole number of at least 1, got an empty box")):
         with pytest.raises(ValueError, match=words):
-            tab.settings_from(dict(zip(tab.FIELDS, panel(**{field: bad}))))
+            form.settings_from(dict(zip(form.FIELDS, panel(**{field: bad}))))
 
 
 def enabled(buttons) -> set[str]:
     """The names of the Train tab's buttons that are enabled."""
-    return {name for name, button in zip(tab.BUTTONS, buttons, strict=True) if button.interactive}
+    return {name for name, button in zip(live.BUTTONS, buttons, strict=True) if button.interactive}
+
+
+class Page:
+    """One browser page of the Train tab at the callback level, wired as the app wires it: the value
+    and properties each component shows (a gr.State: what it holds), changed by an event's reply as
+    Gradio changes them (gr.skip() leaves an output alone). A reply can be computed (call) and
+    applied later (apply), as a busy machine delivers one after a newer tick's."""
+
+    def __init__(self, job: TrainingJob, session: str = "lecturer"):
+        from studio.shell import Shell
+
+        with gr.Blocks() as demo:
+            picker = gr.Dropdown(choices=[], value=None)
+            with gr.Tab("Train") as train_tab:
+                tab.build(Shell(job.registry, picker, demo, gr.State(None)), job, train_tab, gr.State(live.TAB_ID))
+        self.fns = list(demo.fns.values())
+        self.events = {fn.api_name: fn for fn in self.fns if fn.api_name}
+        self.shown = {block._id: {"value": getattr(block, "value", None), "interactive": getattr(block, "interactive",
+                                                                                                  None)}
+                      for block in demo.blocks.values()}
+        self.status_id = next(b._id for b in demo.blocks.values() if getattr(b, "elem_id", None) == "train-status")
+        labels = {"Start": "start", "Pause": "pause", "Resume": "resume", "Stop": "stop", "Save checkpoint": "save"}
+        self.buttons = {labels[b.value]: b._id for b in demo.blocks.values()
+                        if isinstance(b, gr.Button) and b.value in labels}
+        self.request = gr.Request(session_hash=session)
+
+    def call(self, api_name: str) -> tuple:
+        """The event's reply, computed now from what the page shows."""
+        return self._reply(self.events[api_name])
+
+    def _reply(self, fn) -> tuple:
+        from gradio.helpers import special_args
+
+        inputs, *_ = special_args(fn.fn, [self.shown[block._id]["value"] for block in fn.inputs], self.request)
+        reply = fn.fn(*inputs)
+        return reply if isinstance(reply, tuple) else (reply,) if fn.outputs else ()
+
+    def apply(self, api_name: str, reply: tuple) -> None:
+        self._apply(self.events[api_name], reply)
+
+    def _apply(self, fn, reply: tuple) -> None:
+        for block, value in zip(fn.outputs, reply, strict=True):
+            if value == gr.skip():
+                continue
+            if isinstance(value, gr.components.Component):  # an update: the properties it was given
+                self.shown[block._id].update(sent(value))
+            else:
+                self.shown[block._id]["value"] = value
+
+    def run(self, api_name: str) -> None:
+        self.apply(api_name, self.call(api_name))
+
+    def click(self, api_name: str) -> None:
+        """The event, then the events chained after it (.then), each reply applied before the next runs."""
+        chain = [self.events[api_name]]
+        while chain:
+            fn = chain.pop(0)
+            self._apply(fn, self._reply(fn))
+            chain += [then for then in self.fns if then.trigger_after == fn._id]
+
+    @property
+    def status(self) -> str:
+        return self.shown[self.status_id]["value"]
+
+    @property
+    def enabled(self) -> set[str]:
+        return {name for name, block_id in self.buttons.items() if self.shown[block_id]["interactive"]}
 
 
 def test_buttons_follow_the_jobs_state_and_pause_says_so_at_once(job):
-    assert enabled(tab.tick(job, None, 2, 0, tab.Following(True), None, None)[8:13]) == {"start"}  # idle: nothing to pause or save
+    assert enabled(live.tick(job, None, 2, 0, live.Following(True), None, None)[8:13]) == {"start"}  # idle: nothing to pause or save
     tab.start(job, *panel(max_steps=10_000))
     wait_for(job, lambda v: v.step >= 2)
-    assert enabled(tab.tick(job, None, 2, 0, tab.Following(True), None, None)[8:13]) == {"pause", "stop", "save"}
-    state, *buttons = tab.control(job, "pause")  # the status line and buttons come back with the click
-    assert "**Paused**" in state and "The step under way ends first" in state
-    assert enabled(buttons) == {"resume", "stop", "save"}
+    assert enabled(live.tick(job, None, 2, 0, live.Following(True), None, None)[8:13]) == {"pause", "stop", "save"}
+    page = Page(job)
+    page.click("train_pause")  # the status line and buttons come back with the click (the tick it sets off)
+    assert "**Paused**" in page.status and "The step under way ends first" in page.status
+    assert page.enabled == {"resume", "stop", "save"}
     view = wait_for(job, lambda v: "Paused after step" in v.message)  # then where it stopped
     assert f"Paused after step {view.step}; press Resume" in view.message
-    state, *buttons = tab.control(job, "resume")
-    assert "**Training**" in state and enabled(buttons) == {"pause", "stop", "save"}
-    state, *buttons = tab.control(job, "stop")
-    assert enabled(buttons) in ({"save"}, {"start", "save"})  # stopping, or stopped already
+    page.click("train_resume")
+    assert "**Training**" in page.status and page.enabled == {"pause", "stop", "save"}
+    page.click("train_stop")
+    assert page.enabled in ({"save"}, {"start", "save"})  # stopping, or stopped already
     wait_for(job, lambda v: v.state == "stopped")
-    assert enabled(tab.buttons(job.view())) == {"start", "save"}
+    assert enabled(live.buttons(job.view())) == {"start", "save"}
     failed = replace(job.view(), state="failed", last_good_step=None)  # NaN from the first step: nothing to save
-    assert enabled(tab.buttons(failed)) == {"start"}
+    assert enabled(live.buttons(failed)) == {"start"}
+
+
+@pytest.mark.parametrize("action", ["pause", "resume", "stop"])
+def test_a_late_reply_to_a_button_leaves_the_page_on_the_runs_true_state(job, action):
+    """Issue 46: a button's reply reaching the page after the once-a-second tick had drawn a newer state
+    (a busy machine) left the page on the older one for good ("Stopping after the current step…" with
+    Start greyed out, after the run had stopped), since the tick sends nothing while the run is unchanged."""
+    page = Page(job)
+    job.start(replace(QUICK, max_steps=10_000))
+    wait_for(job, lambda v: v.step >= 2)
+    if action == "resume":
+        job.pause()
+        wait_for(job, lambda v: v.message.startswith("Paused after step"))
+    page.run("train_view")
+    late = page.call(f"train_{action}")  # the click's reply, computed at the click
+    if action == "pause":  # the run moves on: it pauses after the step under way...
+        wait_for(job, lambda v: v.message.startswith("Paused after step"))
+    else:  # ...or it stops (resumed, then stopped by the time limit or another page)
+        if action == "resume":
+            job.stop()
+        wait_for(job, lambda v: v.state == "stopped")
+    page.run("train_view")  # a tick draws that
+    page.apply(f"train_{action}", late)  # and the click's reply reaches the page after it
+    page.run("train_view")
+    fresh = Page(job)
+    fresh.run("train_view")
+    assert page.status == fresh.status and page.enabled == fresh.enabled
+    expected = {"pause": ("**Paused**", f"Paused after step {job.view().step:,}", {"resume", "stop", "save"}),
+                "resume": ("**Stopped**", "Stopped at step", {"start", "save"}),
+                "stop": ("**Stopped**", "Stopped at step", {"start", "save"})}[action]
+    assert page.status.startswith(expected[0]) and expected[1] in page.status and page.enabled == expected[2]
 
 
 def test_callbacks_start_pause_resume_stop_save(job):
@@ -511,7 +612,7 @@ def test_callbacks_start_pause_resume_stop_save(job):
     tab.control(job, "stop")
     wait_for(job, lambda v: v.state == "stopped")
     # Stopped after more steps: the live model's newest weights are unsaved again.
-    labels = dict((value, label) for label, value in tab.picker_update(job.registry, "live-numbers").choices)
+    labels = dict((value, label) for label, value in shell.picker_update(job.registry, "live-numbers").choices)
     assert labels["live-numbers"] == ("live-numbers (unsaved)" if job.view().step > int(saved.split("step")[1])
                                       else f"live-numbers (saved as {saved})")
     tab.control(job, "pause")  # nothing to pause: a warning, no exception
@@ -543,12 +644,12 @@ def test_a_picked_model_removed_meanwhile_is_unpicked(job):
     """Picker choices without the picked name kept it as the page's value: Gradio then refused every event
     reading the picker ("Value: doomed is not in the list of choices"), the one-second tick included."""
     job.registry.add("doomed", studio_bundle())
-    first = tab.tick(job, None, 2, 0, tab.Following(True), "doomed", None)
+    first = live.tick(job, None, 2, 0, live.Following(True), "doomed", None)
     assert "value" not in sent(first[-2])  # still offered: a pick made meanwhile is left alone
     job.registry.remove("doomed")  # an upload evicted, or a public studio's earlier run
-    later = tab.tick(job, first[0], 2, 0, tab.Following(True), "doomed", None)
+    later = live.tick(job, first[0], 2, 0, live.Following(True), "doomed", None)
     assert sent(later[-2]) == {"choices": [], "value": None}
-    assert sent(app.picker_update(job.registry, "doomed"))["value"] is None
+    assert sent(shell.picker_update(job.registry, "doomed"))["value"] is None
 
 
 def test_a_new_run_under_the_last_runs_name_says_it_replaces_it(job, toasts):
@@ -592,27 +693,27 @@ def test_evaluations_are_read_out_now_and_then_not_at_every_one():
                                 [training.Evaluation(step, seconds, {"val_loss": 1.5, "exact_match": 0.5}, [])
                                  for step, seconds in evaluations], [], None, None, run=run)
 
-    first_look = tab.Seen()
-    assert tab.evaluation_heard(view(1, "running", (50, 2.0)), first_look) == ("", (1, 50, 2.0))  # shown, not said
-    seen = tab.Seen(version=7, heard=(1, 50, 2.0))
-    assert tab.evaluation_heard(view(1, "running", (50, 2.0), (100, 4.0)), seen) == ("", (1, 50, 2.0))
-    due = 2.0 + tab.HEARD_EVERY_S
-    said, heard = tab.evaluation_heard(view(1, "running", (50, 2.0), (400, due)), seen)
+    first_look = live.Seen()
+    assert live.evaluation_heard(view(1, "running", (50, 2.0)), first_look) == ("", (1, 50, 2.0))  # shown, not said
+    seen = live.Seen(version=7, heard=(1, 50, 2.0))
+    assert live.evaluation_heard(view(1, "running", (50, 2.0), (100, 4.0)), seen) == ("", (1, 50, 2.0))
+    due = 2.0 + live.HEARD_EVERY_S
+    said, heard = live.evaluation_heard(view(1, "running", (50, 2.0), (400, due)), seen)
     assert said == "Evaluation at step 400: validation loss 1.500, exact match 50%." and heard == (1, 400, due)
-    assert tab.evaluation_heard(view(1, "finished", (50, 2.0), (100, 4.0)), seen)[0].startswith("Evaluation at step 100")
-    assert tab.evaluation_heard(view(2, "running", (50, 1.0)), seen)[1] == (2, 50, 1.0)  # another run: at once
-    assert tab.evaluation_heard(view(1, "finished", (50, 2.0)), seen)[0] == ""  # heard already
+    assert live.evaluation_heard(view(1, "finished", (50, 2.0), (100, 4.0)), seen)[0].startswith("Evaluation at step 100")
+    assert live.evaluation_heard(view(2, "running", (50, 1.0)), seen)[1] == (2, 50, 1.0)  # another run: at once
+    assert live.evaluation_heard(view(1, "finished", (50, 2.0)), seen)[0] == ""  # heard already
 
 
 def test_live_view_redraws_only_when_something_changed(job):
-    first = tab.tick(job, None, 2, 0, tab.Following(True), None, None)
-    assert isinstance(first[0], tab.Seen) and "No training yet" in first[1]
-    assert all(out == gr.skip() for out in tab.tick(job, first[0], 2, 0, tab.Following(True), None, None))
+    first = live.tick(job, None, 2, 0, live.Following(True), None, None)
+    assert isinstance(first[0], live.Seen) and "No training yet" in first[1]
+    assert all(out == gr.skip() for out in live.tick(job, first[0], 2, 0, live.Following(True), None, None))
     job.start(replace(QUICK, name="<b>mine</b>"))
     view = wait_for(job, lambda v: v.state == "finished")
     assert first[-3] == gr.skip()  # the page's first look at the job is not read out
     seen, state, bar, curves, metrics, samples, layer, head, *buttons, timeline, attention, spoken, picker, key = (
-        tab.tick(job, first[0], 2, 1, tab.Following(True), None, None))
+        live.tick(job, first[0], 2, 1, live.Following(True), None, None))
     assert enabled(buttons) == {"start", "save"}  # finished
     assert spoken.startswith("Finished at step 30")  # a state changed since the last look: read out, once
     assert "Evaluation at step 30: validation loss" in spoken and "exact match" in spoken  # ...with its last one
@@ -624,7 +725,7 @@ def test_live_view_redraws_only_when_something_changed(job):
     # The speed panel draws a running mean: step by step it swung 3k-22k tokens/s, noise on a projector.
     speed = next(t for t in curves.data if t.xaxis == "x5")
     raw = [h["tokens_per_s"] for h in view.history]
-    assert speed.y[-1] == pytest.approx(sum(raw[-tab.SPEED_WINDOW:]) / tab.SPEED_WINDOW) and speed.y[0] == raw[0]
+    assert speed.y[-1] == pytest.approx(sum(raw[-plots.SPEED_WINDOW:]) / plots.SPEED_WINDOW) and speed.y[0] == raw[0]
     perplexity = curves.layout.yaxis2  # log axis: 1, 2, 5, 10, 20, 50 written in full, not D2's "5, 2, 10, 5"
     assert perplexity.type == "log" and perplexity.dtick is None and perplexity.tickformat == ",d"
     assert {1, 2, 5, 10, 20, 50, 100} <= set(perplexity.tickvals)
@@ -636,7 +737,7 @@ def test_live_view_redraws_only_when_something_changed(job):
     assert (layer.maximum, head.maximum, timeline.maximum, timeline.value) == (2, 4, 30, 30)
     assert "Step 30" in attention.layout.title.text and picker.choices == [("<b>mine</b> (unsaved)", "<b>mine</b>")]
     assert key == gr.skip()  # nothing picked: no key to renew
-    again = tab.tick(job, seen, 2, 1, tab.Following(False), None, None)
+    again = live.tick(job, seen, 2, 1, live.Following(False), None, None)
     assert all(out == gr.skip() for out in again)
 
 
@@ -645,26 +746,26 @@ def test_the_plots_are_drawn_only_with_the_train_tab_on_screen(job, monkeypatch)
     job.start(QUICK)
     wait_for(job, lambda v: v.state == "finished")
     with monkeypatch.context() as patched:  # not even built for a page on another tab
-        patched.setattr(tab, "curves", lambda view: pytest.fail("curves built for a page on another tab"))
-        elsewhere = tab.tick(job, None, 2, 1, tab.Following(True), None, None, "translate")
+        patched.setattr(plots, "training_curves", lambda view: pytest.fail("curves built for a page on another tab"))
+        elsewhere = live.tick(job, None, 2, 1, live.Following(True), None, None, "translate")
     seen, state, _, curves, _, samples, *_, attention, _, _, _ = elsewhere
     assert "Finished" in state and curves == samples == attention == gr.skip()
-    shown = tab.tick(job, seen, 2, 1, tab.Following(True), None, None, tab.TAB_ID)  # the tab is opened
+    shown = live.tick(job, seen, 2, 1, live.Following(True), None, None, live.TAB_ID)  # the tab is opened
     assert isinstance(shown[3], go.Figure) and "| " in shown[5] and isinstance(shown[-4], go.Figure)
     assert shown[3].layout.uirevision == "run-1"  # a zoom into the curves stays while the run draws on
-    assert all(out == gr.skip() for out in tab.tick(job, shown[0], 2, 1, tab.Following(True), None, None, "translate"))
+    assert all(out == gr.skip() for out in live.tick(job, shown[0], 2, 1, live.Following(True), None, None, "translate"))
 
 
 def test_timeline_scrubs_to_the_nearest_snapshot(job):
     job.start(QUICK)
     wait_for(job, lambda v: v.state == "finished")
-    following = tab.Following()
-    figure, follow = tab.scrub(job, following, 12, 1, 0)
+    following = live.Following()
+    figure, follow = live.scrub(job, following, 12, 1, 0)
     assert follow is False and figure.layout.title.text.startswith("Step 10: cross-attention, layer 1, mean of 4")
     assert not following.on
-    assert "layer 2, head 4" in tab.redraw(job, following, 0, 9, 9, True).layout.title.text  # clamped, latest
+    assert "layer 2, head 4" in live.redraw(job, following, 0, 9, 9, True).layout.title.text  # clamped, latest
     assert following.on
-    assert tab.redraw(job, following, 0, 1, 1, False).layout.title.text.startswith("Step 0:")
+    assert live.redraw(job, following, 0, 1, 1, False).layout.title.text.startswith("Step 0:")
     assert not following.on
 
 
@@ -673,34 +774,34 @@ def test_a_tick_already_running_leaves_a_scrub_alone(job, monkeypatch):
     the tick must not put the newest snapshot back over the step asked for."""
     job.start(QUICK)
     wait_for(job, lambda v: v.state == "finished")
-    following, draw = tab.Following(), tab.attention
+    following, draw = live.Following(), plots.training_attention
 
     def scrub_while_drawing(*args):
-        monkeypatch.setattr(tab, "attention", draw)  # the scrub itself draws as usual
-        tab.scrub(job, following, 10, 1, 0)
+        monkeypatch.setattr(plots, "training_attention", draw)  # the scrub itself draws as usual
+        live.scrub(job, following, 10, 1, 0)
         return draw(*args)
 
-    monkeypatch.setattr(tab, "attention", scrub_while_drawing)
-    *_, timeline, plot, spoken, picker, key = tab.tick(job, None, 2, 0, following, None, None)
+    monkeypatch.setattr(plots, "training_attention", scrub_while_drawing)
+    *_, timeline, plot, spoken, picker, key = live.tick(job, None, 2, 0, following, None, None)
     assert plot == gr.skip() and "value" not in timeline.constructor_args  # neither the plot nor the slider's value
 
 
 def test_synthetic_tasks_have_labels_that_fit_their_box():
     from core.tasks import TASKS
 
-    assert set(tab.TASK_LABELS) == set(TASKS)  # "numbers: English number 0-999, as lower-case words (…" was cut
-    assert all(len(f"{name}: {label}") <= 40 for name, label in tab.TASK_LABELS.items())
-    assert tab.task_described("dates").info == TASKS["dates"].description  # the full description, under the box
+    assert set(form.TASK_LABELS) == set(TASKS)  # "numbers: English number 0-999, as lower-case words (…" was cut
+    assert all(len(f"{name}: {label}") <= 40 for name, label in form.TASK_LABELS.items())
+    assert form.task_described("dates").info == TASKS["dates"].description  # the full description, under the box
 
 
 def test_defaults_and_lr_line():
-    settings = tab.settings_from(dict(zip(tab.FIELDS, panel(max_steps=tab.DEFAULTS.max_steps))))
-    assert settings == replace(tab.DEFAULTS, limit=None, layers=2, d_model=64, n_heads=4, d_ff=256, dropout=0.0,
+    settings = form.settings_from(dict(zip(form.FIELDS, panel(max_steps=form.DEFAULTS.max_steps))))
+    assert settings == replace(form.DEFAULTS, limit=None, layers=2, d_model=64, n_heads=4, d_ff=256, dropout=0.0,
                                max_tokens=256, warmup=10, eval_every=10, attention_every=5)
-    assert "6.25e-03" in tab.peak_lr(64, 100, 0.5)
-    assert all("must all be above 0" in tab.peak_lr(*bad) for bad in ((64, 100, -1), (-64, 100, 1), (0, 100, 1)))
-    assert tab.peak_lr(None, 100, 1) == ""  # a box being typed into
-    assert tab.preset_values("small") == (3, 256, 4, 1024, 0.1)
+    assert "6.25e-03" in form.peak_lr(64, 100, 0.5)
+    assert all("must all be above 0" in form.peak_lr(*bad) for bad in ((64, 100, -1), (-64, 100, 1), (0, 100, 1)))
+    assert form.peak_lr(None, 100, 1) == ""  # a box being typed into
+    assert form.preset_values("small") == (3, 256, 4, 1024, 0.1)
 
 
 # ----- a public studio (a Space): one bounded run, controlled by the session that started it ----------
@@ -719,15 +820,15 @@ class ManualTimer:
 
 
 def test_a_public_studio_bounds_runs_and_lets_only_their_starter_control_them(tmp_path, monkeypatch):
-    monkeypatch.setattr(run_setup.limits, "PUBLIC_MAX_MINUTES", 0.05)  # 3 s, pauses included
+    monkeypatch.setattr(training.limits, "PUBLIC_MAX_MINUTES", 0.05)  # 3 s, pauses included
     monkeypatch.setattr(training.threading, "Timer", ManualTimer)
     job = TrainingJob(ModelRegistry(None), tmp_path / "checkpoints", public=True)
     with pytest.raises(ValueError, match=r"at most 10M parameters, and this one has 184.5M"):
         job.start(replace(QUICK, preset="paper-big"), "visitor")
     job.start(replace(QUICK, max_steps=10_000), "lecturer")
     view = job.view()  # each page's buttons: only the starter's Pause and Stop act
-    assert enabled(tab.buttons(view, "visitor")) == set()
-    assert {"pause", "stop"} <= enabled(tab.buttons(view, "lecturer"))
+    assert enabled(live.buttons(view, "visitor")) == set()
+    assert {"pause", "stop"} <= enabled(live.buttons(view, "lecturer"))
     for action in ("pause", "resume", "stop"):
         with pytest.raises(ValueError, match=f"started on another page; only that page can {action} it while"):
             getattr(job, action)("visitor")
@@ -749,9 +850,9 @@ def test_a_public_studio_bounds_runs_and_lets_only_their_starter_control_them(tm
     with pytest.raises(ValueError, match="only that page can save it"):
         job.save("x", "stranger")
     job.wait(300)
-    assert enabled(tab.buttons(job.view(), "stranger")) == {"start"}
+    assert enabled(live.buttons(job.view(), "stranger")) == {"start"}
     job.release("visitor")  # its starter's page closed (or reloaded): anyone may act on the run now
-    assert enabled(tab.buttons(job.view(), "stranger")) == {"start", "save"}
+    assert enabled(live.buttons(job.view(), "stranger")) == {"start", "save"}
     assert job.save("theirs", "stranger").name.startswith("theirs-step")
     job.wait(300)
 
@@ -763,7 +864,7 @@ def test_train_buttons_get_the_browser_session_from_gradio(job):
     request = gr.Request(session_hash="abc")
     inputs, *_ = special_args(guard(tab.controller(job, "stop")), [], request)
     assert inputs == [request]  # Gradio passes gr.Request through the guard wrapper
-    assert tab.session_of(request) == "abc" and tab.session_of(None) is None
+    assert live.session_of(request) == "abc" and live.session_of(None) is None
 
 
 def test_while_preparing_the_view_shows_no_figures_of_the_last_run(job, monkeypatch):
@@ -777,7 +878,7 @@ def test_while_preparing_the_view_shows_no_figures_of_the_last_run(job, monkeypa
     starting.start()
     view = wait_for(job, lambda v: v.state == "preparing")
     assert view.settings is None and view.step == 0 and "building second" in view.message
-    assert "Preparing" in tab.status(view) and tab.progress(view) == ""
+    assert "Preparing" in live.status(view) and live.progress(view) == ""
     release.set()
     starting.join(300)
     wait_for(job, lambda v: v.state == "finished" and v.settings.name == "second")
@@ -785,26 +886,26 @@ def test_while_preparing_the_view_shows_no_figures_of_the_last_run(job, monkeypa
 
 def test_the_model_name_follows_the_data_until_the_user_types_one():
     synthetic, corpus, upload, hub = sources.SOURCES
-    assert tab.default_name(synthetic, "reverse", "", None, "") == "live-reverse"
-    assert tab.default_name(corpus, "numbers", "../shared/data/multi30k/", None, "") == "live-multi30k"
-    assert tab.default_name(corpus, "numbers", "tatoeba/deu-eng.tsv.gz:en-de", None, "") == "live-deu-eng"
-    assert tab.default_name(upload, "numbers", "", "/tmp/gradio/x/my pairs.tsv", "") == "live-my-pairs"
-    assert tab.default_name(hub, "numbers", "", None, "bentrevett/multi30k") == "live-multi30k"
-    assert tab.default_name(corpus, "numbers", "", None, "") == "live-model"
-    assert tab.data_picked(corpus, "numbers", "data/x", None, "", "live-numbers") == "live-x"
-    assert tab.data_picked(corpus, "numbers", "data/x", None, "", "  ") == "live-x"
-    assert isinstance(tab.data_picked(corpus, "numbers", "data/x", None, "", "my-lecture"), type(gr.skip()))
+    assert form.default_name(synthetic, "reverse", "", None, "") == "live-reverse"
+    assert form.default_name(corpus, "numbers", "../shared/data/multi30k/", None, "") == "live-multi30k"
+    assert form.default_name(corpus, "numbers", "tatoeba/deu-eng.tsv.gz:en-de", None, "") == "live-deu-eng"
+    assert form.default_name(upload, "numbers", "", "/tmp/gradio/x/my pairs.tsv", "") == "live-my-pairs"
+    assert form.default_name(hub, "numbers", "", None, "bentrevett/multi30k") == "live-multi30k"
+    assert form.default_name(corpus, "numbers", "", None, "") == "live-model"
+    assert form.data_picked(corpus, "numbers", "data/x", None, "", "live-numbers") == "live-x"
+    assert form.data_picked(corpus, "numbers", "data/x", None, "", "  ") == "live-x"
+    assert isinstance(form.data_picked(corpus, "numbers", "data/x", None, "", "my-lecture"), type(gr.skip()))
     # At Start too: a path pasted just before could reach it with the box still naming the last data.
     fields = dict(kind=corpus, task="numbers", path="tatoeba/deu-eng.tsv.gz:en-de", upload=None, hf_name="")
-    assert tab.run_name({**fields, "name": "live-multi30k"}) == "live-deu-eng"
-    assert tab.run_name({**fields, "name": " my-lecture "}) == "my-lecture"
+    assert form.run_name({**fields, "name": "live-multi30k"}) == "live-deu-eng"
+    assert form.run_name({**fields, "name": " my-lecture "}) == "my-lecture"
 
 
 def test_time_left_is_said_in_the_precision_it_has():
-    assert tab.time_left(401) == "about 7 min left" and tab.time_left(120) == "about 2 min left"
-    assert tab.time_left(119) == "about 2 min left" and tab.time_left(84) == "about 80 s left"
-    assert tab.time_left(44) == "about 40 s left"
-    assert tab.time_left(9.5) == "a few seconds left"
+    assert live.time_left(401) == "about 7 min left" and live.time_left(120) == "about 2 min left"
+    assert live.time_left(119) == "about 2 min left" and live.time_left(84) == "about 80 s left"
+    assert live.time_left(44) == "about 40 s left"
+    assert live.time_left(9.5) == "a few seconds left"
 
 
 def test_time_left_follows_the_pace_of_the_last_two_minutes():

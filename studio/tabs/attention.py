@@ -8,6 +8,7 @@ from functools import partial
 
 import gradio as gr
 import numpy as np
+import plotly.graph_objects as go
 import torch
 
 from core.bundle import ModelBundle
@@ -17,12 +18,11 @@ from core.translation import prepare_source, translate_detailed
 from core.tokenizer import BOS_ID, EOS_ID
 
 from .. import bertviz_offline, plots
-from ..app import Shell
 from ..limits import HEAVY, clean_input
 from ..registry import UNAVAILABLE, ModelRegistry
+from ..shell import Current, Shell, switched
 from ..text import clip, guard, md
 from ..widgets import Slider
-from .translate import Current, switched
 
 STACKS = {"Encoder self-attention": "encoder", "Decoder self-attention": "decoder",
           "Cross-attention (decoder → encoder)": "cross"}
@@ -67,7 +67,8 @@ def analyse(bundle: ModelBundle, name: str, source: str, ids: list[int]) -> Anal
                     maps, prepared.notices)
 
 
-def figures(analysis: Analysis | None, stack_label: str, average: bool, layer: float, head: float):
+def figures(analysis: Analysis | None, stack_label: str, average: bool, layer: float, head: float
+            ) -> tuple[go.Figure, go.Figure]:
     """(grid of every layer × head, one head large) for the chosen stack."""
     if analysis is None:
         blank = plots.empty("Translate a sentence first (Translate tab or the box above).")
@@ -122,7 +123,7 @@ def stale(picked: str | None, current: Current) -> str:
             f"sentence box.*")
 
 
-def show(registry: ModelRegistry, current: Current):
+def show(registry: ModelRegistry, current: Current) -> tuple:
     """Translate tab's result -> (Analysis, header, slider updates)."""
     if current is None or not current.source or current.model is None:
         return None, header(None), gr.Slider(), gr.Slider()
@@ -165,7 +166,8 @@ def picked_model_ranges(registry: ModelRegistry, name: str | None, layer: float 
 TAB_ID = "attention"
 
 
-def refresh(registry: ModelRegistry, current: Current, drawn: tuple | None, on_screen: str, picked: str | None):
+def refresh(registry: ModelRegistry, current: Current, drawn: tuple | None, on_screen: str, picked: str | None
+            ) -> tuple:
     """show() for a Current (and picked model) not drawn yet, when this tab is on screen; otherwise
     nothing changes. A sentence translated with another model than the picked one is not drawn:
     its maps beside the picked model's sliders and ablation boxes would mix two models."""
@@ -177,7 +179,8 @@ def refresh(registry: ModelRegistry, current: Current, drawn: tuple | None, on_s
     return *show(registry, current), key
 
 
-def redraw(analysis: Analysis | None, stack_label: str, average: bool, layer: float, head: float, on_screen: str):
+def redraw(analysis: Analysis | None, stack_label: str, average: bool, layer: float, head: float, on_screen: str
+           ) -> tuple:
     """figures() when this tab is on screen."""
     if on_screen != TAB_ID:
         return gr.skip(), gr.skip()
@@ -185,7 +188,7 @@ def redraw(analysis: Analysis | None, stack_label: str, average: bool, layer: fl
 
 
 def refresh_bertviz(analysis: Analysis | None, stack_label: str, rendered: tuple | None, on_screen: str,
-                    unfolded: bool):
+                    unfolded: bool) -> tuple:
     """bertviz_views() for an analysis or stack whose views are not written yet, when on screen and
     unfolded (bertviz's page is half a megabyte a sentence, and most never open it); rendered names
     the sentence pair and stack the views show."""
@@ -215,9 +218,15 @@ def translate_here(registry: ModelRegistry, name: str | None, text: str) -> tupl
 
 
 # ----- head ablation ------------------------------------------------------------------------
+# The CSS of each ablation group's class heads-N: its head count, and the largest divisor of it up to 3
+# (a phone's row of boxes), for every head count a model here may have.
+HEAD_COUNT_CSS = "".join(f".heads-{n} {{ --heads: {n}; --heads-narrow: {max(d for d in (1, 2, 3) if n % d == 0)}; }}"
+                         "\n" for n in range(1, 65))
+
+
 def head_choices(registry: ModelRegistry, name: str | None) -> tuple[gr.CheckboxGroup, ...]:
     """'L1 H3' boxes for every head of the picked model, one group per stack, none ticked; the class
-    heads-N lays them out a layer a row (app.CSS)."""
+    heads-N lays them out a layer a row (HEAD_COUNT_CSS, static/studio.css)."""
     try:
         c = registry.get(name).model.config
     except UNAVAILABLE:
@@ -311,28 +320,14 @@ def build(shell: Shell, current: gr.State, tab: gr.Tab, on_screen: gr.State) -> 
         head = Slider(1, 8, value=1, step=1, label="head (large view)")
     big = gr.Plot(label="One head, large")
     bertviz_unfolded = gr.State(False)
-    with gr.Accordion("bertviz: head view and model view", open=False) as bertviz_panel:
-        gr.Markdown("bertviz counts layers and heads from 0: its layer 0, head 0 is this tab's layer 1, head 1. "
-                    "In cross-attention it names each decoder row by the token that goes in (`<bos>`, A, …), "
-                    "where this tab names it by the token the row predicts (A, …, `<eos>`): the same weights, "
-                    "labelled one token apart.")
-        with gr.Tabs():
-            with gr.Tab("Head view"):
-                head_view = gr.HTML(NO_BERTVIZ)
-            with gr.Tab("Model view"):
-                model_view = gr.HTML(NO_BERTVIZ)
-    with gr.Accordion("Head ablation: switch heads off and translate again", open=True):
-        with gr.Row():
-            groups = tuple(gr.CheckboxGroup(label=label, choices=[], elem_classes="ablation-heads") for label in
-                           ("Encoder self-attention heads off", "Decoder self-attention heads off",
-                            "Cross-attention heads off"))
-        again = gr.Button("Translate again with these heads off")
-        ablated = gr.Markdown()
+    bertviz_panel, head_view, model_view = _bertviz_panel()
+    groups, again, ablated = _ablation_panel()
 
     view_inputs = [analysis, stack, average, layer, head, on_screen]
     bertviz_inputs = [analysis, stack, rendered, on_screen, bertviz_unfolded]
 
-    def draw(trigger):
+    def draw(trigger: gr.events.Dependency) -> None:
+        """After trigger: analyse, draw and write bertviz's views, as far as this tab is on screen."""
         trigger.then(guard(partial(refresh, shell.registry)), inputs=[current, drawn, on_screen, shell.model],
                      outputs=[analysis, title, layer, head, drawn], **HEAVY).then(
             guard(redraw), inputs=view_inputs, outputs=[grid, big]).then(
@@ -359,3 +354,30 @@ def build(shell: Shell, current: gr.State, tab: gr.Tab, on_screen: gr.State) -> 
           inputs=[shell.model, layer, head], outputs=[layer, head], show_progress="hidden")
     again.click(guard(partial(ablate, shell.registry)), inputs=[current, shell.model, *groups], outputs=ablated,
                 **HEAVY)
+
+
+def _bertviz_panel() -> tuple[gr.Accordion, gr.HTML, gr.HTML]:
+    """bertviz's head view and model view, folded (written only once it is unfolded)."""
+    with gr.Accordion("bertviz: head view and model view", open=False) as panel:
+        gr.Markdown("bertviz counts layers and heads from 0: its layer 0, head 0 is this tab's layer 1, head 1. "
+                    "In cross-attention it names each decoder row by the token that goes in (`<bos>`, A, …), "
+                    "where this tab names it by the token the row predicts (A, …, `<eos>`): the same weights, "
+                    "labelled one token apart.")
+        with gr.Tabs():
+            with gr.Tab("Head view"):
+                head_view = gr.HTML(NO_BERTVIZ)
+            with gr.Tab("Model view"):
+                model_view = gr.HTML(NO_BERTVIZ)
+    return panel, head_view, model_view
+
+
+def _ablation_panel() -> tuple[tuple[gr.CheckboxGroup, ...], gr.Button, gr.Markdown]:
+    """A group of head boxes per stack (head_choices() fills them), the button and its answer."""
+    with gr.Accordion("Head ablation: switch heads off and translate again", open=True):
+        with gr.Row():
+            groups = tuple(gr.CheckboxGroup(label=label, choices=[], elem_classes="ablation-heads") for label in
+                           ("Encoder self-attention heads off", "Decoder self-attention heads off",
+                            "Cross-attention heads off"))
+        again = gr.Button("Translate again with these heads off")
+        ablated = gr.Markdown()
+    return groups, again, ablated

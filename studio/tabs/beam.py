@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from functools import partial
 
 import gradio as gr
+import plotly.graph_objects as go
 
 from core.beam import BeamStepper, HypothesisView, StepView
 from core.bundle import ModelBundle
@@ -21,12 +22,12 @@ from core.translation import translate_detailed
 from core.tokenizer import EOS_ID
 
 from .. import plots
-from ..app import Shell
+from ..assets import script
 from ..limits import HEAVY, clean_input
 from ..registry import UNAVAILABLE, ModelRegistry
+from ..shell import Current, Shell, picked_examples
 from ..text import clip, guard, info, md, md_table
 from ..widgets import Slider
-from .translate import Current, picked_examples
 
 BEAM_RANGE = (1, 16)
 DEFAULT_BEAM = 4  # the paper's (section 6.1)
@@ -39,43 +40,12 @@ SETTINGS_CHANGED = ("*Settings changed: Step or Run to end starts a new search w
                     "search, which Back still walks).*")
 
 
-# On a short screen (a projector at 1280x720) the tree starts below the bottom edge: after a step,
-# bring the buttons to the top of the window with the tree right under them.
-SHOW_TREE_JS = """() => {
-  // Enter in the sentence box took this step: the arrow keys step on from here, not in the box.
-  if (document.activeElement?.closest('#beam-source')) document.activeElement.blur();
-  const controls = document.getElementById('beam-controls'), tree = document.getElementById('beam-tree');
-  if (controls && tree && tree.getBoundingClientRect().bottom > window.innerHeight) {
-    controls.scrollIntoView({block: 'start', behavior: 'smooth'});
-  }
-}"""
-# Step and Run to end with nothing to search: the warning says so, and the sentence box keeps its place
-# on screen, with the focus (the page scrolled it away, and the toast covered the buttons). Back and
-# Reset walk a search already shown, box empty or not.
-SEARCH_JS = SHOW_TREE_JS.replace("() => {", """() => {
-  const box = document.querySelector('#beam-source textarea, #beam-source input');
-  if (box && !box.value.trim()) { box.focus(); return; }""", 1)
-
-# The arrow keys step the search while the tree fills the screen and its buttons have scrolled away:
-# → Step, ← Back; in presenter mode a clicker's Page Down / Page Up too (what most send). Only with this
-# tab shown and no text box, slider, radio or table holding the keys (a key another element acted on
-# is its own), not while a key is held down, and with a modifier the browser keeps them (Alt+← goes back).
-STEP_KEYS_JS = """() => {
-  const keys = {ArrowRight: 'beam-step', ArrowLeft: 'beam-back'};
-  const clicker = {PageDown: 'beam-step', PageUp: 'beam-back'};
-  document.addEventListener('keydown', (event) => {
-    const presenter = document.body.classList.contains('presenter');
-    const button = keys[event.key] || (presenter ? clicker[event.key] : undefined);
-    const tab = document.getElementById('tab-beam'), focus = document.activeElement;
-    if (!button || event.defaultPrevented || event.repeat) return;
-    if (event.altKey || event.ctrlKey || event.metaKey || event.shiftKey) return;
-    if (!tab || tab.offsetParent === null) return;
-    if (focus && (focus.isContentEditable || ['INPUT', 'TEXTAREA', 'SELECT'].includes(focus.tagName) ||
-                  focus.closest('table, [role=grid]'))) return;
-    event.preventDefault();
-    document.getElementById(button)?.click();  // a disabled button ignores it
-  });
-}"""
+# The page after Back or Reset: the tree brought into view; after Step or Run to end, the same, or with
+# nothing to search the sentence box focused.
+SHOW_TREE_JS = script("beam_show_tree.js")
+SHOW_TREE_OR_SOURCE_JS = script("beam_show_tree_or_source.js")
+# → Step, ← Back (and a clicker's Page Down / Page Up) on this tab: run once when the page loads (app.page_js).
+STEP_KEYS_JS = script("beam_step_keys.js")
 
 
 @dataclass
@@ -128,8 +98,8 @@ class Refused(Exception):
     """Nothing to search, and why: said on the page, where the search would be."""
 
 
-def start(registry: ModelRegistry, name: str | None, text: str, beam_size, alpha: float, penalty: str, max_extra: float
-          ) -> Search:
+def start(registry: ModelRegistry, name: str | None, text: str, beam_size: float | str | None, alpha: float,
+          penalty: str, max_extra: float) -> Search:
     """A fresh search for the inputs (Refused when there is nothing to search). What was changed in
     the input (a beam size, a cut source) goes to the search's notices, on the page (not as toasts:
     they covered the controls)."""
@@ -162,7 +132,8 @@ def _current(search: Search | None, registry: ModelRegistry, name, text, beam_si
     return start(registry, name, text, beam_size, alpha, penalty, max_extra)
 
 
-def act(action: str, registry: ModelRegistry, search: Search | None, name, text, beam_size, alpha, penalty, max_extra):
+def act(action: str, registry: ModelRegistry, search: Search | None, name: str | None, text: str,
+        beam_size: float | str | None, alpha: float, penalty: str, max_extra: float) -> Search | None:
     """Step / Back / Run to end / Reset on the session's search; returns the new search."""
     if action == "reset":
         return start(registry, name, text, beam_size, alpha, penalty, max_extra)
@@ -261,7 +232,8 @@ def hypotheses_table(view: StepView) -> str:
     return md_table(TABLE_HEADERS, table(view), numeric=(1, 2), caption=TABLE_CAPTION)
 
 
-def attention_figure(search: Search | None, choice: str | None):
+def attention_figure(search: Search | None, choice: str | None) -> go.Figure:
+    """The cross-attention behind the picked hypothesis's last token (the first hypothesis when none is)."""
     if search is None:
         return plots.empty("Press Step to start the search.")
     hyps = dict(_hypotheses(search.view))
@@ -306,7 +278,8 @@ def _compare(registry: ModelRegistry, search: Search) -> tuple[str, str, str]:
             f"{t.text}  (score {t.score:.4f})", verdict + ".")
 
 
-def render(registry: ModelRegistry, search: Search | None, choice: str | None = None, *settings, refusal: str = ""):
+def render(registry: ModelRegistry, search: Search | None, choice: str | None = None, *settings,
+           refusal: str = "") -> tuple:
     """Everything the tab shows for a search: tree, table, hypothesis picker, attention,
     explanation, comparison, the buttons' state (Step, Back, Run to end), the beam size box
     (the size used) and the input notices. settings (the tab's inputs, as for act): where they
@@ -415,7 +388,7 @@ def build(shell: Shell, translated: gr.State, tab: gr.Tab) -> None:
         mode = "multiple" if action in ("step", "back") else "once"
         gr.on(triggers, guard(partial(act_and_render, action, shell.registry)), inputs=[search, choice, *settings],
               outputs=[search, *shown], trigger_mode=mode, **HEAVY).then(
-            None, js=SEARCH_JS if action in ("step", "run") else SHOW_TREE_JS)
+            None, js=SHOW_TREE_OR_SOURCE_JS if action in ("step", "run") else SHOW_TREE_JS)
     choice.input(guard(attention_figure), inputs=[search, choice], outputs=attention)
     # New settings start a new search on the next Step (see _current): offer Step and Run again
     # even when the last search had finished. The beam size box: typed in only (.input), since

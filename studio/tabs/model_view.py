@@ -8,6 +8,7 @@ from functools import partial
 
 import gradio as gr
 import numpy as np
+import plotly.graph_objects as go
 import torch
 
 from core.batching import pad_ids, source_ids
@@ -19,11 +20,10 @@ from core.trainer import TrainConfig
 from core.translation import Translation, translate_detailed
 
 from .. import plots
-from ..app import Shell
 from ..registry import UNAVAILABLE, ModelRegistry
+from ..shell import Shell, examples_for
 from ..text import guard, md
 from ..widgets import Slider
-from .translate import examples_for
 
 LR_CAPTION = ("**Section 5.3, eq. 3:** the learning rate rises linearly for the first warmup_steps, then "
               "falls with the inverse square root of the step. Its peak, lr factor · d_model^-0.5 · warmup^-0.5 "
@@ -127,7 +127,7 @@ def schedule_line(bundle: ModelBundle) -> str:
             f"learning rate {peak:.2e} at step {c.warmup:,}. Move warmup_steps to compare others.")
 
 
-def lr_figure(bundle: ModelBundle, warmup: float, steps: float):
+def lr_figure(bundle: ModelBundle, warmup: float, steps: float) -> go.Figure:
     """The model's learning-rate schedule (kind, lr factor or peak: its own) with warmup_steps from the slider."""
     c, d_model = training_config(bundle) or PAPER_SCHEDULE, bundle.model.config.d_model
     warmup, steps = max(1, int(warmup)), max(2, int(steps))
@@ -159,7 +159,7 @@ def example_translation(bundle: ModelBundle, sentences: list[str]) -> Translatio
     return translate_detailed(bundle, sentences[:1], method="greedy", max_len_a=0.0, max_len_b=11)[0]
 
 
-def smoothing_figure(bundle: ModelBundle, eps: float, target_ids: list[int]):
+def smoothing_figure(bundle: ModelBundle, eps: float, target_ids: list[int]) -> go.Figure:
     """The smoothed target for one reference token (a target-language one: the first of the example's
     translation, <eos> when that is empty), on 12 vocabulary entries around it."""
     vocab = bundle.model.config.tgt_vocab_size
@@ -170,7 +170,7 @@ def smoothing_figure(bundle: ModelBundle, eps: float, target_ids: list[int]):
     return plots.label_smoothing(dist[ids], bundle.tokenizer.tokens(ids), ids.index(target), float(eps))
 
 
-def mask_figure(bundle: ModelBundle, sentences: list[str], first: Translation):
+def mask_figure(bundle: ModelBundle, sentences: list[str], first: Translation) -> go.Figure:
     """Padding masks of up to three example sentences; the causal mask of the first one's translation."""
     rows = [source_ids(bundle.tokenizer, s)[: bundle.model.config.max_len] for s in sentences[:3]]
     ids = pad_ids(rows).numpy()
@@ -178,7 +178,7 @@ def mask_figure(bundle: ModelBundle, sentences: list[str], first: Translation):
     return plots.masks(tokens, ids == PAD_ID, ["<bos>"] + first.tokens)
 
 
-def render(registry: ModelRegistry, name: str | None, warmup: float, steps: float, eps: float):
+def render(registry: ModelRegistry, name: str | None, warmup: float, steps: float, eps: float) -> tuple:
     """(summary line, parameter plot, parameter table, lr plot, schedule line, smoothing plot, mask plot) for
     the picked model."""
     try:
@@ -194,7 +194,7 @@ def render(registry: ModelRegistry, name: str | None, warmup: float, steps: floa
             smoothing_figure(bundle, eps, first.ids), mask_figure(bundle, sentences, first))
 
 
-def lr_only(registry: ModelRegistry, name: str | None, warmup: float, steps: float):
+def lr_only(registry: ModelRegistry, name: str | None, warmup: float, steps: float) -> go.Figure:
     """The learning-rate plot alone, when its sliders move (render() decodes an example and draws six
     figures: ~10x the work, at every slider step)."""
     try:
@@ -203,7 +203,7 @@ def lr_only(registry: ModelRegistry, name: str | None, warmup: float, steps: flo
         return plots.empty("no model")
 
 
-def smoothing_only(registry: ModelRegistry, name: str | None, eps: float):
+def smoothing_only(registry: ModelRegistry, name: str | None, eps: float) -> go.Figure:
     """The label-smoothing plot alone, when ε moves."""
     try:
         bundle = registry.get(name)

@@ -5,13 +5,14 @@ from functools import partial
 
 import gradio as gr
 import numpy as np
+import plotly.graph_objects as go
 import torch
 
 from core.positional import encoding_at, sinusoidal_encoding
 
 from .. import plots
-from ..app import Shell
 from ..registry import UNAVAILABLE, ModelRegistry
+from ..shell import Shell
 from ..text import guard
 from ..widgets import Slider
 
@@ -53,7 +54,7 @@ def dimension_choices(d_model: float, chosen: list[int] | None, picked: bool) ->
     return gr.Dropdown(choices=list(range(d)), value=keep or [0, 1], multiselect=True)
 
 
-def render(d_model: float, length: float, dims: list[int] | None):
+def render(d_model: float, length: float, dims: list[int] | None) -> tuple[go.Figure, go.Figure, go.Figure]:
     """(heatmap, curves, similarity) for a d_model (rounded down to even, which the heatmap's title
     says) and a number of positions."""
     width = even_width(d_model)

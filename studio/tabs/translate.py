@@ -1,7 +1,6 @@
 """Translate: a sentence in, its translation, each token's probability and the n-best list out."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from functools import partial
 
 import gradio as gr
@@ -13,9 +12,9 @@ from core.loss import smoothed_target_distribution
 from core.translation import Translation, translate_detailed
 
 from .. import plots
-from ..app import Shell
 from ..limits import HEAVY, clean_input
 from ..registry import UNAVAILABLE, ModelRegistry
+from ..shell import Current, Shell, picked_examples, switched
 from ..text import clip, guard, md, md_table
 from ..widgets import Slider
 
@@ -26,38 +25,6 @@ from ..widgets import Slider
 # its image captions (Tatoeba) mostly scores below 0.4 too. Sampling is left out: a sampled word is often an
 # unlikely one.
 LOW_CONFIDENCE = 0.4
-# Multi30k-style German image descriptions for the De→En model, written here: none is a corpus sentence.
-GERMAN_EXAMPLES = [
-    "Ein Mann mit einem orangefarbenen Hut starrt auf etwas.",
-    "Zwei junge Männer spielen Fußball auf einer Wiese.",
-    "Eine Frau in einem roten Kleid geht die Straße entlang.",
-    "Ein kleines Mädchen klettert in ein kleines Holzhaus.",
-    "Ein brauner Hund rennt durch den Schnee.",
-    "Eine Gruppe von Menschen steht vor einem großen Zelt.",
-]
-
-
-@dataclass
-class Current:
-    """The last translation of this browser session, for the Attention tab."""
-
-    model: str | None = None
-    source: str = ""
-    ids: list[int] = field(default_factory=list)
-    options: DecodeOptions | None = None
-    key: tuple | None = None  # the model's registry key: a new training run under its name is another model
-    # The model as it translated: a training run's later snapshots, under the same key, have other weights,
-    # and the Attention tab's maps and head ablation must read the weights that wrote this translation.
-    bundle: ModelBundle | None = None
-
-
-def examples_for(bundle: ModelBundle) -> list[str]:
-    """The model's own examples (synthetic tasks keep them in config.json), else German for De→En."""
-    examples = bundle.info.get("examples")
-    if isinstance(examples, list) and examples:
-        return [str(e[0] if isinstance(e, (list, tuple)) else e) for e in examples][:8]
-    langs = " ".join(str(bundle.info.get(k, "")) for k in ("src_lang", "source", "name", "data"))
-    return GERMAN_EXAMPLES if "de" in langs.lower().replace("-", " ").split() or "de-en" in langs.lower() else []
 
 
 def options(method: str, beam_size: float, alpha: float, max_extra: float, n_best: float,
@@ -115,7 +82,8 @@ def nbest_table(t: Translation) -> str:
 
 
 def translate(registry: ModelRegistry, name: str | None, text: str, method: str, beam_size: float, alpha: float,
-              max_extra: float, n_best: float, temperature: float, top_k: float, top_p: float, seed):
+              max_extra: float, n_best: float, temperature: float, top_k: float, top_p: float,
+              seed: str | int | None) -> tuple:
     """(translation, probability plot, n-best table, notice Markdown, Current) — never raises."""
     # Every message goes to the notice list under the translation, no toast: one repeating it covered
     # the controls on the right, for 5-10 s, on a projector.
@@ -161,7 +129,7 @@ def cannot_translate(exc: Exception) -> tuple:
     return "", plots.empty("no translation yet"), "", f"**Cannot translate:** {md(exc)}", Current()
 
 
-def redecode(registry: ModelRegistry, current: Current, name: str | None, text: str, method: str, *rest):
+def redecode(registry: ModelRegistry, current: Current, name: str | None, text: str, method: str, *rest) -> tuple:
     """The decoding method switched while a translation is shown: translate again, as Translate would, so
     the translation, its probabilities and its n-best list are the picked method's (a beam search's n-best
     list stayed under a greedy pick otherwise)."""
@@ -170,12 +138,7 @@ def redecode(registry: ModelRegistry, current: Current, name: str | None, text: 
     return translate(registry, name, text, method, *rest)
 
 
-def switched(registry: ModelRegistry, current: Current, picked: str | None) -> bool:
-    """Whether the picked model is not the one current was translated with (same name: a new run)."""
-    return current.model is not None and current.key != registry.key(picked)
-
-
-def model_changed(registry: ModelRegistry, name: str | None, current: Current):
+def model_changed(registry: ModelRegistry, name: str | None, current: Current) -> tuple:
     """Another model picked (or a new run under the picked name): the translation on screen is not its
     own, so it goes, with a note; the source stays in its box for Translate. A translation made with the
     picked model already (Translate pressed before its key reached the page) stays."""
@@ -185,14 +148,6 @@ def model_changed(registry: ModelRegistry, name: str | None, current: Current):
     new_run = key is not None and key[0] == current.model
     what = "A new training run took this model's name" if new_run else "Another model is picked"
     return "", plots.empty("no translation yet"), "", f"*{what}: press Translate for its translation.*"
-
-
-def picked_examples(registry: ModelRegistry, name: str | None) -> list[str]:
-    """examples_for() the picked model; none when it cannot be loaded."""
-    try:
-        return examples_for(registry.get(name))
-    except UNAVAILABLE:
-        return []
 
 
 def trained_task(registry: ModelRegistry, name: str | None) -> str:
@@ -216,12 +171,12 @@ def spoken_translation(text: str) -> str:
     return f"Translation: {md(text)}" if text else ""
 
 
-def method_visibility(method: str):
+def method_visibility(method: str) -> tuple[gr.Group, gr.Group]:
     """Beam controls for beam search, sampling controls for sampling."""
     return gr.Group(visible=method == "beam"), gr.Group(visible=method == "sample")
 
 
-def build(shell: Shell):
+def build(shell: Shell) -> gr.State:
     """Lays out the tab; returns the session's Current translation (a gr.State) for the Attention tab."""
     current = gr.State(Current())
     with gr.Row():

@@ -1,0 +1,128 @@
+"""The Translate, Attention and Beam search tabs' token and attention figures: each output
+token's probability, attention maps (every layer and head as a grid, one head large) and the
+cross-attention behind one beam search choice."""
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+import plotly.graph_objects as go
+
+from .layout import TITLE_TOP, hover_text, narrow, styled, title_room, token_axis, word_start_note, wrap
+
+ATTENTION_SCALE = "Blues"
+
+
+# ----- Translate ------------------------------------------------------------------------
+def token_probabilities(tokens: Sequence[str], logprobs: Sequence[float], ceiling: float | None = None) -> go.Figure:
+    """One bar per output token: the probability the model gave it when it was chosen. ceiling: the
+    probability label smoothing trained the model to give the right word (1 - eps + eps/V), drawn as a
+    line: a student asks why a model sure of every word stops near 0.9."""
+    probs = np.exp(np.asarray(logprobs, dtype=float))
+    labels = [hover_text(t) for t in tokens]
+    fig = go.Figure(go.Bar(
+        x=list(range(len(tokens))), y=probs, marker_color=np.where(probs < 0.5, "#d95f02", "#1b6ca8"),
+        customdata=np.stack([labels, [f"{lp:.3f}" for lp in logprobs]], axis=-1) if len(tokens) else None,
+        hovertemplate="%{customdata[0]}<br>p = %{y:.3f}<br>log p = %{customdata[1]}<extra></extra>"))
+    fig.update_xaxes(token_axis(tokens, tickangle=-45))
+    fig.update_yaxes(range=[0, 1.02], title="p(token | prefix, source)")
+    title = f"Probability of each output token (orange: below 0.5{word_start_note(tokens)})"
+    styled(fig, title, 380)
+    if ceiling is not None:
+        # The note above the plot, right-aligned: by the line, a sure model's bars (most above 0.9) covered it.
+        note = f"dashed: {ceiling:.2f}, label smoothing's target (5.4)"
+        fig.add_hline(y=ceiling, line=dict(color="#777", width=1, dash="dash"))
+        fig.add_annotation(text=note, xref="paper", yref="paper", x=1, y=1.01, xanchor="right", yanchor="bottom",
+                           showarrow=False, font=dict(size=12, color="#555"))
+        # On a phone the title takes the whole width: the note joins it, on a line of its own.
+        both = f"{title}<br>{note}"
+        narrow(fig, **{"annotations[0].visible": False, "title.text": wrap(both), "title.y": 1,
+                       "title.yref": "container", "title.yanchor": "top", "title.pad.t": TITLE_TOP,
+                       "margin.t": title_room(both)})
+    return fig
+
+
+# ----- Attention ------------------------------------------------------------------------
+def _pairs(rows: Sequence[str], cols: Sequence[str]) -> np.ndarray:
+    """(Q, K) hover text "query → key" of an attention map."""
+    r, c = [hover_text(t) for t in rows], [hover_text(t) for t in cols]
+    return np.array([[f"{q} → {k}" for k in c] for q in r], dtype=object)
+
+
+def _heatmap(weights: np.ndarray, rows: Sequence[str], cols: Sequence[str], showscale: bool) -> go.Heatmap:
+    return go.Heatmap(z=weights, x=list(range(len(cols))), y=list(range(len(rows))), colorscale=ATTENTION_SCALE,
+                      zmin=0.0, zmax=1.0, showscale=showscale, customdata=_pairs(rows, cols),
+                      hovertemplate="%{customdata}<br>weight %{z:.3f}<extra></extra>")
+
+
+# Beyond this many cells the grid's hover names no tokens (the large view below does): a label per cell
+# made a 255-token source's encoder grid 28 MB of JSON, seconds to send and to draw.
+GRID_HOVER_CELLS = 100_000
+
+# On a phone, a colour bar slim enough to leave the map its width.
+SLIM_COLORBAR = {"data[0].colorbar.thickness": 8, "data[0].colorbar.xpad": 4, "data[0].colorbar.tickvals": [0, 0.5, 1]}
+
+
+def attention_grid(maps: np.ndarray, rows: Sequence[str], cols: Sequence[str], title: str,
+                   column_names: Sequence[str]) -> go.Figure:
+    """maps (layers, columns, Q, K): a block per layer (rows) and head (columns), drawn as one
+    heatmap with blank gaps between blocks (one trace renders far faster than a subplot each)."""
+    n_layers, n_cols, q, k = maps.shape
+    z = np.full((n_layers * (q + 1) - 1, n_cols * (k + 1) - 1), np.nan, dtype=np.float32)
+    labelled = maps.size <= GRID_HOVER_CELLS
+    hover = np.full(z.shape, "", dtype=object) if labelled else None
+    pairs = _pairs(rows, cols) if labelled else None
+    for l in range(n_layers):
+        for h in range(n_cols):
+            block = np.s_[l * (q + 1):l * (q + 1) + q, h * (k + 1):h * (k + 1) + k]
+            z[block] = maps[l, h]
+            if labelled:
+                hover[block] = f"L{l + 1} {column_names[h]}: " + pairs
+    template = ("%{customdata}<br>weight %{z:.3f}" if labelled else
+                "weight %{z:.3f}<br>(tokens: in the large view below)") + "<extra></extra>"
+    fig = go.Figure(go.Heatmap(z=z, customdata=hover, colorscale=ATTENTION_SCALE, zmin=0.0, zmax=1.0,
+                               hoverongaps=False, hovertemplate=template))
+    fig.update_xaxes(tickmode="array", tickvals=[h * (k + 1) + (k - 1) / 2 for h in range(n_cols)],
+                     ticktext=list(column_names), side="top", showgrid=False, zeroline=False)
+    fig.update_yaxes(tickmode="array", tickvals=[l * (q + 1) + (q - 1) / 2 for l in range(n_layers)],
+                     ticktext=[f"layer {l + 1}" for l in range(n_layers)], autorange="reversed", showgrid=False,
+                     zeroline=False)
+    styled(fig, title, 160 + 190 * n_layers, margin=dict(l=80, r=30, t=110, b=30))
+    # Two lines at the top of the figure, clear of the head labels above the blocks (centred in the
+    # margin, the title's second line touched "H1").
+    fig.update_layout(title=dict(yref="container", y=1, yanchor="top", pad=dict(t=TITLE_TOP + 8)))
+    narrow(fig, **SLIM_COLORBAR, **{"margin.l": 55, "margin.r": 10})  # on a phone the bar was as wide as a head
+    return fig
+
+
+def attention_head(weights: np.ndarray, rows: Sequence[str], cols: Sequence[str], title: str,
+                   row_title: str, col_title: str) -> go.Figure:
+    """One (Q, K) map large, with every token labelled."""
+    fig = go.Figure(_heatmap(weights, rows, cols, showscale=True))
+    size = max(len(rows), len(cols))
+    height = int(min(900, max(420, 140 + 28 * size)))
+    # Slanted labels need ~28 px each in presenter mode's type, whose plot is no wider: 36 across a
+    # projector's ~1,000 px (60 overprinted there on a 255-token source).
+    fig.update_xaxes(token_axis(cols, max_labels=36, tickangle=-45, title=col_title))
+    fig.update_yaxes(token_axis(rows, max_labels=(height - 150) // 16, title=row_title, autorange="reversed"))
+    styled(fig, title, height, margin=dict(l=110, r=30, t=60, b=90))
+    # On a phone a slim colour bar and upright source labels: the bar and its margins took a third of the
+    # width, and 14 slanted labels overprinted in the 130 px left. (A bar across the bottom, placed in the
+    # container, pushed the margins past the figure's height while its tab was hidden.)
+    narrow(fig, **SLIM_COLORBAR, **{"margin.l": 40, "margin.r": 10, "xaxis.tickangle": -90})
+    return fig
+
+
+# ----- Beam search ------------------------------------------------------------------------
+def cross_attention_rows(layers: Sequence[np.ndarray], source: Sequence[str], title: str) -> go.Figure:
+    """layers: per decoder layer (heads, S). One row per layer and head, plus their mean on top."""
+    rows = [np.mean([l.mean(axis=0) for l in layers], axis=0)]
+    names = ["mean"]
+    for i, layer in enumerate(layers):
+        for h, weights in enumerate(layer):
+            rows.append(weights)
+            names.append(f"L{i + 1} H{h + 1}")
+    fig = go.Figure(_heatmap(np.array(rows), names, source, showscale=True))
+    fig.update_xaxes(token_axis(source, tickangle=-45, title="source token"))
+    fig.update_yaxes(token_axis(names, autorange="reversed"))
+    return styled(fig, title, int(max(320, 140 + 30 * len(rows))), margin=dict(l=80, r=30, t=60, b=80))

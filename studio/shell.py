@@ -1,0 +1,103 @@
+"""What the tabs share: the Shell (registry, model picker, app, the picked model's key), the
+picker's and status line's contents, and a session's current translation (Current), which the
+Translate tab makes and the Attention and Beam search tabs read.
+
+The Train tab adds the model it trains with ``ModelRegistry.add(name, bundle)`` and refreshes
+the picker with ``picker_update(registry, name)``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import gradio as gr
+
+from core.bundle import ModelBundle
+from core.decoding import DecodeOptions
+
+from .registry import UNAVAILABLE, ModelRegistry, describe
+from .text import md
+
+# Multi30k-style German image descriptions for the De→En model, written here: none is a corpus sentence.
+GERMAN_EXAMPLES = [
+    "Ein Mann mit einem orangefarbenen Hut starrt auf etwas.",
+    "Zwei junge Männer spielen Fußball auf einer Wiese.",
+    "Eine Frau in einem roten Kleid geht die Straße entlang.",
+    "Ein kleines Mädchen klettert in ein kleines Holzhaus.",
+    "Ein brauner Hund rennt durch den Schnee.",
+    "Eine Gruppe von Menschen steht vor einem großen Zelt.",
+]
+
+
+@dataclass
+class Shell:
+    """What every tab needs: the registry, the picked model's name (an input to callbacks) and its
+    registry key, whose .change is the event "another model is picked": a new training run under the
+    picked name changes the key but not the picker's value, which fires no .change of its own."""
+
+    registry: ModelRegistry
+    model: gr.Dropdown
+    demo: gr.Blocks
+    model_key: gr.State
+
+
+# ----- the model picker and the status line beside it ----------------------------------------
+def status_line(registry: ModelRegistry, name: str | None) -> str:
+    """The picked model in one line (or why there is none to use)."""
+    if not registry.names():
+        return ("**No model yet.** Put a checkpoint folder in `checkpoints/`, start with "
+                "`--checkpoint PATH`, or open one below.")
+    try:
+        bundle = registry.get(name)
+    except UNAVAILABLE as exc:
+        return f"**Model {md(name)} cannot be used:** {md(exc)}"
+    facts = describe(bundle)
+    return (f"**{md(name)}** · {facts['parameters']} parameters · vocabulary {facts['vocab']} · "
+            f"{facts['layers']} · {facts['device']}")
+
+
+def picker_update(registry: ModelRegistry, name: str | None) -> gr.Dropdown:
+    """The picker's choices as they are now, keeping name picked while it is offered: a value not
+    among the choices (a model removed meanwhile) made Gradio refuse every later event reading it."""
+    return gr.Dropdown(choices=registry.choices(), value=name if name in registry.names() else None)
+
+
+def refresh(registry: ModelRegistry, name: str | None) -> tuple[gr.Dropdown, str, tuple[str, int] | None]:
+    """On page load: the picker's choices as they are now (a Train tab may have added some)."""
+    return picker_update(registry, name), status_line(registry, name), registry.key(name)
+
+
+# ----- the session's current translation ------------------------------------------------------
+@dataclass
+class Current:
+    """The last translation of this browser session, for the Attention and Beam search tabs."""
+
+    model: str | None = None
+    source: str = ""
+    ids: list[int] = field(default_factory=list)
+    options: DecodeOptions | None = None
+    key: tuple | None = None  # the model's registry key: a new training run under its name is another model
+    # The model as it translated: a training run's later snapshots, under the same key, have other weights,
+    # and the Attention tab's maps and head ablation must read the weights that wrote this translation.
+    bundle: ModelBundle | None = None
+
+
+def switched(registry: ModelRegistry, current: Current, picked: str | None) -> bool:
+    """Whether the picked model is not the one current was translated with (same name: a new run)."""
+    return current.model is not None and current.key != registry.key(picked)
+
+
+def examples_for(bundle: ModelBundle) -> list[str]:
+    """The model's own examples (synthetic tasks keep them in config.json), else German for De→En."""
+    examples = bundle.info.get("examples")
+    if isinstance(examples, list) and examples:
+        return [str(e[0] if isinstance(e, (list, tuple)) else e) for e in examples][:8]
+    langs = " ".join(str(bundle.info.get(k, "")) for k in ("src_lang", "source", "name", "data"))
+    return GERMAN_EXAMPLES if "de" in langs.lower().replace("-", " ").split() or "de-en" in langs.lower() else []
+
+
+def picked_examples(registry: ModelRegistry, name: str | None) -> list[str]:
+    """examples_for() the picked model; none when it cannot be loaded."""
+    try:
+        return examples_for(registry.get(name))
+    except UNAVAILABLE:
+        return []

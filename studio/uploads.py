@@ -1,0 +1,104 @@
+"""Opening a checkpoint a visitor uploads: its three files, or a .zip of its folder, copied
+into a fresh folder (never more than the checkpoint's own files, each within the upload limit),
+loaded into the registry and picked."""
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import zipfile
+from pathlib import Path
+
+import gradio as gr
+
+from core.checkpoint import FILES as CHECKPOINT_FILES
+
+from .limits import MAX_UPLOADED_MODELS, check_upload_size
+from .registry import ModelRegistry
+from .shell import picker_update, status_line
+from .text import clip, info, warn
+
+# Ends every refusal of an upload that is not a checkpoint: what to upload instead.
+UPLOAD_EXPECTED = ("The studio opens a .zip of a checkpoint folder, or the checkpoint's files uploaded together: "
+                   "config.json, model.safetensors and tokenizer.json.")
+
+
+def open_checkpoint(registry: ModelRegistry, files: list[str] | None, current: str | None
+                    ) -> tuple[gr.Dropdown, str]:
+    """Uploaded checkpoint files (or one .zip of the folder) -> a new entry in the picker:
+    (the picker, the status line)."""
+    if not files:
+        return picker_update(registry, current), status_line(registry, current)
+    folder = None
+    try:
+        folder = _assemble(files)
+        # Every upload stays in memory: only the newest few are kept, so repeated uploads cannot exhaust it.
+        name, new = registry.open_upload(folder, MAX_UPLOADED_MODELS)
+    except (ValueError, FileNotFoundError, zipfile.BadZipFile) as exc:
+        # Named as the visitor knows them: the upload's own file names, never the server's copies.
+        reason = str(exc)
+        if folder is not None:
+            reason = reason.replace(f"{folder}{os.sep}", "").replace(str(folder), "the checkpoint")
+        uploaded = ", ".join(Path(file).name for file in files)
+        warn(f"Cannot open {clip(uploaded, 120)}: {reason}")
+        return picker_update(registry, current), status_line(registry, current)
+    finally:
+        if folder is not None:  # loaded into memory (or refused): the copy on disk is not needed
+            shutil.rmtree(folder.parent, ignore_errors=True)
+    if not new:  # the same model (a saved checkpoint's .zip opened again): picked, not doubled
+        info(f"{name} is open already (the same weights): it is picked.")
+        return picker_update(registry, name), status_line(registry, name)
+    info(f"Opened {name}.")
+    return picker_update(registry, name), status_line(registry, name)
+
+
+def _assemble(files: list[str]) -> Path:
+    """Put uploaded files into one fresh folder (a single .zip is unpacked, flattened). Only the
+    checkpoint's own file names are taken (never trainer.pt, never a member's folder part), each
+    at most MAX_UPLOAD_BYTES, so an upload can neither write outside the folder nor fill the disk."""
+    folder = Path(tempfile.mkdtemp(prefix="studio-upload-")) / "uploaded-checkpoint"
+    folder.mkdir()
+    try:
+        _copy_checkpoint_files(files, folder)
+    except BaseException:
+        shutil.rmtree(folder.parent, ignore_errors=True)
+        raise
+    return folder
+
+
+def _copy_checkpoint_files(files: list[str], folder: Path) -> None:
+    """ValueError, saying what the studio takes, unless the upload holds the checkpoint's three files."""
+    if len(files) == 1 and not zipfile.is_zipfile(files[0]) and Path(files[0]).name not in CHECKPOINT_FILES:
+        broken = Path(files[0]).suffix.lower() == ".zip"
+        raise ValueError(f"it is {'not a readable .zip archive' if broken else 'not a .zip'}. {UPLOAD_EXPECTED}")
+    if len(files) == 1 and zipfile.is_zipfile(files[0]):
+        with zipfile.ZipFile(files[0]) as archive:
+            for member in archive.infolist():
+                base = member.filename.replace("\\", "/").rsplit("/", 1)[-1]
+                if base in CHECKPOINT_FILES and not member.is_dir():
+                    check_upload_size(member.file_size, f"{base} in the .zip (unpacked)")
+                    _unzip_member(archive, member, folder / base, base)
+    else:
+        for file in map(Path, files):
+            if file.name in CHECKPOINT_FILES:
+                check_upload_size(file.stat().st_size, file.name)
+                shutil.copyfile(file, folder / file.name)
+    missing = [name for name in sorted(CHECKPOINT_FILES) if not (folder / name).is_file()]
+    if missing:
+        listed = " and ".join(filter(None, [", ".join(missing[:-1]), missing[-1]]))  # "a, b and c"
+        raise ValueError(f"{listed} {'is' if len(missing) == 1 else 'are'} missing. {UPLOAD_EXPECTED}")
+
+
+def _unzip_member(archive: zipfile.ZipFile, member: zipfile.ZipInfo, target: Path, name: str) -> None:
+    """Copy one member out; ValueError naming what zipfile cannot read: an encrypted member, or
+    Deflate64, which Windows writes for large archives (NotImplementedError)."""
+    if member.flag_bits & 0x1:  # the zip format's "encrypted" flag
+        raise ValueError(f"{name} in the .zip is encrypted; zip the folder again without a password. "
+                         f"{UPLOAD_EXPECTED}")
+    try:
+        # The declared size bounds what zipfile reads: a lying header fails its CRC.
+        with archive.open(member) as src, open(target, "wb") as dst:
+            shutil.copyfileobj(src, dst)
+    except NotImplementedError:
+        raise ValueError(f"{name} in the .zip is compressed with a method the studio cannot read; zip the "
+                         f"folder again with plain deflate (e.g. python -m zipfile -c). {UPLOAD_EXPECTED}") from None
