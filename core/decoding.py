@@ -1,5 +1,5 @@
-"""Inference: greedy decoding, beam search and sampling, batched over sentences on the
-decoder's key/value cache (each step feeds one new token per hypothesis).
+"""Inference: greedy decoding and beam search, batched over sentences on the decoder's key/value
+cache (each step feeds one new token per hypothesis); core.sampling draws on the same steps.
 
 Section 6.1 of the paper: "we used beam search with a beam size of 4 and length penalty
 α = 0.6 ... We set the maximum output length during inference to input length + 50, but
@@ -210,7 +210,7 @@ def last_tokens(model: Transformer, tokens: torch.Tensor) -> torch.Tensor:
 Sources = torch.Tensor | Sequence[torch.Tensor]  # (B, S) ids, or groups of them (Transformer.start_decoding)
 
 
-def _count_sources(src: Sources) -> tuple[int, torch.device]:
+def count_sources(src: Sources) -> tuple[int, torch.device]:
     """How many sources src holds, and their device."""
     groups = [src] if isinstance(src, torch.Tensor) else src
     if not groups:
@@ -220,7 +220,7 @@ def _count_sources(src: Sources) -> tuple[int, torch.device]:
 
 def _lengths(src: Sources, max_len: torch.Tensor | int, model: Transformer) -> torch.Tensor:
     """Per-row maximum output length as a (B,) tensor, clamped to [1, max_len - 1]."""
-    rows, device = _count_sources(src)
+    rows, device = count_sources(src)
     limits = torch.as_tensor(max_len, dtype=torch.long, device=device).expand(rows)
     return limits.clamp(1, model.config.max_len - 1)
 
@@ -258,7 +258,7 @@ class StepRecord:
 
 def beam_start(model: Transformer, src: Sources, max_out: torch.Tensor) -> BeamState:
     """Encode src once; each sentence starts with one empty hypothesis (K after the first step)."""
-    n, device = _count_sources(src)
+    n, device = count_sources(src)
     return BeamState(model.start_decoding(src), torch.empty((n, 0), dtype=torch.long, device=device),
                      torch.empty((n, 0), device=device), torch.zeros(n, device=device), list(range(n)), max_out,
                      [[] for _ in range(n)])
@@ -361,64 +361,16 @@ def greedy_decode(model: Transformer, src: Sources, max_len: torch.Tensor | int,
     score = log P(Y|X).
     Uses options.min_len and no_repeat_ngram (None for a row they leave no token to choose)."""
     opts = resolve_options(options, overrides)
-    return _decode_rows(model, src, max_len, opts, ranking.argmax)
+    return decode_rows(model, src, max_len, opts, ranking.argmax)
 
 
-def sample(model: Transformer, src: Sources, max_len: torch.Tensor | int,
-           options: DecodeOptions | None = None, generator: torch.Generator | None = None,
-           **overrides: Any) -> list[Hypothesis | None]:
-    """Draw each token from the model's distribution sharpened by temperature and cut to the
-    top_k tokens and/or the top_p nucleus; generator (default: seeded from options.seed) makes
-    it repeatable. token_logprobs and score are the model's own log-probabilities. None as in
-    greedy_decode."""
-    opts = resolve_options(options, overrides)
-    gen = generator or make_generator(opts, _count_sources(src)[1])
-
-    def choose(log_probs: torch.Tensor) -> torch.Tensor:
-        top = log_probs.amax(dim=1, keepdim=True)
-        # Shifted so the best token is 0 before dividing: a tiny temperature then sends the others
-        # to -inf instead of overflowing every entry. A row with nothing allowed (max -inf) draws
-        # from zeros; _decode_rows ends it without a hypothesis. A temperature below float32's range
-        # would round to 0 (0/0 at the best token): the smallest normal float32 samples the same way.
-        temperature = max(opts.temperature, torch.finfo(log_probs.dtype).tiny)
-        logits = torch.where(top.isneginf(), 0.0, (log_probs - top) / temperature)
-        logits = filter_logits(logits, opts.top_k, opts.top_p)
-        return torch.multinomial(logits.softmax(dim=-1), 1, generator=gen).squeeze(1)
-
-    return _decode_rows(model, src, max_len, opts, choose)
-
-
-def make_generator(options: DecodeOptions, device: torch.device) -> torch.Generator:
-    gen = torch.Generator(device=device)
-    if options.seed is None:
-        gen.seed()
-    else:
-        gen.manual_seed(options.seed)
-    return gen
-
-
-def filter_logits(logits: torch.Tensor, top_k: int, top_p: float) -> torch.Tensor:
-    """Keep the top_k largest logits (0: all; exactly k, ties broken by torch.topk), then the
-    smallest set whose probability reaches top_p."""
-    if top_k:
-        top = logits.topk(min(top_k, logits.size(1)), dim=1).indices
-        keep = torch.zeros_like(logits, dtype=torch.bool).scatter_(1, top, True)
-        logits = logits.masked_fill(~keep, NEG_INF)
-    if top_p < 1.0:
-        sorted_logits, order = logits.sort(dim=1, descending=True)
-        probs = sorted_logits.softmax(dim=1)
-        outside = probs.cumsum(dim=1) - probs >= top_p  # the mass before it already reaches top_p
-        logits = logits.masked_fill(torch.zeros_like(outside).scatter(1, order, outside), NEG_INF)
-    return logits
-
-
-def _decode_rows(model: Transformer, src: Sources, max_len: torch.Tensor | int, options: DecodeOptions,
+def decode_rows(model: Transformer, src: Sources, max_len: torch.Tensor | int, options: DecodeOptions,
                  choose: Callable[[torch.Tensor], torch.Tensor]) -> list[Hypothesis | None]:
     """One hypothesis per row, choose() picking each next token; finished rows leave the batch.
     None for a row whose every continuation became forbidden (e.g. no_repeat_ngram on a tiny
     vocabulary): its chosen token has log-probability -inf."""
     eos = model.config.eos_id
-    n, device = _count_sources(src)
+    n, device = count_sources(src)
     results: list[Hypothesis | None] = [None] * n
     with inference(model):
         max_out = _lengths(src, max_len, model)

@@ -19,8 +19,9 @@ import torch
 from . import tasks
 from .batching import pad_ids, source_ids
 from .decoding import (NEG_INF, DecodeOptions, Hypothesis, Sources, beam_search, greedy_decode, inference,
-                       make_generator, resolve_options, sample)
+                       resolve_options)
 from .model import Transformer
+from .sampling import make_generator, sample
 from .tokenizer import EOS_ID, Tokenizer
 
 # Notices that translate() does not warn about: an empty input's empty output explains itself, and a
