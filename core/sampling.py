@@ -15,11 +15,11 @@ from .model import Transformer
 
 def sample(model: Transformer, src: Sources, max_len: torch.Tensor | int,
            options: DecodeOptions | None = None, generator: torch.Generator | None = None,
-           **overrides: Any) -> list[Hypothesis | None]:
+           prefix: torch.Tensor | None = None, **overrides: Any) -> list[Hypothesis | None]:
     """Draw each token from the model's distribution sharpened by temperature and cut to the
     top_k tokens and/or the top_p nucleus; generator (default: seeded from options.seed) makes
     it repeatable. token_logprobs and score are the model's own log-probabilities. None as in
-    greedy_decode."""
+    greedy_decode; prefix as in beam_search (a forced token is the only one its row can draw)."""
     opts = resolve_options(options, overrides)
     gen = generator or make_generator(opts, count_sources(src)[1])
 
@@ -34,7 +34,7 @@ def sample(model: Transformer, src: Sources, max_len: torch.Tensor | int,
         logits = filter_logits(logits, opts.top_k, opts.top_p)
         return torch.multinomial(logits.softmax(dim=-1), 1, generator=gen).squeeze(1)
 
-    return decode_rows(model, src, max_len, opts, choose)
+    return decode_rows(model, src, max_len, opts, choose, prefix)
 
 
 def make_generator(options: DecodeOptions, device: torch.device) -> torch.Generator:
