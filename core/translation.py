@@ -111,10 +111,10 @@ def max_output_length(source_length: int, options: DecodeOptions, model_max_len:
 # ----- sentences in, text out ----------------------------------------------------------------
 def translate(bundle: Any, sentences: Iterable[str], **options: Any) -> list[str]:
     """Translate sentences with bundle.model and bundle.tokenizer (e.g. a ModelBundle); options
-    are DecodeOptions fields, and prefix (see translate_detailed). What happened to a sentence that the text alone does not show (source
-    truncated, unknown characters, not the form a synthetic task's model reads, output cut at the
-    maximum length, no hypothesis possible) is reported with warnings.warn; translate_detailed
-    returns every notice."""
+    are DecodeOptions fields, and prefix (see translate_detailed). What happened to a sentence that
+    the text alone does not show (source truncated, unknown characters, not the form a synthetic
+    task's model reads, output cut at the maximum length, no hypothesis possible) is reported with
+    warnings.warn; translate_detailed returns every notice."""
     check_bundle(bundle)
     sentences = text_list(sentences, "sentences")  # a generator is read once: the warnings need them too
     results = translate_detailed(bundle, sentences, **options)
