@@ -10,13 +10,13 @@ import numpy as np
 import pytest
 import torch
 
-from _models import tiny_bundle
 from core.arithmetic import STACKS, attention_arithmetic
 from core.bundle import ModelBundle
 from core.checkpoint import load_checkpoint
 from core.config import ModelConfig
 from core.model import Transformer
 from core.scoring import prepare_pair
+from core.tokenizer import Tokenizer
 
 CHECKPOINTS = Path(__file__).resolve().parents[1] / "checkpoints"
 PAIR = ("Zwei junge Männer spielen Fußball.", "Two young men are playing soccer.")
@@ -96,11 +96,12 @@ def test_tokens_and_the_causal_mask(shipped):
 
 
 def test_a_pre_norm_model_reads_the_normalised_stream_and_passes_on_the_sum():
-    tiny = tiny_bundle()
-    config = ModelConfig.from_dict({**tiny.model.config.to_dict(), "norm_first": True, "attention_bias": True})
+    tokenizer = Tokenizer.train(["a b c"], vocab_size=16, kind="word", min_frequency=1)
+    config = ModelConfig.from_preset("tiny", src_vocab_size=tokenizer.vocab_size, tgt_vocab_size=tokenizer.vocab_size,
+                                     norm_first=True, attention_bias=True)
     with torch.random.fork_rng():
         torch.manual_seed(1)
-        bundle = ModelBundle(Transformer(config).eval(), tiny.tokenizer)
+        bundle = ModelBundle(Transformer(config).eval(), tokenizer)
     for stack in STACKS:
         a = attention_arithmetic(bundle, "a b c", "c b a", stack, 1, 2, 1)
         norm = {"encoder": "res_attn", "decoder": "res_self", "cross": "res_cross"}[stack]
