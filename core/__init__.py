@@ -13,6 +13,8 @@ from .decoding import DecodeOptions
 from .translation import Translation, translate, translate_detailed
 from .evaluation import EvalResult, evaluate_bleu, evaluate_bundle
 from .scoring import Score, score
+from .saliency import alignment, attribution, cross_attention, rank_correlation
+from .arithmetic import AttentionArithmetic, attention_arithmetic
 from .cache import DecoderCache
 from .model import Transformer
 from .positional import sinusoidal_encoding
@@ -22,4 +24,6 @@ __version__ = "0.1.0"  # printed by `train_cli.py --version`, for bug reports
 __all__ = ["__version__", "PRESETS", "SPECIAL_TOKENS", "ModelConfig", "DecoderCache", "Transformer", "sinusoidal_encoding",
            "ModelBundle", "load_checkpoint", "save_checkpoint", "average_checkpoints",
            "DecodeOptions", "Translation", "translate", "translate_detailed",
-           "EvalResult", "evaluate_bleu", "evaluate_bundle", "Score", "score"]
+           "EvalResult", "evaluate_bleu", "evaluate_bundle", "Score", "score",
+           "attribution", "alignment", "cross_attention", "rank_correlation",
+           "AttentionArithmetic", "attention_arithmetic"]
