@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import torch
 
@@ -123,11 +123,12 @@ class Score:
 
 
 def score(bundle: Any, sources: Sequence[str], targets: Sequence[str | Sequence[int]], *, top_k: int = 5,
-          batch_size: int = 64) -> list[Score]:
+          batch_size: int = 64, on_batch: Callable[[int], None] | None = None) -> list[Score]:
     """Score each target as a translation of its source, by teacher forcing, in input order.
 
     targets: text, or token ids without <eos> (Translation.ids). Pairs run batch_size at a time,
-    sorted by length and padded, in eval mode without gradients. ranks and alternatives leave out
+    sorted by length and padded, in eval mode without gradients; on_batch(n) is called after each
+    batch of n pairs (and once for the empty sources, first). ranks and alternatives leave out
     <pad> and <bos>, which the decoders never write; so a greedy output's tokens all rank 1 (unless
     eos was forced at the maximum length). An empty source scores nothing: empty lists, NaN figures
     and the notice "empty input". See prepare_pair for empty and too-long targets.
@@ -150,10 +151,14 @@ def score(bundle: Any, sources: Sequence[str], targets: Sequence[str | Sequence[
             raise type(exc)(f"pair {i} (sources[{i}], targets[{i}]): {exc}") from None
     results: list[Score | None] = [_unscored(p) if p.empty else None for p in pairs]
     order = sorted((i for i, p in enumerate(pairs) if not p.empty), key=lambda i: len(pairs[i].tgt))
+    if on_batch and len(order) < len(pairs):
+        on_batch(len(pairs) - len(order))  # the empty sources, done
     for start in range(0, len(order), batch_size):
         batch = order[start:start + batch_size]
         for i, result in zip(batch, _score_batch(bundle, [pairs[i] for i in batch], top_k)):
             results[i] = result
+        if on_batch:
+            on_batch(len(batch))
     return results
 
 
