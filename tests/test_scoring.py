@@ -126,3 +126,10 @@ def test_prepare_pair_reads_a_pair_as_the_decoders_do(shipped):
     pair = prepare_pair(shipped, "Ein Hund.", "A dog.")
     assert pair.src == shipped.tokenizer.encode("Ein Hund.") + [2] and pair.tgt_in == [1] + pair.tgt[:-1]
     assert pair.tokens[-1] == "<eos>" and pair.source_tokens[-1] == "<eos>" and not pair.empty
+
+
+def test_on_batch_counts_every_pair_once(shipped):
+    counts = []
+    core.score(shipped, ["Ein Hund.", "", "Eine Katze.", "Ein Haus."], ["A dog.", "x", "A cat.", "A house."],
+               batch_size=2, on_batch=counts.append)
+    assert counts == [1, 2, 1]  # the empty source first, then the batches
