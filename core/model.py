@@ -182,9 +182,9 @@ class Transformer(nn.Module):
             probs.append(p)
         return self.encoder_norm(x), packing, probs
 
-    def encode(self, src: torch.Tensor, src_embeddings: torch.Tensor | None = None) -> torch.Tensor:
-        """src (B, S) -> encoder output (B, S, d_model), zeros at padding; src_embeddings as in hidden()."""
-        memory, packing, _ = self._encode(src, need_weights=False, src_embeddings=src_embeddings)
+    def encode(self, src: torch.Tensor) -> torch.Tensor:
+        """src (B, S) -> encoder output (B, S, d_model), zeros at padding."""
+        memory, packing, _ = self._encode(src, need_weights=False)
         return packing.unpack(memory) if packing else memory
 
     def _decode(self, tgt_in: torch.Tensor, cache: DecoderCache, need_weights: bool, packing: Packing | None = None
@@ -237,13 +237,6 @@ class Transformer(nn.Module):
         the lookup of src's token embeddings (before the sqrt(d_model) scaling and the positions):
         what gradient attributions differentiate with respect to (core/saliency.py)."""
         y, packing, _ = self._teacher_forced(src, tgt_in, need_weights=False, src_embeddings=src_embeddings)
-        return y.flatten(0, 1) if packing is None else y
-
-    def decode_hidden(self, src: torch.Tensor, memory: torch.Tensor, tgt_in: torch.Tensor) -> torch.Tensor:
-        """hidden() from a given encoder output: memory (B, S, d_model), encode(src)'s, or anything of
-        its shape (gradient attributions differentiate through it, core/saliency.py)."""
-        packing = Packing.of(self._checked_padding(tgt_in, "tgt_in", self.config.tgt_vocab_size))
-        y, _, _ = self._decode(tgt_in, self.start_cache(src, memory), need_weights=False, packing=packing)
         return y.flatten(0, 1) if packing is None else y
 
     def forward(self, src: torch.Tensor, tgt_in: torch.Tensor,

@@ -57,8 +57,7 @@ def test_grad_x_input_equals_the_plain_loop(shipped, numbers):
         np.testing.assert_allclose(fast, reference(bundle, source, target, [1.0]), rtol=1e-4, atol=1e-5)
 
 
-def test_integrated_gradients_equal_the_plain_loop_in_chunks(numbers, monkeypatch):
-    monkeypatch.setattr(saliency, "ROWS_PER_PASS", 8)  # 4 points: 2 target positions a pass
+def test_integrated_gradients_equal_the_plain_loop(numbers):
     source, target = "three hundred twenty - one", "drei hundert ein und zwanzig"
     fast = saliency.attribution(numbers, source, target, "integrated_gradients", steps=4, normalize=False)
     expected = reference(numbers, source, target, [0.125, 0.375, 0.625, 0.875])
@@ -168,3 +167,10 @@ def test_attributions_and_attention_agree_more_than_chance_on_the_shipped_model(
         warnings.simplefilter("error")  # a clean pair: no notice
         rho = saliency.rank_correlation(saliency.attribution(shipped, *PAIR), saliency.cross_attention(shipped, *PAIR))
     assert np.nanmean(rho) > 0.2
+
+
+def test_source_embeddings_of_the_wrong_shape_are_refused(numbers):
+    src, tgt_in = torch.tensor([[5, 6, 2]]), torch.tensor([[1, 7]])
+    with pytest.raises(ValueError, match=r"src_embeddings must be \(batch, length, d_model\) = \(1, 3, 64\) like "
+                                         r"src's lookup, got \(3, 64\)"):
+        numbers.model.hidden(src, tgt_in, src_embeddings=torch.zeros(3, 64))
