@@ -8,6 +8,8 @@ query's core.attention_arithmetic, core.attribution by gradient x input and by i
 cores: score <= 150 ms, arithmetic <= 150 ms, gradient x input <= 300 ms, integrated gradients <= 2 s.
 Prints the CPU, torch's threads and the load average before and after, since a shared machine's other
 jobs slow every figure; the CPU time the process used is printed beside the wall time for that reason.
+On a machine busier than its cores, OpenMP's threads spin while they wait for each other and two threads
+run many times slower than one: OMP_WAIT_POLICY=PASSIVE (set before the run) makes them sleep instead.
 """
 from __future__ import annotations
 
@@ -62,7 +64,8 @@ def main() -> None:
     bundle = core.load_checkpoint(args.checkpoint)
     [scored] = core.score(bundle, [SOURCE], [TARGET])
     print(f"{cpu_model()}, {os.cpu_count()} CPUs, torch {torch.__version__} with {torch.get_num_threads()} threads; "
-          f"load average {os.getloadavg()[0]:.2f} (1 min), {os.getloadavg()[1]:.2f} (5 min)")
+          f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY', 'unset')}; load average {os.getloadavg()[0]:.2f} "
+          f"(1 min), {os.getloadavg()[1]:.2f} (5 min)")
     print(f"{bundle.name}: {len(scored.source_tokens)} source tokens, {len(scored.tokens)} target tokens "
           f"(<eos> included); median of {args.runs} runs after a warm-up run")
     query = len(scored.tokens) // 2
