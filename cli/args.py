@@ -128,7 +128,13 @@ EXAMPLES = {
   python train_cli.py translate "Ein Hund läuft über die Wiese." "Zwei Männer spielen Fußball."
   echo "Ein Hund läuft über die Wiese." | python train_cli.py translate
   python train_cli.py translate --checkpoint runs/m30k/final --input test.de --output test.en
-  python train_cli.py translate --beam 8 --n-best 3 < sentences.de""",
+  python train_cli.py translate --beam 8 --n-best 3 < sentences.de
+  python train_cli.py translate --prefix "Two young" "Zwei junge Männer spielen Fußball."
+  python train_cli.py translate --print-alignment "Ein Hund läuft."      # text<TAB>0-0 1-1 2-2""",
+    "score": """examples:
+  python train_cli.py score --source-file test.de --reference-file test.en > scores.tsv
+  python train_cli.py score --data files:../shared/data/multi30k --split test --format jsonl --top-k 3 \\
+      --output scores.jsonl""",
     "average": """example:
   python train_cli.py average --run runs/m30k --last 5 --out runs/m30k/averaged""",
 }
@@ -237,7 +243,37 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument("--output", type=Path, help="output file (default: stdout)")
     tr.add_argument("--n-best", type=POSITIVE_INT, default=1,
                     help="print this many hypotheses per line, tab-separated with their scores (2 x N columns)")
+    tr.add_argument("--prefix", help="begin every output with this text, whole words: its tokens are forced, then "
+                                     "--method goes on (default: none)")
+    tr.add_argument("--print-alignment", action="store_true",
+                    help="append a tab column of the best output's alignment as fairseq prints it, srcidx-tgtidx pairs "
+                         "(0-based token indices, <eos> aside): each output token's source token with the most "
+                         "cross-attention, averaged over the last decoder layer's heads")
     add_decoding_options(tr)
+
+    sc = sub.add_parser("score", help="score given translations: each one's log-probability (teacher forcing)",
+                        description="Score each reference as a translation of its source by teacher forcing (fairseq's\n"
+                                    "--score-reference): per pair, log P(reference | source), the mean log-prob per\n"
+                                    "token (<eos> included), perplexity = exp(-mean) and the mean rank of its tokens\n"
+                                    "among the model's choices (1: the model's own top choice).",
+                        formatter_class=HelpFormatter, epilog=EXAMPLES["score"])
+    sc.add_argument("--checkpoint", type=Path, default=DEFAULT_CHECKPOINT, help="checkpoint folder")
+    sc.add_argument("--data", help="a corpus spec as for train (with --split)")
+    sc.add_argument("--split", choices=("valid", "test"), default="test",
+                    help="which part of --data (a corpus without splits: the 1%% carved out as in training)")
+    sc.add_argument("--src", help="source language code (default: the checkpoint's)")
+    sc.add_argument("--tgt", help="target language code (default: the checkpoint's)")
+    sc.add_argument("--source-file", type=Path, help="instead of --data: sources, one per line")
+    sc.add_argument("--reference-file", type=Path, help="the translations to score, one per line")
+    sc.add_argument("--limit", type=POSITIVE_INT, help="score only the first N pairs (default: all)")
+    sc.add_argument("--format", choices=("tsv", "jsonl"), default="tsv",
+                    help="tsv: a header, then line, logprob, mean_logprob, perplexity, mean_rank, tokens per pair; "
+                         "jsonl: those and each token's log-prob and rank")
+    sc.add_argument("--top-k", type=NON_NEGATIVE_INT, default=0,
+                    help="jsonl: also the model's top K tokens and probabilities at each position")
+    sc.add_argument("--output", type=Path, help="write the scores here (default: stdout)")
+    sc.add_argument("--batch-size", type=POSITIVE_INT, default=64, help="pairs scored together")
+    sc.add_argument("--device", type=device_name, default="auto", help="auto (CUDA if present), cpu, cuda, cuda:1, ...")
 
     a = sub.add_parser("average", help="average the last N checkpoints of a run into one",
                        description="Average the weights of a run's last N checkpoints (the paper averages 5).",

@@ -6,11 +6,14 @@ import argparse
 import re
 import sys
 import time
+import warnings
 
 from tqdm import tqdm
 
 from core.data import load_corpus
 from core.evaluation import evaluate_bundle
+from core.prefix import prefixes_for
+from core.saliency import alignment
 from core.translation import translate_detailed
 
 from .args import decode_options
@@ -20,26 +23,11 @@ from .files import (check_output, checkpoint_inputs, data_files, read_stdin, rea
 
 
 def command_evaluate(args: argparse.Namespace) -> None:
-    if args.data and (args.source_file or args.reference_file):
-        raise CLIError("give either --data or --source-file with --reference-file, not both")
-    if not (args.data or (args.source_file and args.reference_file)):
-        raise CLIError("give --data (with --split) or both --source-file and --reference-file")
-    check_output(args.output, {"--source-file": args.source_file, "--reference-file": args.reference_file,
-                               **{f"--data {p}": p for p in data_files(args.data)}, **checkpoint_inputs(args.checkpoint)})
+    check_pair_options(args)
     options = decode_options(args)
     bundle = load_bundle(args.checkpoint, args.device)
     note_min_len(options, bundle)
-    if args.data:
-        sources, references = data_pairs(args, bundle)
-        where = "sentence"
-    else:
-        sources, references = read_text_lines(args.source_file), read_text_lines(args.reference_file)
-        if len(sources) != len(references):
-            raise CLIError(f"{args.source_file} has {len(sources)} lines but {args.reference_file} has "
-                           f"{len(references)}")
-        where = f"{args.source_file} line"
-    if args.limit is not None:
-        sources, references = sources[: args.limit], references[: args.limit]
+    sources, references, where = read_pairs(args, bundle)
     started = time.perf_counter()
     # a bar only on a terminal, never in a redirected log
     result, translations = evaluate_bundle(bundle, sources, references, options, progress=sys.stderr.isatty())
@@ -67,8 +55,9 @@ def command_translate(args: argparse.Namespace) -> None:
         raise CLIError("no sentences to translate: give them as arguments, with --input, or on stdin (it is closed)")
     bundle = load_bundle(args.checkpoint, args.device)  # before waiting on stdin: a bad model is said at once
     note_min_len(options, bundle)
+    check_prefix(args.prefix, bundle)
     if lines is None and sys.stdin.isatty() and not args.output:
-        return translate_as_typed(bundle, options, args.n_best)
+        return translate_as_typed(bundle, options, args)
     if lines is None:
         lines = read_stdin()
     where = "argument" if args.sentences else f"{args.input or 'stdin'} line"
@@ -77,16 +66,52 @@ def command_translate(args: argparse.Namespace) -> None:
     # disable=None: a bar only on a terminal, never in a redirected log
     with tqdm(total=len(lines), desc="translating", unit="sent", disable=None, leave=False) as bar:
         try:
-            results = translate_detailed(bundle, lines, options, on_batch=bar.update)
+            results = translate_detailed(bundle, lines, options, prefix=args.prefix, on_batch=bar.update)
         except ValueError as exc:  # core names a sentence as its list index: "sentences[3]: ..."
             raise CLIError(re.sub(r"^sentences\[(\d+)\]", lambda m: f"{where} {int(m[1]) + 1}", str(exc))) from None
     report_notices(results, where)
-    out = [output_line(r, args.n_best) for r in results]
+    out = [output_line(r, args.n_best, bundle, line if args.print_alignment else None)
+           for line, r in zip(lines, results)]
     text = "\n".join(out) + ("\n" if out else "")
     if args.output:
         write_output(args.output, text)
     else:
         sys.stdout.write(text)
+
+
+def check_prefix(prefix: str | None, bundle) -> None:
+    """--prefix refused before any sentence is read, as its option."""
+    try:
+        prefixes_for(bundle.tokenizer, prefix, 1, bundle.model.config.max_len - 1)
+    except ValueError as exc:
+        raise CLIError(re.sub(r"^prefix\b", "--prefix", str(exc))) from None
+
+
+def check_pair_options(args: argparse.Namespace) -> None:
+    """evaluate's and score's pairs: --data, or --source-file with --reference-file; --output none of them."""
+    if args.data and (args.source_file or args.reference_file):
+        raise CLIError("give either --data or --source-file with --reference-file, not both")
+    if not (args.data or (args.source_file and args.reference_file)):
+        raise CLIError("give --data (with --split) or both --source-file and --reference-file")
+    check_output(args.output, {"--source-file": args.source_file, "--reference-file": args.reference_file,
+                               **{f"--data {p}": p for p in data_files(args.data)},
+                               **checkpoint_inputs(args.checkpoint)})
+
+
+def read_pairs(args: argparse.Namespace, bundle) -> tuple[list[str], list[str], str]:
+    """(sources, references, what a notice calls one of them), --limit applied."""
+    if args.data:
+        sources, references = data_pairs(args, bundle)
+        where = "sentence"
+    else:
+        sources, references = read_text_lines(args.source_file), read_text_lines(args.reference_file)
+        if len(sources) != len(references):
+            raise CLIError(f"{args.source_file} has {len(sources)} lines but {args.reference_file} has "
+                           f"{len(references)}")
+        where = f"{args.source_file} line"
+    if args.limit is not None:
+        sources, references = sources[: args.limit], references[: args.limit]
+    return sources, references, where
 
 
 def data_pairs(args: argparse.Namespace, bundle) -> tuple[list[str], list[str]]:
@@ -136,22 +161,34 @@ def note_min_len(options, bundle) -> None:
               f"output runs to its maximum length and is cut there", file=sys.stderr)
 
 
-def output_line(result, n_best: int) -> str:
+def output_line(result, n_best: int, bundle=None, aligned_source: str | None = None) -> str:
     """The translation, or with --n-best N, 2 x N tab-separated cells: text, score, ... (empty cells where
-    a line has fewer hypotheses, as an empty source does)."""
+    a line has fewer hypotheses, as an empty source does); with --print-alignment (aligned_source, the
+    line translated), a last cell of the best output's srcidx-tgtidx pairs."""
     if n_best == 1:
-        return result.text
-    cells = [f"{text}\t{score:.4f}" for text, score in result.n_best]
-    return "\t".join(cells + ["\t"] * (n_best - len(cells)))
+        line = result.text
+    else:
+        cells = [f"{text}\t{score:.4f}" for text, score in result.n_best]
+        line = "\t".join(cells + ["\t"] * (n_best - len(cells)))
+    return line if aligned_source is None else f"{line}\t{alignment_cell(bundle, aligned_source, result)}"
 
 
-def translate_as_typed(bundle, options, n_best: int) -> None:
+def alignment_cell(bundle, source: str, result) -> str:
+    """fairseq's --print-alignment pairs, "0-0 1-2 ...": each output token's source token (core.alignment)."""
+    if not result.source_tokens:  # an empty source: nothing was translated
+        return ""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the source's notices were reported with its translation
+        return " ".join(f"{s}-{t}" for s, t in alignment(bundle, source, result.ids))
+
+
+def translate_as_typed(bundle, options, args: argparse.Namespace) -> None:
     """stdin is a terminal: each line is translated as soon as it is typed, until Ctrl-D."""
     language = bundle.info.get("src_lang")
     print(f"{bundle.name}: type {f'{language} ' if language else ''}sentences, one per line (Enter translates); "
           f"Ctrl-D ends (Ctrl-Z Enter on Windows)", file=sys.stderr)
     for number, line in typed_lines():
-        result = translate_detailed(bundle, [line], options)[0]
+        result = translate_detailed(bundle, [line], options, prefix=args.prefix)[0]
         for notice in result.notices:
             print(f"note: line {number}: {notice}", file=sys.stderr)
-        print(output_line(result, n_best), flush=True)
+        print(output_line(result, args.n_best, bundle, line if args.print_alignment else None), flush=True)

@@ -4,6 +4,7 @@ decodes and evaluates it. No UI imports here.
     import core
     bundle = core.load_checkpoint("checkpoints/multi30k-de-en-small")
     core.translate(bundle, ["Ein Hund läuft."], beam_size=4)
+    core.score(bundle, ["Ein Hund läuft."], ["A dog runs."])[0].token_logprobs
 """
 from .bundle import ModelBundle
 from .checkpoint import average_checkpoints, load_checkpoint, save_checkpoint
@@ -11,6 +12,9 @@ from .config import PRESETS, SPECIAL_TOKENS, ModelConfig
 from .decoding import DecodeOptions
 from .translation import Translation, translate, translate_detailed
 from .evaluation import EvalResult, evaluate_bleu, evaluate_bundle
+from .scoring import Score, score
+from .saliency import alignment, attribution, cross_attention, rank_correlation
+from .arithmetic import AttentionArithmetic, attention_arithmetic
 from .cache import DecoderCache
 from .model import Transformer
 from .positional import sinusoidal_encoding
@@ -20,4 +24,6 @@ __version__ = "0.1.0"  # printed by `train_cli.py --version`, for bug reports
 __all__ = ["__version__", "PRESETS", "SPECIAL_TOKENS", "ModelConfig", "DecoderCache", "Transformer", "sinusoidal_encoding",
            "ModelBundle", "load_checkpoint", "save_checkpoint", "average_checkpoints",
            "DecodeOptions", "Translation", "translate", "translate_detailed",
-           "EvalResult", "evaluate_bleu", "evaluate_bundle"]
+           "EvalResult", "evaluate_bleu", "evaluate_bundle", "Score", "score",
+           "attribution", "alignment", "cross_attention", "rank_correlation",
+           "AttentionArithmetic", "attention_arithmetic"]

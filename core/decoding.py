@@ -1,5 +1,5 @@
-"""Inference: greedy decoding, beam search and sampling, batched over sentences on the
-decoder's key/value cache (each step feeds one new token per hypothesis).
+"""Inference: greedy decoding and beam search, batched over sentences on the decoder's key/value
+cache (each step feeds one new token per hypothesis); core.sampling draws on the same steps.
 
 Section 6.1 of the paper: "we used beam search with a beam size of 4 and length penalty
 α = 0.6 ... We set the maximum output length during inference to input length + 50, but
@@ -181,12 +181,14 @@ def _repeated_ngrams(tokens: torch.Tensor, n: int, vocab: int) -> torch.Tensor |
 
 
 def constrain(model: Transformer, log_probs: torch.Tensor, tokens: torch.Tensor, max_out: torch.Tensor,
-              options: DecodeOptions) -> torch.Tensor:
+              options: DecodeOptions, forced: torch.Tensor | None = None) -> torch.Tensor:
     """Apply the decoding rules in place to next-token log_probs (R, V), given each row's
-    generated tokens (R, t) and maximum output length (R,)."""
+    generated tokens (R, t) and maximum output length (R,). forced (R,): the token a row's given
+    prefix writes at this step, pad where it has none (forced_at)."""
     cfg = model.config
     step = tokens.size(1)
     eos = log_probs[:, cfg.eos_id].clone()
+    given = None if forced is None else log_probs.gather(1, forced[:, None])  # before any rule
     log_probs[:, [cfg.pad_id, cfg.bos_id]] = NEG_INF
     if step < options.min_len:
         log_probs[:, cfg.eos_id] = NEG_INF
@@ -198,7 +200,30 @@ def constrain(model: Transformer, log_probs: torch.Tensor, tokens: torch.Tensor,
     if bool(at_max.any()):  # the last position: eos only, whatever min_len says
         log_probs[at_max] = NEG_INF
         log_probs[at_max, cfg.eos_id] = eos[at_max]
+    if forced is not None:  # a prefix's token is the only choice, at the model's own log-probability
+        rows = forced.ne(cfg.pad_id)[:, None]
+        log_probs.masked_fill_(rows, NEG_INF).scatter_(1, forced[:, None], torch.where(rows, given, NEG_INF))
     return log_probs
+
+
+def forced_at(prefix: torch.Tensor | None, step: int) -> torch.Tensor | None:
+    """The token each row's prefix (R, P) writes at this step (pad: none), or None past every prefix."""
+    return None if prefix is None or step >= prefix.size(1) else prefix[:, step]
+
+
+def check_prefix(model: Transformer, prefix: torch.Tensor | None, max_out: torch.Tensor) -> None:
+    """A prefix (B, P) of forced ids, right-padded with pad, must leave room for its sentence's eos."""
+    if prefix is None:
+        return
+    if prefix.dim() != 2 or prefix.size(0) != max_out.numel() or prefix.dtype != torch.long:
+        raise ValueError(f"prefix must be a (sentences, length) tensor of token ids, one row per source "
+                         f"({max_out.numel()}), got {prefix.dtype} of shape {tuple(prefix.shape)}")
+    lengths = prefix.ne(model.config.pad_id).sum(dim=1)
+    too_long = (lengths >= max_out).nonzero().flatten().tolist()
+    if too_long:
+        i = too_long[0]
+        raise ValueError(f"prefix {i} has {int(lengths[i])} tokens, which leaves no room for <eos> in a maximum "
+                         f"output length of {int(max_out[i])} tokens")
 
 
 def last_tokens(model: Transformer, tokens: torch.Tensor) -> torch.Tensor:
@@ -210,7 +235,7 @@ def last_tokens(model: Transformer, tokens: torch.Tensor) -> torch.Tensor:
 Sources = torch.Tensor | Sequence[torch.Tensor]  # (B, S) ids, or groups of them (Transformer.start_decoding)
 
 
-def _count_sources(src: Sources) -> tuple[int, torch.device]:
+def count_sources(src: Sources) -> tuple[int, torch.device]:
     """How many sources src holds, and their device."""
     groups = [src] if isinstance(src, torch.Tensor) else src
     if not groups:
@@ -220,7 +245,7 @@ def _count_sources(src: Sources) -> tuple[int, torch.device]:
 
 def _lengths(src: Sources, max_len: torch.Tensor | int, model: Transformer) -> torch.Tensor:
     """Per-row maximum output length as a (B,) tensor, clamped to [1, max_len - 1]."""
-    rows, device = _count_sources(src)
+    rows, device = count_sources(src)
     limits = torch.as_tensor(max_len, dtype=torch.long, device=device).expand(rows)
     return limits.clamp(1, model.config.max_len - 1)
 
@@ -238,6 +263,7 @@ class BeamState:
     sentences: list[int]          # original batch index of each active sentence
     max_out: torch.Tensor         # (N,) maximum output length of each active sentence
     finished: list[list[Hypothesis]]  # per original sentence, in the order they finished
+    prefix: torch.Tensor | None = None  # (N, P) forced first tokens of each active sentence (check_prefix)
 
     @property
     def done(self) -> bool:
@@ -256,12 +282,15 @@ class StepRecord:
     live: torch.Tensor            # (N, K) candidate index of each new live hypothesis
 
 
-def beam_start(model: Transformer, src: Sources, max_out: torch.Tensor) -> BeamState:
-    """Encode src once; each sentence starts with one empty hypothesis (K after the first step)."""
-    n, device = _count_sources(src)
+def beam_start(model: Transformer, src: Sources, max_out: torch.Tensor,
+               prefix: torch.Tensor | None = None) -> BeamState:
+    """Encode src once; each sentence starts with one empty hypothesis (K after the first step).
+    While a sentence's prefix is forced, one hypothesis holds it and the others stay at -inf."""
+    n, device = count_sources(src)
+    check_prefix(model, prefix, max_out)
     return BeamState(model.start_decoding(src), torch.empty((n, 0), dtype=torch.long, device=device),
                      torch.empty((n, 0), device=device), torch.zeros(n, device=device), list(range(n)), max_out,
-                     [[] for _ in range(n)])
+                     [[] for _ in range(n)], prefix)
 
 
 def check_beam_fits(model: Transformer, options: DecodeOptions) -> None:
@@ -278,7 +307,9 @@ def beam_step(model: Transformer, state: BeamState, options: DecodeOptions) -> t
     r = state.logprobs.numel() // n  # hypotheses per sentence: 1 at the first step, then K
     cache = copy_cache(state.cache)
     log_probs = model.decode_step(last_tokens(model, state.tokens), cache)
-    log_probs = constrain(model, log_probs, state.tokens, state.max_out.repeat_interleave(r), options)
+    forced = forced_at(state.prefix, t)
+    log_probs = constrain(model, log_probs, state.tokens, state.max_out.repeat_interleave(r), options,
+                          None if forced is None else forced.repeat_interleave(r))
     # A sentence's 2K best expansions lie among each hypothesis's 2K best tokens (adding the
     # hypothesis's log-probability keeps a row's order), so only those are summed and ranked,
     # not all R·V: one pass over the vocabulary instead of two (an add, then topk).
@@ -303,11 +334,13 @@ def beam_step(model: Transformer, state: BeamState, options: DecodeOptions) -> t
     logprobs = logprobs.view(-1)
     if len(keep) == n:
         cache.reorder_hypotheses(rows)
-        return BeamState(cache, tokens, token_lp, logprobs, state.sentences, state.max_out, finished), record
+        return BeamState(cache, tokens, token_lp, logprobs, state.sentences, state.max_out, finished,
+                         state.prefix), record
     keep_t = torch.tensor(keep, dtype=torch.long, device=flat.device)
     kept_rows = (keep_t[:, None] * k + torch.arange(k, device=flat.device)).view(-1)
     return BeamState(cache.select(rows[kept_rows], keep_t), tokens[kept_rows], token_lp[kept_rows],
-                     logprobs[kept_rows], [state.sentences[i] for i in keep], state.max_out[keep_t], finished), record
+                     logprobs[kept_rows], [state.sentences[i] for i in keep], state.max_out[keep_t], finished,
+                     None if state.prefix is None else state.prefix[keep_t]), record
 
 
 def _finish(state: BeamState, record: StepRecord, is_eos: torch.Tensor, length: int,
@@ -342,93 +375,50 @@ def ranked(hypotheses: Sequence[Hypothesis]) -> list[Hypothesis]:
 
 # ----- tensor-level decoders ---------------------------------------------------------------
 def beam_search(model: Transformer, src: Sources, max_len: torch.Tensor | int,
-                options: DecodeOptions | None = None, **overrides: Any) -> list[list[Hypothesis]]:
+                options: DecodeOptions | None = None, prefix: torch.Tensor | None = None,
+                **overrides: Any) -> list[list[Hypothesis]]:
     """Beam search for every source in src (B, S), or in its groups; max_len: output tokens per
     source (int or (B,)), eos included. Returns per source its n_best hypotheses, best first.
-    options.method is ignored."""
+    prefix (B, P): ids each output must begin with, right-padded with pad (see constrain); their
+    log-probabilities count in the scores. options.method is ignored."""
     opts = resolve_options(options, overrides)
     check_beam_fits(model, opts)
     with inference(model):
-        state = beam_start(model, src, _lengths(src, max_len, model))
+        state = beam_start(model, src, _lengths(src, max_len, model), prefix)
         while not state.done:
             state, _ = beam_step(model, state, opts)
     return [ranked(f)[:opts.n_best] for f in state.finished]
 
 
 def greedy_decode(model: Transformer, src: Sources, max_len: torch.Tensor | int,
-                  options: DecodeOptions | None = None, **overrides: Any) -> list[Hypothesis | None]:
+                  options: DecodeOptions | None = None, prefix: torch.Tensor | None = None,
+                  **overrides: Any) -> list[Hypothesis | None]:
     """The most probable token at each step, for every source in src (B, S), or in its groups;
-    score = log P(Y|X).
+    score = log P(Y|X). prefix as in beam_search.
     Uses options.min_len and no_repeat_ngram (None for a row they leave no token to choose)."""
     opts = resolve_options(options, overrides)
-    return _decode_rows(model, src, max_len, opts, ranking.argmax)
+    return decode_rows(model, src, max_len, opts, ranking.argmax, prefix)
 
 
-def sample(model: Transformer, src: Sources, max_len: torch.Tensor | int,
-           options: DecodeOptions | None = None, generator: torch.Generator | None = None,
-           **overrides: Any) -> list[Hypothesis | None]:
-    """Draw each token from the model's distribution sharpened by temperature and cut to the
-    top_k tokens and/or the top_p nucleus; generator (default: seeded from options.seed) makes
-    it repeatable. token_logprobs and score are the model's own log-probabilities. None as in
-    greedy_decode."""
-    opts = resolve_options(options, overrides)
-    gen = generator or make_generator(opts, _count_sources(src)[1])
-
-    def choose(log_probs: torch.Tensor) -> torch.Tensor:
-        top = log_probs.amax(dim=1, keepdim=True)
-        # Shifted so the best token is 0 before dividing: a tiny temperature then sends the others
-        # to -inf instead of overflowing every entry. A row with nothing allowed (max -inf) draws
-        # from zeros; _decode_rows ends it without a hypothesis. A temperature below float32's range
-        # would round to 0 (0/0 at the best token): the smallest normal float32 samples the same way.
-        temperature = max(opts.temperature, torch.finfo(log_probs.dtype).tiny)
-        logits = torch.where(top.isneginf(), 0.0, (log_probs - top) / temperature)
-        logits = filter_logits(logits, opts.top_k, opts.top_p)
-        return torch.multinomial(logits.softmax(dim=-1), 1, generator=gen).squeeze(1)
-
-    return _decode_rows(model, src, max_len, opts, choose)
-
-
-def make_generator(options: DecodeOptions, device: torch.device) -> torch.Generator:
-    gen = torch.Generator(device=device)
-    if options.seed is None:
-        gen.seed()
-    else:
-        gen.manual_seed(options.seed)
-    return gen
-
-
-def filter_logits(logits: torch.Tensor, top_k: int, top_p: float) -> torch.Tensor:
-    """Keep the top_k largest logits (0: all; exactly k, ties broken by torch.topk), then the
-    smallest set whose probability reaches top_p."""
-    if top_k:
-        top = logits.topk(min(top_k, logits.size(1)), dim=1).indices
-        keep = torch.zeros_like(logits, dtype=torch.bool).scatter_(1, top, True)
-        logits = logits.masked_fill(~keep, NEG_INF)
-    if top_p < 1.0:
-        sorted_logits, order = logits.sort(dim=1, descending=True)
-        probs = sorted_logits.softmax(dim=1)
-        outside = probs.cumsum(dim=1) - probs >= top_p  # the mass before it already reaches top_p
-        logits = logits.masked_fill(torch.zeros_like(outside).scatter(1, order, outside), NEG_INF)
-    return logits
-
-
-def _decode_rows(model: Transformer, src: Sources, max_len: torch.Tensor | int, options: DecodeOptions,
-                 choose: Callable[[torch.Tensor], torch.Tensor]) -> list[Hypothesis | None]:
-    """One hypothesis per row, choose() picking each next token; finished rows leave the batch.
-    None for a row whose every continuation became forbidden (e.g. no_repeat_ngram on a tiny
-    vocabulary): its chosen token has log-probability -inf."""
+def decode_rows(model: Transformer, src: Sources, max_len: torch.Tensor | int, options: DecodeOptions,
+                choose: Callable[[torch.Tensor], torch.Tensor],
+                prefix: torch.Tensor | None = None) -> list[Hypothesis | None]:
+    """One hypothesis per row, choose() picking each next token (the prefix's while it lasts);
+    finished rows leave the batch. None for a row whose every continuation became forbidden (e.g.
+    no_repeat_ngram on a tiny vocabulary): its chosen token has log-probability -inf."""
     eos = model.config.eos_id
-    n, device = _count_sources(src)
+    n, device = count_sources(src)
     results: list[Hypothesis | None] = [None] * n
     with inference(model):
         max_out = _lengths(src, max_len, model)
+        check_prefix(model, prefix, max_out)
         cache = model.start_decoding(src)
         rows = list(range(n))
         tokens = torch.empty((n, 0), dtype=torch.long, device=device)
         token_lp = torch.empty((n, 0), device=device)
         while rows:
             log_probs = model.decode_step(last_tokens(model, tokens), cache)
-            log_probs = constrain(model, log_probs, tokens, max_out, options)
+            log_probs = constrain(model, log_probs, tokens, max_out, options, forced_at(prefix, tokens.size(1)))
             chosen = choose(log_probs)
             tokens = torch.cat([tokens, chosen[:, None]], dim=1)
             chosen_lp = log_probs.gather(1, chosen[:, None])
@@ -443,5 +433,6 @@ def _decode_rows(model: Transformer, src: Sources, max_len: torch.Tensor | int, 
                     results[rows[i]] = Hypothesis(tokens[i].tolist(), lps, math.fsum(lps), math.fsum(lps))
             keep = (~ended).nonzero().squeeze(1)
             cache, tokens, token_lp, max_out = cache.select(keep), tokens[keep], token_lp[keep], max_out[keep]
+            prefix = None if prefix is None else prefix[keep]
             rows = [rows[i] for i in keep.tolist()]
     return results

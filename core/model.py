@@ -37,8 +37,11 @@ class FeedForward(nn.Module):
         self.w2 = nn.Linear(d_ff, d_model)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        # In place: a fresh (tokens, d_ff) buffer would cost more than the max itself.
-        return self.w2(F.relu(self.w1(x), inplace=True))
+        # In place: a fresh (tokens, d_ff) buffer would cost more than the max itself. On rows, not on the
+        # (B, T, d_ff) view nn.Linear returns for a grid: autograd would copy the whole buffer back through
+        # the view on every backward pass (a third of integrated gradients' time, bench/explain.py).
+        hidden = F.relu(self.w1(x.reshape(-1, x.size(-1))), inplace=True)
+        return self.w2(hidden).view(*x.shape[:-1], -1)
 
 
 class Residual(nn.Module):
@@ -157,20 +160,25 @@ class Transformer(nn.Module):
                              f"{self.config.max_len} tokens; shorten the input or build the model with "
                              f"a larger max_len")
 
-    def _embed(self, ids: torch.Tensor, table: nn.Embedding, offset: int = 0,
-               packing: Packing | None = None) -> torch.Tensor:
+    def _embed(self, ids: torch.Tensor, table: nn.Embedding, offset: int = 0, packing: Packing | None = None,
+               looked_up: torch.Tensor | None = None) -> torch.Tensor:
+        """looked_up: table(ids) given instead (gradient attributions, core/saliency.py)."""
+        looked_up = table(ids) if looked_up is None else looked_up
         # Section 3.4: embeddings are multiplied by sqrt(d_model); 3.5: positions are added.
-        x = table(ids) * math.sqrt(self.config.d_model) + self.positional[offset:offset + ids.size(1)]
+        x = looked_up * math.sqrt(self.config.d_model) + self.positional[offset:offset + ids.size(1)]
         return self.embed_dropout(packing.pack(x) if packing else x)
 
-    def _encode(self, src: torch.Tensor,
-                need_weights: bool = False) -> tuple[torch.Tensor, Packing | None, list[torch.Tensor | None]]:
+    def _encode(self, src: torch.Tensor, need_weights: bool = False, src_embeddings: torch.Tensor | None = None
+                ) -> tuple[torch.Tensor, Packing | None, list[torch.Tensor | None]]:
         """The encoder stack on the real source tokens: (rows (N, d_model), their packing or
         None when nothing is padded (rows are then (B, S, d_model)), per-layer attention)."""
         src_padding = self._checked_padding(src, "source", self.config.src_vocab_size, every_row_real=True)
         self._check_length(src, "source")
+        if src_embeddings is not None and src_embeddings.shape != (*src.shape, self.config.d_model):
+            raise ValueError(f"src_embeddings must be (batch, length, d_model) = {(*src.shape, self.config.d_model)} "
+                             f"like src's lookup, got {tuple(src_embeddings.shape)}")
         packing = Packing.of(src_padding)
-        x = self._embed(src, self.src_embed, packing=packing)
+        x = self._embed(src, self.src_embed, packing=packing, looked_up=src_embeddings)
         probs = []
         for layer in self.encoder_layers:
             x, p = layer(x, src_padding, need_weights, packing)
@@ -210,8 +218,8 @@ class Transformer(nn.Module):
         return self.generator(hidden)
 
     # ----- whole sequences (training, teacher forcing) ------------------------------
-    def _teacher_forced(self, src: torch.Tensor, tgt_in: torch.Tensor,
-                        need_weights: bool) -> tuple[torch.Tensor, Packing | None, Attention]:
+    def _teacher_forced(self, src: torch.Tensor, tgt_in: torch.Tensor, need_weights: bool,
+                        src_embeddings: torch.Tensor | None = None) -> tuple[torch.Tensor, Packing | None, Attention]:
         """Decoder states of every target position given the whole target (training): the rows
         of the real target tokens, their packing (None when nothing is padded), the attention."""
         # Right-padded: the causal mask then keeps padding unseen (3.2.3).
@@ -219,16 +227,19 @@ class Transformer(nn.Module):
         if tgt_in.size(0) != src.size(0):
             raise ValueError(f"src and tgt_in must hold the same number of sentences, got {src.size(0)} "
                              f"and {tgt_in.size(0)}")
-        memory, src_packing, enc_probs = self._encode(src, need_weights)
+        memory, src_packing, enc_probs = self._encode(src, need_weights, src_embeddings)
         cache = self.start_cache(src, memory, src_packing)
         packing = Packing.of(tgt_padding)
         y, dec_probs, cross_probs = self._decode(tgt_in, cache, need_weights, packing)
         return y, packing, {"encoder": enc_probs, "decoder": dec_probs, "cross": cross_probs}
 
-    def hidden(self, src: torch.Tensor, tgt_in: torch.Tensor) -> torch.Tensor:
+    def hidden(self, src: torch.Tensor, tgt_in: torch.Tensor, src_embeddings: torch.Tensor | None = None
+               ) -> torch.Tensor:
         """Final decoder states of the non-pad positions of tgt_in, rows (N, d_model) in row-major
-        order (the trainer projects only those)."""
-        y, packing, _ = self._teacher_forced(src, tgt_in, need_weights=False)
+        order (the trainer projects only those). src_embeddings (B, S, d_model), if given, replaces
+        the lookup of src's token embeddings (before the sqrt(d_model) scaling and the positions):
+        what gradient attributions differentiate with respect to (core/saliency.py)."""
+        y, packing, _ = self._teacher_forced(src, tgt_in, need_weights=False, src_embeddings=src_embeddings)
         return y.flatten(0, 1) if packing is None else y
 
     def forward(self, src: torch.Tensor, tgt_in: torch.Tensor,

@@ -19,8 +19,10 @@ import torch
 from . import tasks
 from .batching import pad_ids, source_ids
 from .decoding import (NEG_INF, DecodeOptions, Hypothesis, Sources, beam_search, greedy_decode, inference,
-                       make_generator, resolve_options, sample)
+                       resolve_options)
 from .model import Transformer
+from .prefix import prefix_notice, prefixes_for
+from .sampling import make_generator, sample
 from .tokenizer import EOS_ID, Tokenizer
 
 # Notices that translate() does not warn about: an empty input's empty output explains itself, and a
@@ -46,6 +48,7 @@ class Translation:
     n_best: list[tuple[str, float]]  # (text, score), best first; n_best entries (fewer if fewer finished)
     source_tokens: list[str]         # the source as fed to the encoder, "<eos>" included
     notices: list[str] = field(default_factory=list)  # what was done to the input, in words
+    prefix_length: int = 0           # the first ids forced by a prefix (token_logprobs: the model's own for them)
 
     @property
     def confidence(self) -> float:
@@ -108,10 +111,10 @@ def max_output_length(source_length: int, options: DecodeOptions, model_max_len:
 # ----- sentences in, text out ----------------------------------------------------------------
 def translate(bundle: Any, sentences: Iterable[str], **options: Any) -> list[str]:
     """Translate sentences with bundle.model and bundle.tokenizer (e.g. a ModelBundle); options
-    are DecodeOptions fields. What happened to a sentence that the text alone does not show (source
-    truncated, unknown characters, not the form a synthetic task's model reads, output cut at the
-    maximum length, no hypothesis possible) is reported with warnings.warn; translate_detailed
-    returns every notice."""
+    are DecodeOptions fields, and prefix (see translate_detailed). What happened to a sentence that
+    the text alone does not show (source truncated, unknown characters, not the form a synthetic
+    task's model reads, output cut at the maximum length, no hypothesis possible) is reported with
+    warnings.warn; translate_detailed returns every notice."""
     check_bundle(bundle)
     sentences = text_list(sentences, "sentences")  # a generator is read once: the warnings need them too
     results = translate_detailed(bundle, sentences, **options)
@@ -123,9 +126,15 @@ def translate(bundle: Any, sentences: Iterable[str], **options: Any) -> list[str
 
 
 def translate_detailed(bundle: Any, sentences: list[str], options: DecodeOptions | None = None, *,
-                       on_batch: Callable[[int], None] | None = None, **overrides: Any) -> list[Translation]:
+                       prefix: str | list[str] | None = None, on_batch: Callable[[int], None] | None = None,
+                       **overrides: Any) -> list[Translation]:
     """Translate sentences, in batches of options.sentences_per_batch sentences of similar length,
-    returned in input order. on_batch(n) is called after each batch of n sentences."""
+    returned in input order. on_batch(n) is called after each batch of n sentences.
+
+    prefix: a beginning every output must have (one str for all sentences, or a list with one per
+    sentence; "" for none), with any method: its tokens are forced (core/prefix.py says how text
+    becomes them, and what is refused), then the method goes on. Translation.prefix_length counts
+    them; their token_logprobs are the model's own, and count in the score."""
     check_bundle(bundle)
     sentences = text_list(sentences, "sentences")
     if on_batch is not None and not callable(on_batch):
@@ -139,26 +148,51 @@ def translate_detailed(bundle: Any, sentences: list[str], options: DecodeOptions
             sources.append(prepare_source(tokenizer, text, max_len, getattr(bundle, "info", None)))
         except (TypeError, ValueError) as exc:  # named as the caller's list indexes it
             raise (TypeError if isinstance(exc, TypeError) else ValueError)(f"sentences[{number}]: {exc}") from None
+    prefixes = prefixes_for(tokenizer, prefix, len(sentences), max_len - 1)
     results = [_empty_translation(s) if s.empty else None for s in sources]
     order = sorted((i for i, s in enumerate(sources) if not s.empty), key=lambda i: len(sources[i].ids))
-    device = next(model.parameters()).device
-    generator = make_generator(opts, device) if opts.method == "sample" else None
+    generator = make_generator(opts, next(model.parameters()).device) if opts.method == "sample" else None
     with inference(model):
         for start in range(0, len(order), opts.sentences_per_batch):
             batch = order[start:start + opts.sentences_per_batch]
-            limits = [max_output_length(len(sources[i].ids), opts, max_len) for i in batch]
-            src = [pad_ids([sources[i].ids for i in batch[g:g + SOURCE_GROUP]], device)
-                   for g in range(0, len(batch), SOURCE_GROUP)]
-            max_out = torch.tensor([n for n, _ in limits], device=device)
-            for i, (limit, notice), hyps in zip(batch, limits, _decode(model, src, max_out, opts, generator)):
-                notices = [notice] if notice else []
-                if hyps and len(hyps[0].ids) >= limit:  # eos came at the last position allowed: forced
-                    notices.append(f"output stopped at the maximum length ({limit - 1} tokens and <eos>): "
-                                   f"it may be cut short")
-                results[i] = _translation(tokenizer, sources[i], hyps, notices)
+            translated = _translate_batch(bundle, [sources[i] for i in batch], [prefixes[i] for i in batch], opts,
+                                          generator)
+            for i, translation in zip(batch, translated):
+                results[i] = translation
             if on_batch:
                 on_batch(len(batch))
     return results
+
+
+def _translate_batch(bundle: Any, sources: list[Source], prefixes: list[list[int]], opts: DecodeOptions,
+                     generator: torch.Generator | None) -> list[Translation]:
+    """One batch of non-empty sources, each with the ids its prefix forces ([]: none)."""
+    model, tokenizer, max_len = bundle.model, bundle.tokenizer, bundle.model.config.max_len
+    device = next(model.parameters()).device
+    limits = [_output_limit(len(s.ids), len(p), opts, max_len) for s, p in zip(sources, prefixes)]
+    src = [pad_ids([s.ids for s in sources[g:g + SOURCE_GROUP]], device) for g in range(0, len(sources), SOURCE_GROUP)]
+    max_out = torch.tensor([n for n, _ in limits], device=device)
+    forced = pad_ids(prefixes, device) if any(prefixes) else None
+    results = []
+    for source, forced_ids, (limit, notices), hyps in zip(sources, prefixes, limits,
+                                                           _decode(model, src, max_out, opts, generator, forced)):
+        if hyps and len(hyps[0].ids) >= limit:  # eos came at the last position allowed: forced
+            notices.append(f"output stopped at the maximum length ({limit - 1} tokens and <eos>): it may be cut short")
+        notice = prefix_notice(tokenizer, forced_ids, _strip_eos(hyps[0].ids)) if hyps else None
+        results.append(_translation(tokenizer, source, hyps, notices + ([notice] if notice else []), len(forced_ids)))
+    return results
+
+
+def _output_limit(source_length: int, prefix_length: int, options: DecodeOptions,
+                  model_max_len: int) -> tuple[int, list[str]]:
+    """max_output_length, raised where a prefix and its <eos> would not fit; and the notices."""
+    limit, notice = max_output_length(source_length, options, model_max_len)
+    notices = [notice] if notice else []
+    if prefix_length + 1 > limit:  # prefixes_for refused one that the model's max_len cannot hold
+        notices.append(f"{CLAMPED_LIMIT} raised from {limit} to {prefix_length + 1} tokens to hold the prefix and "
+                       f"<eos>")
+        limit = prefix_length + 1
+    return limit, notices
 
 
 def check_bundle(bundle: Any) -> None:
@@ -179,19 +213,20 @@ def text_list(texts: Any, what: str) -> list:
 
 
 def _decode(model: Transformer, src: Sources, max_out: torch.Tensor, options: DecodeOptions,
-            generator: torch.Generator | None) -> list[list[Hypothesis]]:
+            generator: torch.Generator | None, prefix: torch.Tensor | None) -> list[list[Hypothesis]]:
     if options.method == "beam":
-        return beam_search(model, src, max_out, options)
+        return beam_search(model, src, max_out, options, prefix)
     if options.method == "greedy":
-        return [[h] if h else [] for h in greedy_decode(model, src, max_out, options)]
-    return [[h] if h else [] for h in sample(model, src, max_out, options, generator)]
+        return [[h] if h else [] for h in greedy_decode(model, src, max_out, options, prefix)]
+    return [[h] if h else [] for h in sample(model, src, max_out, options, generator, prefix)]
 
 
 def _strip_eos(ids: list[int]) -> list[int]:
     return ids[:-1] if ids and ids[-1] == EOS_ID else ids
 
 
-def _translation(tokenizer: Tokenizer, source: Source, hyps: list[Hypothesis], notices: list[str]) -> Translation:
+def _translation(tokenizer: Tokenizer, source: Source, hyps: list[Hypothesis], notices: list[str],
+                 prefix_length: int) -> Translation:
     if not hyps:  # only when every continuation was forbidden (e.g. no_repeat_ngram on a tiny vocabulary)
         hyps = [Hypothesis([], [], NEG_INF, NEG_INF)]
         notices = notices + ["no hypothesis could be completed"]
@@ -199,7 +234,7 @@ def _translation(tokenizer: Tokenizer, source: Source, hyps: list[Hypothesis], n
     ids = _strip_eos(best.ids)
     return Translation(tokenizer.decode(ids), ids, tokenizer.tokens(ids), list(best.token_logprobs), best.score,
                        [(tokenizer.decode(_strip_eos(h.ids)), h.score) for h in hyps],
-                       source.tokens, source.notices + notices)
+                       source.tokens, source.notices + notices, prefix_length if best.ids else 0)
 
 
 def _empty_translation(source: Source) -> Translation:

@@ -18,8 +18,8 @@ from _models import reverse_task, tiny_bundle
 from core import translation
 from core.beam import BeamStepper
 from core.batching import pad_ids
-from core.decoding import (DecodeOptions, _repeated_ngrams, beam_search, filter_logits, greedy_decode, length_penalty,
-                           sample)
+from core.decoding import DecodeOptions, _repeated_ngrams, beam_search, greedy_decode, length_penalty
+from core.sampling import filter_logits, sample
 from core.translation import Translation, max_output_length, prepare_source, translate, translate_detailed
 from core.tokenizer import BOS_ID, EOS_ID, PAD_ID
 

@@ -1,0 +1,176 @@
+"""Issue 41: gradient attributions on the source embeddings, alignments from cross-attention, and their
+rank correlation. The batched gradients equal a plain loop over target tokens and integration points;
+integrated gradients are complete (each row sums to f(x) - f(baseline))."""
+from __future__ import annotations
+
+import math
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from _models import tiny_bundle
+from core import saliency
+from core.checkpoint import load_checkpoint
+from core.scoring import prepare_pair, score
+
+CHECKPOINTS = Path(__file__).resolve().parents[1] / "checkpoints"
+PAIR = ("Zwei junge Männer spielen Fußball.", "Two young men are playing soccer.")
+
+
+@pytest.fixture(scope="module")
+def shipped():
+    return load_checkpoint(CHECKPOINTS / "multi30k-de-en-small")
+
+
+@pytest.fixture(scope="module")
+def numbers():
+    return load_checkpoint(CHECKPOINTS / "numbers-en-de-tiny")
+
+
+# ----- plain reference: one forward and one backward pass per target token and integration point ------
+def log_prob(model, src: list[int], tgt: list[int], t: int, embeddings: torch.Tensor) -> torch.Tensor:
+    tgt_in = torch.tensor([[model.config.bos_id] + tgt[:t]])
+    hidden = model.hidden(torch.tensor([src]), tgt_in, src_embeddings=embeddings[None])
+    return model.project(hidden[-1]).float().log_softmax(-1)[tgt[t]]
+
+
+def reference(bundle, source, target, alphas: list[float]) -> np.ndarray:
+    model = bundle.model.eval()
+    pair = prepare_pair(bundle, source, target)
+    e = model.src_embed(torch.tensor(pair.src)).detach()
+    rows = []
+    for t in range(len(pair.tgt)):
+        total = torch.zeros_like(e)
+        for alpha in alphas:
+            point = (alpha * e).requires_grad_(True)
+            total += torch.autograd.grad(log_prob(model, pair.src, pair.tgt, t, point), point)[0]
+        rows.append((total / len(alphas) * e).sum(-1))
+    return torch.stack(rows).double().numpy()
+
+
+def test_grad_x_input_equals_the_plain_loop(shipped, numbers):
+    for bundle, (source, target) in ((shipped, PAIR), (numbers, ("twenty - one", "ein und zwanzig"))):
+        fast = saliency.attribution(bundle, source, target, "grad_x_input", normalize=False)
+        np.testing.assert_allclose(fast, reference(bundle, source, target, [1.0]), rtol=1e-4, atol=1e-5)
+
+
+def test_integrated_gradients_equal_the_plain_loop(numbers):
+    source, target = "three hundred twenty - one", "drei hundert ein und zwanzig"
+    fast = saliency.attribution(numbers, source, target, "integrated_gradients", steps=4, normalize=False)
+    expected = reference(numbers, source, target, [0.125, 0.375, 0.625, 0.875])
+    np.testing.assert_allclose(fast, expected, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("bundle_name", ["shipped", "numbers"])
+def test_integrated_gradients_are_complete(bundle_name, request):
+    """Sundararajan et al.'s completeness: a row sums to f(x) - f(baseline), the baseline being zero source
+    token embeddings (positions kept)."""
+    bundle = request.getfixturevalue(bundle_name)
+    source, target = PAIR if bundle_name == "shipped" else ("9 7", "sieben und neunzig")
+    raw = saliency.attribution(bundle, source, target, "integrated_gradients", steps=64, normalize=False)
+    pair = prepare_pair(bundle, source, target)
+    model = bundle.model
+    with torch.no_grad():
+        e = model.src_embed(torch.tensor(pair.src))
+        at_x = [float(log_prob(model, pair.src, pair.tgt, t, e)) for t in range(len(pair.tgt))]
+        gap = [f - float(log_prob(model, pair.src, pair.tgt, t, 0 * e)) for t, f in enumerate(at_x)]
+    assert score(bundle, [source], [target])[0].token_logprobs == pytest.approx(at_x, abs=1e-5)  # f is log P
+    np.testing.assert_allclose(raw.sum(axis=1), gap, rtol=0.02, atol=0.02)
+
+
+def test_rows_are_normalised_to_absolute_sum_one_and_keep_their_sign(shipped):
+    raw = saliency.attribution(shipped, *PAIR, normalize=False)
+    normal = saliency.attribution(shipped, *PAIR)
+    [scored] = score(shipped, [PAIR[0]], [PAIR[1]])
+    assert normal.shape == (len(scored.tokens), len(scored.source_tokens)) and normal.dtype == np.float64
+    np.testing.assert_allclose(np.abs(normal).sum(axis=1), 1.0)
+    assert (np.sign(normal) == np.sign(raw)).all()
+
+
+def test_the_models_mode_is_restored_and_no_weight_gets_a_gradient(numbers):
+    model = numbers.model
+    model.train()
+    try:
+        with torch.no_grad():  # a caller's no_grad does not stop the attribution
+            first = saliency.attribution(numbers, "9 7", "sieben und neunzig")
+        assert model.training and all(p.grad is None for p in model.parameters())
+        np.testing.assert_array_equal(first, saliency.attribution(numbers, "9 7", "sieben und neunzig"))
+    finally:
+        model.eval()
+
+
+def test_bad_arguments_are_refused_in_words(shipped):
+    with pytest.raises(ValueError, match="unknown attribution method 'saliency'; allowed: grad_x_input, "
+                                         "integrated_gradients"):
+        saliency.attribution(shipped, *PAIR, method="saliency")
+    with pytest.raises(ValueError, match="steps must be an integer >= 1; got 0"):
+        saliency.attribution(shipped, *PAIR, method="integrated_gradients", steps=0)
+    with pytest.raises(ValueError, match="is empty: there is nothing to attend to or attribute"):
+        saliency.attribution(shipped, " ", "A dog.")
+    with pytest.raises(ValueError, match=r"layer 3 is out of range: this model's decoder has 3 layers \(0..2, or "
+                                         r"-3..-1 from the last\)"):
+        saliency.alignment(shipped, *PAIR, layer=3)
+    with pytest.raises(ValueError, match="same .* shape"):
+        saliency.rank_correlation(np.zeros((2, 3)), np.zeros((3, 2)))
+
+
+def test_a_truncated_target_is_said_with_a_warning(numbers):
+    with pytest.warns(UserWarning, match="target truncated from 300 to 254 tokens"):
+        saliency.cross_attention(numbers, "9 7", "eins " * 300)
+
+
+def test_cross_attention_rows_are_distributions_over_the_source(shipped):
+    attention = saliency.cross_attention(shipped, *PAIR, layer=0)
+    [scored] = score(shipped, [PAIR[0]], [PAIR[1]])
+    assert attention.shape == (len(scored.tokens), len(scored.source_tokens))
+    np.testing.assert_allclose(attention.sum(axis=1), 1.0, atol=1e-5)
+    pair = prepare_pair(shipped, *PAIR)
+    maps = shipped.model.attention_maps(pair.src, pair.tgt_in)["cross"]
+    np.testing.assert_allclose(saliency.cross_attention(shipped, *PAIR), maps[-1].mean(0).numpy(), atol=1e-7)
+
+
+def test_alignment_is_fairseqs_argmax_of_the_last_layer_without_eos(numbers):
+    # The numbers task's alignment crosses: "ein" (one) comes before "zwanzig" (twenty).
+    links = saliency.alignment(numbers, "twenty - one", "ein und zwanzig")
+    attention = saliency.cross_attention(numbers, "twenty - one", "ein und zwanzig")
+    assert links == [(int(attention[t, :-1].argmax()), t) for t in range(3)]
+    assert [t for _, t in links] == [0, 1, 2] and all(s < 3 for s, _ in links)  # <eos> on neither side
+    with pytest.warns(UserWarning, match="empty target: only <eos> is scored"):
+        assert saliency.alignment(numbers, "9 7", "") == []
+
+
+def test_a_reversing_models_alignment_is_the_anti_diagonal():
+    bundle = tiny_bundle()  # learnt to reverse letters: the last one is written first
+    links = [saliency.alignment(bundle, "a b c d e", "e d c b a", layer=layer) for layer in (0, 1)]
+    assert [(4, 0), (3, 1), (2, 2), (1, 3), (0, 4)] in links
+
+
+def test_rank_correlation_is_spearmans_with_average_ranks_for_ties():
+    a = np.array([[1.0, 2.0, 3.0, 4.0], [0.1, 0.5, 0.5, 0.2], [3.0, 3.0, 3.0, 3.0], [4.0, 1.0, 3.0, 2.0]])
+    b = np.array([[10.0, 20.0, 30.0, 40.0], [1.0, 3.0, 2.0, 2.0], [1.0, 2.0, 3.0, 4.0], [1.0, 2.0, 3.0, 4.0]])
+    rho = saliency.rank_correlation(a, b)
+    assert rho[0] == pytest.approx(1.0) and math.isnan(rho[2]) and rho[3] == pytest.approx(-0.4)
+    # row 1: ranks (1, 3.5, 3.5, 2) and (1, 4, 2.5, 2.5), Pearson of those
+    ra, rb = np.array([1, 3.5, 3.5, 2]), np.array([1, 4, 2.5, 2.5])
+    assert rho[1] == pytest.approx(np.corrcoef(ra, rb)[0, 1])
+    scipy_stats = pytest.importorskip("scipy.stats")
+    rng = np.random.default_rng(0)
+    x, y = rng.integers(0, 4, (5, 9)).astype(float), rng.normal(size=(5, 9))
+    assert saliency.rank_correlation(x, y) == pytest.approx([scipy_stats.spearmanr(u, v)[0] for u, v in zip(x, y)])
+
+
+def test_attributions_and_attention_agree_more_than_chance_on_the_shipped_model(shipped):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a clean pair: no notice
+        rho = saliency.rank_correlation(saliency.attribution(shipped, *PAIR), saliency.cross_attention(shipped, *PAIR))
+    assert np.nanmean(rho) > 0.2
+
+
+def test_source_embeddings_of_the_wrong_shape_are_refused(numbers):
+    src, tgt_in = torch.tensor([[5, 6, 2]]), torch.tensor([[1, 7]])
+    with pytest.raises(ValueError, match=r"src_embeddings must be \(batch, length, d_model\) = \(1, 3, 64\) like "
+                                         r"src's lookup, got \(3, 64\)"):
+        numbers.model.hidden(src, tgt_in, src_embeddings=torch.zeros(3, 64))
