@@ -82,9 +82,11 @@ MEMORY_SHARE = 0.6  # of the free memory a model may plan to use, leaving room f
 
 def parameter_count(c: ModelConfig) -> int:
     """Parameters of core.model.Transformer(c), computed without building it."""
-    d, f = c.d_model, c.d_ff
-    attention, ffn, norm = 4 * d * d + (4 * d if c.attention_bias else 0), 2 * d * f + f + d, 2 * d
+    d, f, qk = c.d_model, c.d_ff, c.n_heads * c.key_size
+    projections = 2 * qk + 2 * d  # W^Q and W^K (h * d_k wide), W^V and W^O (d_model)
+    attention, ffn, norm = d * projections + (projections if c.attention_bias else 0), 2 * d * f + f + d, 2 * d
     embeddings = c.src_vocab_size * d + (0 if c.shared_vocab else c.tgt_vocab_size * d)
+    embeddings += c.max_len * d if c.positional == "learned" else 0
     final_norms = 2 * norm if c.norm_first else 0
     return (embeddings + c.encoder_layers * (attention + ffn + 2 * norm)
             + c.decoder_layers * (2 * attention + ffn + 3 * norm) + final_norms)

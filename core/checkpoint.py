@@ -228,8 +228,11 @@ def read_config(path: str | Path) -> dict[str, Any]:
         raise ValueError(f"{file}: no 'model' section")
     if config.get("format_version") != FORMAT_VERSION:
         raise ValueError(f"{file}: format_version {config.get('format_version')!r}, expected {FORMAT_VERSION}")
-    if isinstance(config["model"], dict):  # written before attention_bias existed, when every projection had one
-        config["model"].setdefault("attention_bias", True)
+    if isinstance(config["model"], dict):
+        config["model"].setdefault("attention_bias", True)  # written before it existed, when every projection had one
+        # Written before these fields existed, when every model had sinusoids and d_k = d_model / n_heads.
+        config["model"].setdefault("positional", "sinusoidal")
+        config["model"].setdefault("d_k", None)
         # Every other field is written by every save: a missing one would silently take its default, and
         # a model trained with 4 heads rebuilt with 8 (the weights' shapes the same) translates worse.
         missing = sorted({f.name for f in dataclasses.fields(ModelConfig)} - set(config["model"]))
@@ -269,9 +272,10 @@ def _check_size(config: ModelConfig, file: Path) -> None:
             stored = sum(math.prod(f.get_slice(k).get_shape()) for k in f.keys())
     except (SafetensorError, OSError) as exc:
         raise ValueError(f"{file}: not a readable safetensors file ({exc})") from None
-    d, ff = config.d_model, config.d_ff
+    d, ff, qk = config.d_model, config.d_ff, config.n_heads * config.key_size
+    attention = 2 * d * qk + 2 * d * d
     floor = ((config.src_vocab_size + (0 if config.shared_vocab else config.tgt_vocab_size)) * d
-             + config.encoder_layers * (4 * d * d + 2 * d * ff) + config.decoder_layers * (8 * d * d + 2 * d * ff))
+             + config.encoder_layers * (attention + 2 * d * ff) + config.decoder_layers * (2 * attention + 2 * d * ff))
     if floor > stored:
         raise ValueError(f"{file} does not match config.json: the config describes at least {floor:,} parameters, "
                          f"the file holds {stored:,} values")
