@@ -185,10 +185,13 @@ def build_parser() -> argparse.ArgumentParser:
     length.add_argument("--epochs", type=POSITIVE_NUMBER, default=None,
                         help="train for this many epochs instead of --max-steps (default: off)")
     o.add_argument("--schedule", choices=SCHEDULES, default="noam",
-                   help="noam: eq. 3; inverse_sqrt: fairseq's, peaking at --lr")
+                   help="noam: eq. 3; inverse_sqrt: fairseq's, peaking at --lr; constant: --lr after a linear "
+                        "warm-up of --warmup steps (--warmup 1: a fixed rate from the first step, as in small "
+                        "tutorials)")
     o.add_argument("--warmup", type=POSITIVE_INT, default=4000, help="warm-up steps")
     o.add_argument("--lr-factor", type=POSITIVE_NUMBER, default=1.0, help="scales eq. 3's learning rate (noam)")
-    o.add_argument("--lr", type=POSITIVE_NUMBER, default=5e-4, help="peak learning rate (inverse_sqrt)")
+    o.add_argument("--lr", type=POSITIVE_NUMBER, default=5e-4,
+                   help="peak learning rate (inverse_sqrt), the rate (constant)")
     o.add_argument("--label-smoothing", type=float, default=0.1, help="section 5.4, in [0, 1)")
     o.add_argument("--clip-norm", type=NON_NEGATIVE_NUMBER, default=0.0, help="gradient norm clipping (0: off)")
     o.add_argument("--weight-decay", type=NON_NEGATIVE_NUMBER, default=0.0, help="weight decay, decoupled from Adam's update (AdamW, as fairseq's Adam; the paper uses none)")

@@ -44,10 +44,10 @@ class TrainConfig:
     max_steps: int = 1000
     max_tokens: int = 4096  # per batch, padded source or target slots (section 5.1 used 25k + 25k)
     accum: int = 1  # batches per optimizer step
-    schedule: str = "noam"  # "noam" (eq. 3) | "inverse_sqrt" (fairseq)
+    schedule: str = "noam"  # "noam" (eq. 3) | "inverse_sqrt" (fairseq) | "constant" (after warm-up)
     warmup: int = 4000
     lr_factor: float = 1.0  # multiplies eq. 3
-    peak_lr: float = 5e-4  # inverse_sqrt only
+    peak_lr: float = 5e-4  # inverse_sqrt's peak, constant's rate
     label_smoothing: float = 0.1
     weight_decay: float = 0.0
     clip_norm: float = 0.0  # 0 = no clipping
