@@ -11,7 +11,7 @@ from pathlib import Path
 import torch
 
 from core import __version__
-from core.config import PRESETS
+from core.config import POSITIONAL, PRESETS
 from core.decoding import LENGTH_PENALTIES, METHODS, SAMPLE_TEMPERATURE, SAMPLE_TOP_P, DecodeOptions
 from core.schedule import SCHEDULES
 from core.tokenizer import KINDS
@@ -20,6 +20,9 @@ from core.trainer import AMP_MODES
 from . import __doc__ as USAGE
 from .common import (DEFAULT_CHECKPOINT, NON_NEGATIVE_INT, NON_NEGATIVE_NUMBER, POSITIVE_INT, POSITIVE_NUMBER, PROG,
                      SEED, device_name, number, refusal)
+
+# The vocabulary holds the 4 special tokens and at least one more.
+VOCAB_SIZE = number(int, "an integer >= 5", lambda v: v >= 5)
 
 
 class HelpFormatter(argparse.RawDescriptionHelpFormatter):
@@ -93,9 +96,10 @@ def note_unused_decoding_options(args: argparse.Namespace) -> None:
               f"{args.method}; ignored", file=sys.stderr)
 
 
-MODEL_FLAGS = {"d_model": "--d-model", "d_ff": "--d-ff", "n_heads": "--heads", "dropout": "--dropout",
+MODEL_FLAGS = {"d_model": "--d-model", "d_ff": "--d-ff", "n_heads": "--heads", "d_k": "--d-k", "dropout": "--dropout",
                "encoder_layers": "--encoder-layers", "decoder_layers": "--decoder-layers",
-               "max_len": "--max-len", "norm_first": "--norm-first", "attention_bias": "--attention-bias"}
+               "max_len": "--max-len", "norm_first": "--norm-first", "attention_bias": "--attention-bias",
+               "positional": "--positional"}
 
 
 def option_names(message: str, command: str) -> str:
@@ -160,6 +164,9 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--d-model", type=POSITIVE_INT, help="model width (default: the preset's)")
     m.add_argument("--d-ff", type=POSITIVE_INT, help="feed-forward width (default: the preset's)")
     m.add_argument("--heads", type=POSITIVE_INT, help="attention heads (default: the preset's)")
+    m.add_argument("--d-k", type=POSITIVE_INT,
+                   help="size of each head's queries and keys, section 3.2.2 (Table 3, row B: values keep "
+                        "d_model / heads; default: d_model / heads)")
     m.add_argument("--layers", type=POSITIVE_INT, help="encoder and decoder layers (default: the preset's)")
     m.add_argument("--encoder-layers", type=POSITIVE_INT, help="encoder layers (default: --layers)")
     m.add_argument("--decoder-layers", type=POSITIVE_INT, help="decoder layers (default: --layers)")
@@ -167,11 +174,20 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--norm-first", action="store_true", help="pre-norm instead of the paper's post-norm")
     m.add_argument("--attention-bias", action="store_true",
                    help="a bias on each attention projection, as fairseq has (the paper's W^Q, W^K, W^V, W^O have none)")
-    # <bos> and <eos> take two positions; the vocabulary holds the 4 special tokens and at least one more.
+    # <bos> and <eos> take two positions.
     m.add_argument("--max-len", type=number(int, "an integer >= 2", lambda v: v >= 2), default=256,
                    help="longest sequence in tokens")
-    m.add_argument("--vocab-size", type=number(int, "an integer >= 5", lambda v: v >= 5), default=8000,
-                   help="shared subword vocabulary size")
+    m.add_argument("--positional", choices=POSITIONAL, default="sinusoidal",
+                   help="section 3.5's sinusoids, or learned position embeddings (Table 3, row E: a trained table "
+                        "of --max-len rows, so no sequence may be longer)")
+    m.add_argument("--vocab-size", type=VOCAB_SIZE, default=8000, help="shared subword vocabulary size")
+    m.add_argument("--separate-vocab", action="store_true",
+                   help="a vocabulary per language, the target's tied to the output layer only (section 3.4 shares "
+                        "one between the languages and ties all three matrices)")
+    m.add_argument("--src-vocab-size", type=VOCAB_SIZE,
+                   help="with --separate-vocab: the source vocabulary's size (default: --vocab-size)")
+    m.add_argument("--tgt-vocab-size", type=VOCAB_SIZE,
+                   help="with --separate-vocab: the target vocabulary's size (default: --vocab-size)")
     m.add_argument("--tokenizer", choices=KINDS, default=None,
                    help="how text becomes tokens: bpe or unigram subwords (--vocab-size of them), or whole words "
                         "(default: word for synthetic tasks, bpe otherwise)")

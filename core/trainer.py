@@ -17,7 +17,7 @@ import random
 import threading
 import time
 import warnings
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any, Callable, Iterator, get_type_hints
 
@@ -218,7 +218,7 @@ class Trainer:
         with self._lock:
             model = copy.deepcopy(self.model).to("cpu").eval()
             step = self.step_count
-        return ModelBundle(model, self.bundle.tokenizer, {**self.bundle.info, "step": step}, None)
+        return replace(self.bundle, model=model, info={**self.bundle.info, "step": step}, path=None)
 
     # ----- training ----------------------------------------------------------------
     def lr_at(self, step: int) -> float:
@@ -371,7 +371,7 @@ class Trainer:
         result: dict[str, Any] = dict(self.validation_loss())
         pairs = self.valid_pairs[: self.config.bleu_sentences]
         if pairs and self.rank == 0:
-            bundle = ModelBundle(self.model, self.bundle.tokenizer, self.bundle.info)
+            bundle = replace(self.bundle, model=self.model, path=None)
             # translate_detailed, not translate: a young model's outputs running to the length limit
             # are expected here, not something to warn about.
             hypotheses = [r.text for r in translate_detailed(bundle, [s for s, _ in pairs], method="greedy")]

@@ -107,7 +107,8 @@ def max_output_length(source_length: int, options: DecodeOptions, model_max_len:
 
 # ----- sentences in, text out ----------------------------------------------------------------
 def translate(bundle: Any, sentences: Iterable[str], **options: Any) -> list[str]:
-    """Translate sentences with bundle.model and bundle.tokenizer (e.g. a ModelBundle); options
+    """Translate sentences with bundle.model, reading them with bundle.tokenizer and writing with its
+    target_tokenizer (e.g. a ModelBundle; the same tokenizer when the vocabulary is shared); options
     are DecodeOptions fields. What happened to a sentence that the text alone does not show (source
     truncated, unknown characters, not the form a synthetic task's model reads, output cut at the
     maximum length, no hypothesis possible) is reported with warnings.warn; translate_detailed
@@ -131,7 +132,7 @@ def translate_detailed(bundle: Any, sentences: list[str], options: DecodeOptions
     if on_batch is not None and not callable(on_batch):
         raise TypeError(f"on_batch must be a function taking a number of sentences, got {type(on_batch).__name__}")
     opts = resolve_options(options, overrides)
-    model, tokenizer = bundle.model, bundle.tokenizer
+    model, tokenizer, target = bundle.model, bundle.tokenizer, target_tokenizer(bundle)
     max_len = model.config.max_len
     sources = []
     for number, text in enumerate(sentences):
@@ -155,7 +156,7 @@ def translate_detailed(bundle: Any, sentences: list[str], options: DecodeOptions
                 if hyps and len(hyps[0].ids) >= limit:  # eos came at the last position allowed: forced
                     notices.append(f"output stopped at the maximum length ({limit - 1} tokens and <eos>): "
                                    f"it may be cut short")
-                results[i] = _translation(tokenizer, sources[i], hyps, notices)
+                results[i] = _translation(target, sources[i], hyps, notices)
             if on_batch:
                 on_batch(len(batch))
     return results
@@ -165,6 +166,12 @@ def check_bundle(bundle: Any) -> None:
     if not (hasattr(bundle, "model") and hasattr(bundle, "tokenizer")):
         raise TypeError(f"bundle must be a ModelBundle (core.load_checkpoint(folder) returns one) or hold .model "
                         f"and .tokenizer, got {type(bundle).__name__}")
+
+
+def target_tokenizer(bundle: Any) -> Tokenizer:
+    """The tokenizer that writes the bundle's outputs: a ModelBundle's target_tokenizer (its own with separate
+    vocabularies), else .tokenizer, the one an object holding .model and .tokenizer shares between sides."""
+    return getattr(bundle, "target_tokenizer", bundle.tokenizer)
 
 
 def text_list(texts: Any, what: str) -> list:
