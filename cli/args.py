@@ -155,6 +155,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "files:PATH.tsv[.gz]:LANG1-LANG2 names its columns' languages) | hf:NAME[:CONFIG]")
     t.add_argument("--src", help="source language code (inferred when the data has exactly two)")
     t.add_argument("--tgt", help="target language code (inferred, like --src)")
+    t.add_argument("--valid-fraction", type=number(float, "a number between 0 and 1", lambda v: 0 < v < 1),
+                   help="data without a validation split: the share of its pairs held out for validation, e.g. "
+                        "0.1 (default: 1%%, at most 1000 pairs; a test split is carved as well, by the default)")
     t.add_argument("--out", required=True, type=Path, help="run folder (refused if it exists, unless --resume)")
     t.add_argument("--resume", action="store_true",
                    help="continue the run in --out from its latest checkpoint, with the run's options (run.json) "

@@ -95,9 +95,14 @@ def data_pairs(args: argparse.Namespace, bundle) -> tuple[list[str], list[str]]:
     src, tgt = args.src, args.tgt
     if src is None and tgt is None and not args.data.startswith("synthetic:"):
         src, tgt = trained  # a folder with several languages needs a direction: the checkpoint's
-    seed = (bundle.info.get("train") or {}).get("seed", 0)  # a carved test split is the one it trained beside
+    # A carved test split is the one it trained beside: the run's seed, and the share its validation split took.
+    seed = (bundle.info.get("train") or {}).get("seed", 0)
+    trained_data = bundle.info.get("data") or {}
+    valid_fraction = (trained_data.get("carved") or {}).get("valid_fraction")
     try:
-        corpus = load_corpus(args.data, src, tgt, seed=seed)
+        corpus = load_corpus(args.data, src, tgt, seed=seed, valid_fraction=valid_fraction)
+        if valid_fraction is not None and corpus.description["source"] != trained_data.get("source"):
+            corpus = load_corpus(args.data, src, tgt, seed=seed)  # other data: carved as by default
     except ValueError as exc:  # the checkpoint's languages, which the data lacks: said as a direction
         if (src, tgt) != trained or "is not available" not in str(exc):
             raise
@@ -109,7 +114,7 @@ def data_pairs(args: argparse.Namespace, bundle) -> tuple[list[str], list[str]]:
                        f"{corpus.src_lang}->{corpus.tgt_lang}; {fix}")
     pairs = corpus.test if args.split == "test" else corpus.valid
     if args.split in corpus.description.get("carved", {}):
-        trained_here = (bundle.info.get("data") or {}).get("source") == corpus.description["source"]
+        trained_here = trained_data.get("source") == corpus.description["source"]
         how = ("as the checkpoint's training did, so none of them was trained on" if trained_here
                else "(the checkpoint was trained on other data)")
         print(f"note: {args.data} has no {args.split} split of its own: its pairs are carved out with seed {seed} "

@@ -22,7 +22,7 @@ from .files import write_output
 
 
 # The tokenizer's kind and the direction: from the checkpoint.
-SPLIT_OPTIONS = ("seed", "limit", "vocab_size", "src_vocab_size", "tgt_vocab_size")
+SPLIT_OPTIONS = ("seed", "limit", "valid_fraction", "vocab_size", "src_vocab_size", "tgt_vocab_size")
 
 
 def run_record(out: Path) -> dict:

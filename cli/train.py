@@ -40,6 +40,8 @@ def command_train(args: argparse.Namespace) -> None:
     if not args.resume:  # before the corpus is read and anything built; its vocabulary is at most --vocab-size
         check_fits(plan.planned_config(), resolve_device(device or args.device))
     corpus = read_corpus(plan)
+    if args.valid_fraction is not None and "valid" not in corpus.description.get("carved", {}) and rank == 0:
+        print(f"note: --valid-fraction has no effect: {args.data} has a validation split of its own", file=sys.stderr)
     fingerprint = data_fingerprint(corpus)
     latest = run_checkpoints(args.out)[-1] if args.resume else None
     if latest:
@@ -63,7 +65,8 @@ def command_train(args: argparse.Namespace) -> None:
 
 def run_plan(args: argparse.Namespace) -> RunPlan:
     """The run the options ask for, as core.run prepares it."""
-    return RunPlan(args.data, args.src, args.tgt, seed=args.seed, limit=args.limit, preset=args.preset,
+    return RunPlan(args.data, args.src, args.tgt, seed=args.seed, limit=args.limit,
+                   valid_fraction=args.valid_fraction, preset=args.preset,
                    model_overrides=model_overrides(args), vocab_size=args.vocab_size, tokenizer_kind=args.tokenizer,
                    separate_vocab=args.separate_vocab, src_vocab_size=args.src_vocab_size,
                    tgt_vocab_size=args.tgt_vocab_size)

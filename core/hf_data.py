@@ -50,7 +50,7 @@ def hub_reachable(timeout: float = 3.0) -> bool:
 
 
 def load_hf(name: str, config: str | None = None, src_lang: str | None = None, tgt_lang: str | None = None,
-            *, seed: int = 0) -> ParallelCorpus:
+            *, seed: int = 0, valid_fraction: float | None = None) -> ParallelCorpus:
     """A Hugging Face dataset via ``datasets.load_dataset(name, config)``. A config like
     "de-en" names the direction when src_lang/tgt_lang are None. Without network this
     fails within seconds (with HF_HUB_OFFLINE=1 a cached copy still loads)."""
@@ -72,14 +72,15 @@ def load_hf(name: str, config: str | None = None, src_lang: str | None = None, t
     if (src_lang is None and tgt_lang is None and config
             and (m := re.fullmatch(r"([A-Za-z_]+)-([A-Za-z_]+)", config))):
         src_lang, tgt_lang = m[1], m[2]
-    return corpus_from_dataset_dict(dd, src_lang, tgt_lang, spec, seed=seed)
+    return corpus_from_dataset_dict(dd, src_lang, tgt_lang, spec, seed=seed, valid_fraction=valid_fraction)
 
 
 def corpus_from_dataset_dict(dd: Any, src_lang: str | None, tgt_lang: str | None, source: str, *,
-                             seed: int = 0) -> ParallelCorpus:
+                             seed: int = 0, valid_fraction: float | None = None) -> ParallelCorpus:
     """A ``datasets.DatasetDict`` -> ParallelCorpus. Rows hold either a ``translation``
     dict ({"de": ..., "en": ...}) or one column per language. Splits: train; validation,
-    valid, val or dev; test. A missing valid or test split is carved from train (1%), the other kept."""
+    valid, val or dev; test. A missing valid or test split is carved from train (1%; valid_fraction
+    of it for a missing valid split), the other kept."""
     if "train" not in dd:
         raise ValueError(f"{source}: no train split; splits: {sorted(dd)}")
     columns = dd["train"].column_names
@@ -105,7 +106,7 @@ def corpus_from_dataset_dict(dd: Any, src_lang: str | None, tgt_lang: str | None
     description: dict[str, Any] = {"source": source, "format": "hf", "splits": {"train": "train", **splits}}
     train, empty_train = pairs_of("train")
     if not any(splits.values()):
-        return carved_corpus(train, empty_train, src_lang, tgt_lang, description, seed)
+        return carved_corpus(train, empty_train, src_lang, tgt_lang, description, seed, valid_fraction)
     held, empties = {}, {"train": empty_train}
     for name, split in splits.items():
         if split:
@@ -113,10 +114,12 @@ def corpus_from_dataset_dict(dd: Any, src_lang: str | None, tgt_lang: str | None
     missing = next((name for name, split in splits.items() if split is None), None)
     if missing:  # the official held-out split is kept; only the one the dataset lacks is carved from train
         try:
-            train, held[missing] = carve_splits(train, seed, held_out=1)
+            train, held[missing] = carve_splits(train, seed, [valid_fraction if missing == "valid" else None])
         except ValueError as exc:
             raise ValueError(f"{source}: {exc}") from None
         description["carved"] = {"seed": seed, missing: len(held[missing])}
+        if missing == "valid" and valid_fraction is not None:
+            description["carved"]["valid_fraction"] = valid_fraction
     description["counts"] = {"train": len(train), "valid": len(held["valid"]), "test": len(held["test"])}
     report_empty(description, empties)
     return ParallelCorpus(train, held["valid"], held["test"], src_lang, tgt_lang, description)

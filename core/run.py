@@ -42,6 +42,7 @@ class RunPlan:
     tgt_lang: str | None = None
     seed: int = 0  # the data split, the training sample (limit) and the model's initialisation
     limit: int | None = None  # training pairs kept (None: all)
+    valid_fraction: float | None = None  # share carved out for validation from data without a valid split
     preset: str = "small"
     model_overrides: dict[str, Any] = field(default_factory=dict)  # ModelConfig fields over the preset's
     vocab_size: int = 8000  # at most this many vocabulary entries
@@ -113,7 +114,8 @@ class PreparedRun:
 
 def read_corpus(plan: RunPlan) -> ParallelCorpus:
     """The plan's corpus, refused when it leaves nothing to train on or to validate with."""
-    corpus = load_corpus(plan.data, plan.src_lang, plan.tgt_lang, seed=plan.seed, limit=plan.limit)
+    corpus = load_corpus(plan.data, plan.src_lang, plan.tgt_lang, seed=plan.seed, limit=plan.limit,
+                         valid_fraction=plan.valid_fraction)
     if not corpus.train or not (corpus.valid or corpus.test):
         raise ValueError(f"{plan.data} has no training or no validation pairs")
     return corpus
