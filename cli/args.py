@@ -13,6 +13,7 @@ import torch
 from core import __version__
 from core.config import POSITIONAL, PRESETS
 from core.decoding import LENGTH_PENALTIES, METHODS, SAMPLE_TEMPERATURE, SAMPLE_TOP_P, DecodeOptions
+from core.keep_best import METRICS
 from core.schedule import SCHEDULES
 from core.tokenizer import KINDS
 from core.trainer import AMP_MODES
@@ -229,6 +230,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="validation sentences decoded for BLEU (0: no BLEU)")
     r.add_argument("--save-every", type=POSITIVE_INT, default=1000, help="steps between checkpoints")
     r.add_argument("--keep-last", type=POSITIVE_INT, default=5, help="checkpoints kept (the paper averages the last 5)")
+    r.add_argument("--keep-best", nargs="?", const="bleu", choices=list(METRICS), metavar="METRIC",
+                   help="also keep the checkpoint of the best validation METRIC in best/: bleu (the default; needs "
+                        "--bleu-sentences), loss, or exact_match (synthetic tasks)")
+    r.add_argument("--patience", type=POSITIVE_INT,
+                   help="with --keep-best: stop after this many evaluations without a better one (default: never)")
     r.add_argument("--tensorboard", action=argparse.BooleanOptionalAction, default=False,
                    help="also log to TensorBoard (if installed)")
 

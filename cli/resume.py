@@ -147,6 +147,10 @@ def restore_trainer(trainer, args: argparse.Namespace, latest: Path, rank: int) 
     if trainer.step_count >= trainer.config.max_steps:
         raise CLIError(f"--resume: the run in {args.out} is already at step {trainer.step_count}; give a "
                        f"larger --max-steps (or --epochs) to train on")
+    if trainer.keeper and trainer.keeper.exhausted:
+        raise CLIError(f"--resume: the run in {args.out} stopped early: its best {trainer.keeper.describe()} was "
+                       f"followed by {trainer.keeper.since_best} evaluations without a better one; give a --patience "
+                       f"larger than {trainer.keeper.since_best} to train on")
     if rank == 0:
         trim_metrics(args.out / "metrics.jsonl", trainer.step_count)
 

@@ -17,6 +17,7 @@ from core.batching import TokenBatcher
 from core.bundle import ModelBundle, check_fits, resolve_device
 from core.data import UNNAMED, absolute_spec
 from core.corpus import ParallelCorpus
+from core.keep_best import check_keep_best
 from core.run import RunPlan, build_bundle, encode_run_data, learn_tokenizers, read_corpus
 from core.tokenizer import Tokenizer
 from core.trainer import TrainConfig, Trainer
@@ -32,6 +33,9 @@ def command_train(args: argparse.Namespace) -> None:
     record = run_record(args.out) if args.resume else {}
     check_data_given(args, record)
     check_vocabulary_options(args)
+    # Before any data is read: the metric must be one the run will measure.
+    check_keep_best(args.keep_best, args.patience, eval_every=args.eval_every, bleu_sentences=args.bleu_sentences,
+                    synthetic=args.data.startswith("synthetic:"))
     args.data = absolute_spec(args.data)  # run.json's record then reads the same files from any folder
     if args.resume:
         check_same_data(args, record)
@@ -199,7 +203,7 @@ def train_config(args: argparse.Namespace, train: list, world: int, device: str 
                        label_smoothing=args.label_smoothing, weight_decay=args.weight_decay,
                        clip_norm=args.clip_norm, amp=args.amp, compile=args.compile,
                        device=device or args.device, seed=args.seed, eval_every=args.eval_every,
-                       bleu_sentences=args.bleu_sentences)
+                       bleu_sentences=args.bleu_sentences, keep_best=args.keep_best, patience=args.patience)
 
 
 def write_run_record(args: argparse.Namespace, fingerprint: str) -> None:
