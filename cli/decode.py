@@ -1,5 +1,5 @@
-"""`evaluate` (sacreBLEU and chrF of a checkpoint's translations) and `translate` (arguments, a file,
-stdin, or lines as they are typed)."""
+"""`evaluate` (sacreBLEU and chrF of a checkpoint's translations, and the references' token accuracy and
+perplexity under teacher forcing) and `translate` (arguments, a file, stdin, or lines as they are typed)."""
 from __future__ import annotations
 
 import argparse
@@ -10,7 +10,7 @@ import time
 from tqdm import tqdm
 
 from core.data import load_corpus
-from core.evaluation import evaluate_bundle
+from core.evaluation import evaluate_bundle, teacher_forced_metrics
 from core.translation import translate_detailed
 
 from .args import decode_options
@@ -51,6 +51,12 @@ def command_evaluate(args: argparse.Namespace) -> None:
           f"{f' {options.beam_size}' if options.method == 'beam' else ''}, {elapsed:.1f} s")
     print(f"BLEU = {result.bleu:.2f}   {result.bleu_signature}")
     print(f"chrF = {result.chrf:.2f}   {result.chrf_signature}")
+    forced = teacher_forced_metrics(bundle, sources, references)  # seed 004's metrics: no decoding, the references read
+    print(f"token accuracy = {forced.accuracy:.2%}   perplexity = {forced.perplexity:.2f}   (teacher forced on the "
+          f"references: {forced.tokens} tokens, <eos> included)")
+    if forced.too_long:
+        print(f"note: {forced.too_long} pair{'s' * (forced.too_long != 1)} longer than the model's max_len "
+              f"{bundle.model.config.max_len} tokens left out of the accuracy and perplexity", file=sys.stderr)
 
 
 def command_translate(args: argparse.Namespace) -> None:

@@ -10,7 +10,7 @@ from .checkpoint import average_checkpoints, load_checkpoint, save_checkpoint
 from .config import PRESETS, SPECIAL_TOKENS, ModelConfig
 from .decoding import DecodeOptions
 from .translation import Translation, translate, translate_detailed
-from .evaluation import EvalResult, evaluate_bleu, evaluate_bundle
+from .evaluation import EvalResult, TeacherForcedResult, evaluate_bleu, evaluate_bundle, teacher_forced_metrics
 from .cache import DecoderCache
 from .model import Transformer
 from .positional import sinusoidal_encoding
@@ -20,4 +20,4 @@ __version__ = "0.1.0"  # printed by `train_cli.py --version`, for bug reports
 __all__ = ["__version__", "PRESETS", "SPECIAL_TOKENS", "ModelConfig", "DecoderCache", "Transformer", "sinusoidal_encoding",
            "ModelBundle", "load_checkpoint", "save_checkpoint", "average_checkpoints",
            "DecodeOptions", "Translation", "translate", "translate_detailed",
-           "EvalResult", "evaluate_bleu", "evaluate_bundle"]
+           "EvalResult", "evaluate_bleu", "evaluate_bundle", "TeacherForcedResult", "teacher_forced_metrics"]
