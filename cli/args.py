@@ -153,7 +153,9 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--data",
                    help="required (with --resume: the run's): synthetic:TASK (copy, reverse, sort, numbers, "
                         "dates) | files:PATH (folder of {train,val,test}.LANG[.gz], SRC_FILE,TGT_FILE, or a TSV: "
-                        "files:PATH.tsv[.gz]:LANG1-LANG2 names its columns' languages) | hf:NAME[:CONFIG]")
+                        "files:PATH.tsv[.gz]:LANG1-LANG2 names its columns' languages) | hf:NAME[:CONFIG] (a copy "
+                        "in the local Hugging Face cache is read offline) | hf:PATH (a save_to_disk folder, or a "
+                        "folder of parquet, jsonl or csv files)")
     t.add_argument("--src", help="source language code (inferred when the data has exactly two)")
     t.add_argument("--tgt", help="target language code (inferred, like --src)")
     t.add_argument("--valid-fraction", type=number(float, "a number between 0 and 1", lambda v: 0 < v < 1),
