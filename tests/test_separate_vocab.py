@@ -118,6 +118,7 @@ def test_train_cli_trains_saves_loads_and_translates_with_separate_vocabularies(
 
 
 def test_vocabulary_sizes_without_separate_vocabularies_are_refused(capsys, tmp_path):
-    one_line_error(capsys, ["train", "--data", "synthetic:copy", "--tgt-vocab-size", "50", "--out", str(tmp_path / "x")],
+    one_line_error(capsys, ["train", "--data", "synthetic:copy", "--tgt-vocab-size", "50",
+                            "--out", str(tmp_path / "x")],
                    "--tgt-vocab-size sizes a separate vocabulary: add --separate-vocab")
     assert not (tmp_path / "x").exists()

@@ -37,8 +37,8 @@ def test_subsets_by_name_or_row():
 def test_the_scores_are_read_from_evaluates_output():
     printed = ("final: 1014 sentences, beam 4, 20.1 s\nBLEU = 37.12   nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp\n"
                "chrF = 57.00   nrefs:1\ntoken accuracy = 61.25%   perplexity = 5.43   (teacher forced ...)\n")
-    assert table3.parse_scores(printed) == {"bleu": 37.12, "bleu_signature": "nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp",
-                                            "accuracy": pytest.approx(0.6125), "perplexity": 5.43}
+    assert table3.parse_scores(printed) == {"bleu": 37.12, "accuracy": pytest.approx(0.6125), "perplexity": 5.43,
+                                            "bleu_signature": "nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp"}
     with pytest.raises(RuntimeError, match="evaluate printed no scores"):
         table3.parse_scores("BLEU = 1.0 x\n")
 

@@ -123,7 +123,8 @@ def test_learned_positions_of_another_length_than_the_config_are_refused(tmp_pat
 
 
 def test_constant_schedule_warms_up_linearly_then_stays():
-    assert [constant_lr(step, 1e-3, 4) for step in (1, 2, 4, 5, 1000)] == pytest.approx([2.5e-4, 5e-4, 1e-3, 1e-3, 1e-3])
+    rates = [constant_lr(step, 1e-3, 4) for step in (1, 2, 4, 5, 1000)]
+    assert rates == pytest.approx([2.5e-4, 5e-4, 1e-3, 1e-3, 1e-3])
     assert constant_lr(1, 1e-4, 1) == constant_lr(10**6, 1e-4, 1) == 1e-4  # --warmup 1: the tutorials' fixed rate
     rate = learning_rate(7, schedule="constant", d_model=512, warmup=10, factor=2.0, peak_lr=3e-4)
     assert rate == pytest.approx(2.1e-4)  # the factor is eq. 3's alone
