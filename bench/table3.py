@@ -10,6 +10,7 @@ again with a second seed (how far two seeds differ: what a difference must excee
     python bench/table3.py --only base,E-learned  # a subset, by name or row (--only A)
     python bench/table3.py --dry-run              # the commands, not run
     python bench/table3.py --trial 20             # seconds per step of each variant, to plan the run
+    python bench/table3.py --threads 1            # torch threads (a shared, busy CPU: 2 threads collapse)
 
 Runs go to runs/table3/NAME/ (train_cli's run folders, with dev.json once scored); every scored run
 goes to docs/table3.csv, docs/table3-results.md and docs/table3.png. docs/table3.md is the recipe.
@@ -19,6 +20,7 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -103,7 +105,7 @@ def trained(variant: Variant, steps: int) -> bool:
     return config.is_file() and json.loads(config.read_text()).get("step") == steps
 
 
-def run_variant(variant: Variant, steps: int) -> None:
+def run_variant(variant: Variant, steps: int, env: dict[str, str]) -> None:
     """Train (or finish training) and score one variant; its wall-clock seconds are added up in timing.json."""
     folder = RUNS / variant.name
     if (folder / "dev.json").is_file():
@@ -114,12 +116,12 @@ def run_variant(variant: Variant, steps: int) -> None:
     timing = folder / "timing.json"
     if not trained(variant, steps):
         started = time.monotonic()
-        subprocess.run(train_command(variant, steps), cwd=ROOT, check=True)
+        subprocess.run(train_command(variant, steps), cwd=ROOT, check=True, env=env)
         seconds = time.monotonic() - started
         spent = json.loads(timing.read_text())["train_s"] if timing.is_file() else 0.0
         timing.write_text(json.dumps({"train_s": spent + seconds}))
     started = time.monotonic()
-    result = subprocess.run(evaluate_command(variant), cwd=ROOT, check=True, capture_output=True, text=True)
+    result = subprocess.run(evaluate_command(variant), cwd=ROOT, check=True, capture_output=True, text=True, env=env)
     scores = parse_scores(result.stdout)
     final = json.loads((folder / "final" / "config.json").read_text())
     (folder / "dev.json").write_text(json.dumps({
@@ -232,7 +234,7 @@ def plot(rows: list[dict], path: Path) -> None:
 
 
 # ----- a trial: seconds per step -----------------------------------------------------------------------
-def trial(variants: list[Variant], steps: int) -> None:
+def trial(variants: list[Variant], steps: int, threads: int | None) -> None:
     """Time `steps` training steps of each variant in this process (after two untimed ones), to estimate a
     whole run: the corpus is read and the vocabulary learnt once, as every variant shares them."""
     import torch
@@ -242,6 +244,8 @@ def trial(variants: list[Variant], steps: int) -> None:
     from core.run import build_bundle, encode_run_data, learn_tokenizers, read_corpus
     from core.trainer import Trainer
 
+    if threads:
+        torch.set_num_threads(threads)
     parser = build_parser()
     base = parser.parse_args(["train", "--data", DATA, *COMMON, "--max-steps", str(steps + 2), "--warmup",
                               str(WARMUP), "--out", "unused"])
@@ -270,16 +274,18 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=STEPS, help="training steps of each run")
     parser.add_argument("--dry-run", action="store_true", help="print the commands instead of running them")
     parser.add_argument("--trial", type=int, metavar="N", help="time N steps of each variant instead")
+    parser.add_argument("--threads", type=int, help="torch threads of each run (default: torch's, one per core)")
     args = parser.parse_args()
     variants = chosen(args.only)
     if args.trial:
-        return trial(variants, args.trial)
+        return trial(variants, args.trial, args.threads)
+    env = {**os.environ, **({"OMP_NUM_THREADS": str(args.threads)} if args.threads else {})}
     for variant in variants:
         if args.dry_run:
             print(" ".join(train_command(variant, args.steps)))
             print(" ".join(evaluate_command(variant)))
             continue
-        run_variant(variant, args.steps)
+        run_variant(variant, args.steps, env)
     if not args.dry_run:
         write_results(results())
 

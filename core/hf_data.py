@@ -11,9 +11,8 @@ import re
 import threading
 import urllib.error
 import urllib.request
-from typing import Any
-
 from pathlib import Path
+from typing import Any
 
 from .corpus import (
     Pair,
@@ -56,9 +55,9 @@ def hub_reachable(timeout: float = 3.0) -> bool:
 
 def load_hf(name: str, config: str | None = None, src_lang: str | None = None, tgt_lang: str | None = None,
             *, seed: int = 0, valid_fraction: float | None = None) -> ParallelCorpus:
-    """A Hugging Face dataset via ``datasets.load_dataset(name, config)``. A config like
-    "de-en" names the direction when src_lang/tgt_lang are None. Without network this
-    fails within seconds (with HF_HUB_OFFLINE=1 a cached copy still loads)."""
+    """A Hugging Face dataset: its copy in the local cache if there is one (no network asked), else
+    ``datasets.load_dataset(name, config)``. A config like "de-en" names the direction when
+    src_lang/tgt_lang are None. Without network and cached copy this fails within seconds."""
     spec = f"hf:{name}" + (f":{config}" if config else "")
     hint = (f"download the data and read it as a local corpus (files:PATH: a folder of "
             f"train/val/test.{{lang}}[.gz] files or a .tsv file; hf:PATH: a save_to_disk folder or a folder of "
