@@ -11,8 +11,9 @@ from pathlib import Path
 import torch
 
 from core import __version__
-from core.config import PRESETS
+from core.config import POSITIONAL, PRESETS
 from core.decoding import LENGTH_PENALTIES, METHODS, SAMPLE_TEMPERATURE, SAMPLE_TOP_P, DecodeOptions
+from core.keep_best import METRICS
 from core.schedule import SCHEDULES
 from core.tokenizer import KINDS
 from core.trainer import AMP_MODES
@@ -20,6 +21,9 @@ from core.trainer import AMP_MODES
 from . import __doc__ as USAGE
 from .common import (DEFAULT_CHECKPOINT, NON_NEGATIVE_INT, NON_NEGATIVE_NUMBER, POSITIVE_INT, POSITIVE_NUMBER, PROG,
                      SEED, device_name, number, refusal)
+
+# The vocabulary holds the 4 special tokens and at least one more.
+VOCAB_SIZE = number(int, "an integer >= 5", lambda v: v >= 5)
 
 
 class HelpFormatter(argparse.RawDescriptionHelpFormatter):
@@ -93,9 +97,10 @@ def note_unused_decoding_options(args: argparse.Namespace) -> None:
               f"{args.method}; ignored", file=sys.stderr)
 
 
-MODEL_FLAGS = {"d_model": "--d-model", "d_ff": "--d-ff", "n_heads": "--heads", "dropout": "--dropout",
+MODEL_FLAGS = {"d_model": "--d-model", "d_ff": "--d-ff", "n_heads": "--heads", "d_k": "--d-k", "dropout": "--dropout",
                "encoder_layers": "--encoder-layers", "decoder_layers": "--decoder-layers",
-               "max_len": "--max-len", "norm_first": "--norm-first", "attention_bias": "--attention-bias"}
+               "max_len": "--max-len", "norm_first": "--norm-first", "attention_bias": "--attention-bias",
+               "positional": "--positional"}
 
 
 def option_names(message: str, command: str) -> str:
@@ -154,9 +159,14 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--data",
                    help="required (with --resume: the run's): synthetic:TASK (copy, reverse, sort, numbers, "
                         "dates) | files:PATH (folder of {train,val,test}.LANG[.gz], SRC_FILE,TGT_FILE, or a TSV: "
-                        "files:PATH.tsv[.gz]:LANG1-LANG2 names its columns' languages) | hf:NAME[:CONFIG]")
+                        "files:PATH.tsv[.gz]:LANG1-LANG2 names its columns' languages) | hf:NAME[:CONFIG] (a copy "
+                        "in the local Hugging Face cache is read offline) | hf:PATH (a save_to_disk folder, or a "
+                        "folder of parquet, jsonl or csv files)")
     t.add_argument("--src", help="source language code (inferred when the data has exactly two)")
     t.add_argument("--tgt", help="target language code (inferred, like --src)")
+    t.add_argument("--valid-fraction", type=number(float, "a number between 0 and 1", lambda v: 0 < v < 1),
+                   help="data without a validation split: the share of its pairs held out for validation, e.g. "
+                        "0.1 (default: 1%%, at most 1000 pairs; a test split is carved as well, by the default)")
     t.add_argument("--out", required=True, type=Path, help="run folder (refused if it exists, unless --resume)")
     t.add_argument("--resume", action="store_true",
                    help="continue the run in --out from its latest checkpoint, with the run's options (run.json) "
@@ -166,6 +176,9 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--d-model", type=POSITIVE_INT, help="model width (default: the preset's)")
     m.add_argument("--d-ff", type=POSITIVE_INT, help="feed-forward width (default: the preset's)")
     m.add_argument("--heads", type=POSITIVE_INT, help="attention heads (default: the preset's)")
+    m.add_argument("--d-k", type=POSITIVE_INT,
+                   help="size of each head's queries and keys, section 3.2.2 (Table 3, row B: values keep "
+                        "d_model / heads; default: d_model / heads)")
     m.add_argument("--layers", type=POSITIVE_INT, help="encoder and decoder layers (default: the preset's)")
     m.add_argument("--encoder-layers", type=POSITIVE_INT, help="encoder layers (default: --layers)")
     m.add_argument("--decoder-layers", type=POSITIVE_INT, help="decoder layers (default: --layers)")
@@ -173,11 +186,20 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--norm-first", action="store_true", help="pre-norm instead of the paper's post-norm")
     m.add_argument("--attention-bias", action="store_true",
                    help="a bias on each attention projection, as fairseq has (the paper's W^Q, W^K, W^V, W^O have none)")
-    # <bos> and <eos> take two positions; the vocabulary holds the 4 special tokens and at least one more.
+    # <bos> and <eos> take two positions.
     m.add_argument("--max-len", type=number(int, "an integer >= 2", lambda v: v >= 2), default=256,
                    help="longest sequence in tokens")
-    m.add_argument("--vocab-size", type=number(int, "an integer >= 5", lambda v: v >= 5), default=8000,
-                   help="shared subword vocabulary size")
+    m.add_argument("--positional", choices=POSITIONAL, default="sinusoidal",
+                   help="section 3.5's sinusoids, or learned position embeddings (Table 3, row E: a trained table "
+                        "of --max-len rows, so no sequence may be longer)")
+    m.add_argument("--vocab-size", type=VOCAB_SIZE, default=8000, help="shared subword vocabulary size")
+    m.add_argument("--separate-vocab", action="store_true",
+                   help="a vocabulary per language, the target's tied to the output layer only (section 3.4 shares "
+                        "one between the languages and ties all three matrices)")
+    m.add_argument("--src-vocab-size", type=VOCAB_SIZE,
+                   help="with --separate-vocab: the source vocabulary's size (default: --vocab-size)")
+    m.add_argument("--tgt-vocab-size", type=VOCAB_SIZE,
+                   help="with --separate-vocab: the target vocabulary's size (default: --vocab-size)")
     m.add_argument("--tokenizer", choices=KINDS, default=None,
                    help="how text becomes tokens: bpe or unigram subwords (--vocab-size of them), or whole words "
                         "(default: word for synthetic tasks, bpe otherwise)")
@@ -191,10 +213,13 @@ def build_parser() -> argparse.ArgumentParser:
     length.add_argument("--epochs", type=POSITIVE_NUMBER, default=None,
                         help="train for this many epochs instead of --max-steps (default: off)")
     o.add_argument("--schedule", choices=SCHEDULES, default="noam",
-                   help="noam: eq. 3; inverse_sqrt: fairseq's, peaking at --lr")
+                   help="noam: eq. 3; inverse_sqrt: fairseq's, peaking at --lr; constant: --lr after a linear "
+                        "warm-up of --warmup steps (--warmup 1: a fixed rate from the first step, as in small "
+                        "tutorials)")
     o.add_argument("--warmup", type=POSITIVE_INT, default=4000, help="warm-up steps")
     o.add_argument("--lr-factor", type=POSITIVE_NUMBER, default=1.0, help="scales eq. 3's learning rate (noam)")
-    o.add_argument("--lr", type=POSITIVE_NUMBER, default=5e-4, help="peak learning rate (inverse_sqrt)")
+    o.add_argument("--lr", type=POSITIVE_NUMBER, default=5e-4,
+                   help="peak learning rate (inverse_sqrt), the rate (constant)")
     o.add_argument("--label-smoothing", type=float, default=0.1, help="section 5.4, in [0, 1)")
     o.add_argument("--clip-norm", type=NON_NEGATIVE_NUMBER, default=0.0, help="gradient norm clipping (0: off)")
     o.add_argument("--weight-decay", type=NON_NEGATIVE_NUMBER, default=0.0, help="weight decay, decoupled from Adam's update (AdamW, as fairseq's Adam; the paper uses none)")
@@ -214,6 +239,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="validation sentences decoded for BLEU (0: no BLEU)")
     r.add_argument("--save-every", type=POSITIVE_INT, default=1000, help="steps between checkpoints")
     r.add_argument("--keep-last", type=POSITIVE_INT, default=5, help="checkpoints kept (the paper averages the last 5)")
+    r.add_argument("--keep-best", nargs="?", const="bleu", choices=list(METRICS), metavar="METRIC",
+                   help="also keep the checkpoint of the best validation METRIC in best/: bleu (the default; needs "
+                        "--bleu-sentences), loss, or exact_match (synthetic tasks)")
+    r.add_argument("--patience", type=POSITIVE_INT,
+                   help="with --keep-best: stop after this many evaluations without a better one (default: never)")
     r.add_argument("--tensorboard", action=argparse.BooleanOptionalAction, default=False,
                    help="also log to TensorBoard (if installed)")
 

@@ -97,7 +97,9 @@ def check_creatable(out: Path) -> None:
 
 def load_bundle(path: Path, device: str):
     if (path / "run.json").is_file() and not (path / "config.json").exists():  # a run folder, not a checkpoint
-        inside = [p for p in [path / "final", *run_checkpoints(path)[::-1]] if (p / "config.json").is_file()]
-        raise CLIError(f"{path} is a training run's folder, not a checkpoint; its checkpoints, latest first: "
+        inside = [p for p in [path / "final", path / "best", *run_checkpoints(path)[::-1]]
+                  if (p / "config.json").is_file()]
+        raise CLIError(f"{path} is a training run's folder, not a checkpoint; its checkpoints (final, best, then "
+                       f"the latest first): "
                        f"{', '.join(map(str, inside[:3])) or 'none yet'}")
     return load_checkpoint(path, device)

@@ -1,5 +1,5 @@
-"""`evaluate` (sacreBLEU and chrF of a checkpoint's translations) and `translate` (arguments, a file,
-stdin, or lines as they are typed)."""
+"""`evaluate` (sacreBLEU and chrF of a checkpoint's translations, and the references' token accuracy and
+perplexity under teacher forcing) and `translate` (arguments, a file, stdin, or lines as they are typed)."""
 from __future__ import annotations
 
 import argparse
@@ -11,7 +11,7 @@ import warnings
 from tqdm import tqdm
 
 from core.data import load_corpus
-from core.evaluation import evaluate_bundle
+from core.evaluation import evaluate_bundle, teacher_forced_metrics
 from core.prefix import prefixes_for
 from core.saliency import alignment
 from core.translation import translate_detailed
@@ -39,6 +39,12 @@ def command_evaluate(args: argparse.Namespace) -> None:
           f"{f' {options.beam_size}' if options.method == 'beam' else ''}, {elapsed:.1f} s")
     print(f"BLEU = {result.bleu:.2f}   {result.bleu_signature}")
     print(f"chrF = {result.chrf:.2f}   {result.chrf_signature}")
+    forced = teacher_forced_metrics(bundle, sources, references)  # seed 004's metrics: no decoding, the references read
+    print(f"token accuracy = {forced.accuracy:.2%}   perplexity = {forced.perplexity:.2f}   (teacher forced on the "
+          f"references: {forced.tokens} tokens, <eos> included)")
+    if forced.too_long:
+        print(f"note: {forced.too_long} pair{'s' * (forced.too_long != 1)} longer than the model's max_len "
+              f"{bundle.model.config.max_len} tokens left out of the accuracy and perplexity", file=sys.stderr)
 
 
 def command_translate(args: argparse.Namespace) -> None:
@@ -82,7 +88,7 @@ def command_translate(args: argparse.Namespace) -> None:
 def check_prefix(prefix: str | None, bundle) -> None:
     """--prefix refused before any sentence is read, as its option."""
     try:
-        prefixes_for(bundle.tokenizer, prefix, 1, bundle.model.config.max_len - 1)
+        prefixes_for(bundle.target_tokenizer, prefix, 1, bundle.model.config.max_len - 1)
     except ValueError as exc:
         raise CLIError(re.sub(r"^prefix\b", "--prefix", str(exc))) from None
 
@@ -120,9 +126,14 @@ def data_pairs(args: argparse.Namespace, bundle) -> tuple[list[str], list[str]]:
     src, tgt = args.src, args.tgt
     if src is None and tgt is None and not args.data.startswith("synthetic:"):
         src, tgt = trained  # a folder with several languages needs a direction: the checkpoint's
-    seed = (bundle.info.get("train") or {}).get("seed", 0)  # a carved test split is the one it trained beside
+    # A carved test split is the one it trained beside: the run's seed, and the share its validation split took.
+    seed = (bundle.info.get("train") or {}).get("seed", 0)
+    trained_data = bundle.info.get("data") or {}
+    valid_fraction = (trained_data.get("carved") or {}).get("valid_fraction")
     try:
-        corpus = load_corpus(args.data, src, tgt, seed=seed)
+        corpus = load_corpus(args.data, src, tgt, seed=seed, valid_fraction=valid_fraction)
+        if valid_fraction is not None and corpus.description["source"] != trained_data.get("source"):
+            corpus = load_corpus(args.data, src, tgt, seed=seed)  # other data: carved as by default
     except ValueError as exc:  # the checkpoint's languages, which the data lacks: said as a direction
         if (src, tgt) != trained or "is not available" not in str(exc):
             raise
@@ -134,7 +145,7 @@ def data_pairs(args: argparse.Namespace, bundle) -> tuple[list[str], list[str]]:
                        f"{corpus.src_lang}->{corpus.tgt_lang}; {fix}")
     pairs = corpus.test if args.split == "test" else corpus.valid
     if args.split in corpus.description.get("carved", {}):
-        trained_here = (bundle.info.get("data") or {}).get("source") == corpus.description["source"]
+        trained_here = trained_data.get("source") == corpus.description["source"]
         how = ("as the checkpoint's training did, so none of them was trained on" if trained_here
                else "(the checkpoint was trained on other data)")
         print(f"note: {args.data} has no {args.split} split of its own: its pairs are carved out with seed {seed} "

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from core.checkpoint import FILES, OPTIONAL_FILES
 from core.corpus import decode_lines, read_lines, split_lines
-from core.data import local_files
+from core.data import local_files, local_path
 
 from .common import CLIError
 
@@ -96,8 +96,11 @@ def write_output(path: Path, text: str) -> None:
 
 
 def data_files(spec: str | None) -> list[Path]:
-    """The local files a --data files:... spec reads, for check_output."""
-    return local_files(spec[len("files:"):]) if spec and spec.startswith("files:") else []
+    """The local files a --data files:... or hf:PATH spec reads, for check_output."""
+    kind, _, rest = (spec or "").partition(":")
+    if kind == "files" or (kind == "hf" and rest and local_path(rest)):
+        return local_files(rest)
+    return []
 
 
 def read_stdin() -> list[str]:

@@ -1,5 +1,6 @@
 """The training loop of `train`: a progress bar (or a line every LOG_EVERY steps in a log), metrics.jsonl,
-periodic checkpoints keeping the last few, and Ctrl-C saving the run before it exits."""
+periodic checkpoints keeping the last few (and with --keep-best, the best in best/), and Ctrl-C saving the
+run before it exits."""
 from __future__ import annotations
 
 import argparse
@@ -17,6 +18,7 @@ from .common import CHECKPOINT_PREFIX, run_checkpoints
 
 
 LOG_EVERY = 100  # steps between the lines of a training log without a progress bar
+BEST = "best"  # the folder of a run's best checkpoint (--keep-best)
 
 
 def train_loop(trainer, args: argparse.Namespace, rank: int) -> None:
@@ -55,7 +57,10 @@ def train_loop(trainer, args: argparse.Namespace, rank: int) -> None:
         log(event)
         if event.validation:
             shown = " ".join(f"{k} {v:.3f}" for k, v in event.validation.items() if isinstance(v, float))
-            bar.write(f"step {event.step}: {shown}")
+            bar.write(f"step {event.step}: {shown}" + (f" (best: saved in {BEST}/)" if event.validation.get("best")
+                                                       else ""))
+            if event.validation.get("best"):
+                trainer.save(args.out / BEST, with_state=False)  # the weights alone: resuming starts from a step-N
         if event.step % args.save_every == 0 or event.step == trainer.config.max_steps:
             save(trainer, args)
 
@@ -93,13 +98,27 @@ def train_loop(trainer, args: argparse.Namespace, rank: int) -> None:
         if metrics:
             metrics.close()
     if rank == 0:
+        if trainer.stopped_early:
+            print(f"stopped early at step {trainer.step_count}: no better {trainer.keeper.metric} in "
+                  f"{trainer.keeper.patience} evaluation{'s' * (trainer.keeper.patience != 1)}")
+            saved = run_checkpoints(args.out)
+            if not saved or saved[-1].name != checkpoint_name(trainer.step_count):
+                save(trainer, args)  # the step it stopped at, for final/ and a resume
         final = copy_checkpoint(run_checkpoints(args.out)[-1], args.out / "final")  # never half of one
-        print(f"done: {trainer.step_count} steps; final checkpoint {final} (the last step's: `average` the last "
-              f"few, or evaluate a step-N folder, where a validation score was higher earlier)")
+        if trainer.keeper:
+            print(f"done: {trainer.step_count} steps; final checkpoint {final} (the last step's); best checkpoint "
+                  f"{args.out / BEST} ({trainer.keeper.describe()})")
+        else:
+            print(f"done: {trainer.step_count} steps; final checkpoint {final} (the last step's: `average` the last "
+                  f"few, or evaluate a step-N folder, where a validation score was higher earlier)")
+
+
+def checkpoint_name(step: int) -> str:
+    return f"{CHECKPOINT_PREFIX}{step:07d}"
 
 
 def save(trainer, args: argparse.Namespace) -> Path:
-    path = trainer.save(args.out / f"{CHECKPOINT_PREFIX}{trainer.step_count:07d}")
+    path = trainer.save(args.out / checkpoint_name(trainer.step_count))
     # Renamed out of the way first (one atomic step), then deleted: a Ctrl-C inside the deletion leaves
     # a hidden folder that the next save sweeps away, never a half-deleted step folder.
     for old in run_checkpoints(args.out)[: -args.keep_last]:

@@ -21,7 +21,8 @@ from .common import CLIError, run_checkpoints
 from .files import write_output
 
 
-SPLIT_OPTIONS = ("seed", "limit", "vocab_size")  # the tokenizer's kind and the direction: from the checkpoint
+# The tokenizer's kind and the direction: from the checkpoint.
+SPLIT_OPTIONS = ("seed", "limit", "valid_fraction", "vocab_size", "src_vocab_size", "tgt_vocab_size")
 
 
 def run_record(out: Path) -> dict:
@@ -118,8 +119,12 @@ def resumed_bundle(args: argparse.Namespace, plan: RunPlan, record: dict, corpus
     # A run from before --attention-bias existed has biases without the flag in its run.json: the flag
     # can only add them, so without it the run keeps its own.
     overrides = {"attention_bias": bundle.model.config.attention_bias, **plan.model_overrides}
+    if plan.separate_vocab and bundle.model.config.shared_vocab:  # the flag, kept in run.json, can only add it
+        raise CLIError(f"--resume: the run in {args.out} shares one vocabulary between its languages; leave out "
+                       f"--separate-vocab to keep the run's")
     wanted = ModelConfig.from_preset(plan.preset, src_vocab_size=bundle.tokenizer.vocab_size,
-                                     tgt_vocab_size=bundle.tokenizer.vocab_size, **overrides)
+                                     tgt_vocab_size=bundle.target_tokenizer.vocab_size,
+                                     shared_vocab=bundle.model.config.shared_vocab, **overrides)
     if wanted != bundle.model.config:
         given = wanted.to_dict()
         diff = ", ".join(f"{MODEL_FLAGS.get(k, k)} {v} (now {given[k]})"
@@ -142,6 +147,10 @@ def restore_trainer(trainer, args: argparse.Namespace, latest: Path, rank: int) 
     if trainer.step_count >= trainer.config.max_steps:
         raise CLIError(f"--resume: the run in {args.out} is already at step {trainer.step_count}; give a "
                        f"larger --max-steps (or --epochs) to train on")
+    if trainer.keeper and trainer.keeper.exhausted:
+        raise CLIError(f"--resume: the run in {args.out} stopped early: its best {trainer.keeper.describe()} was "
+                       f"followed by {trainer.keeper.since_best} evaluations without a better one; give a --patience "
+                       f"larger than {trainer.keeper.since_best} to train on")
     if rank == 0:
         trim_metrics(args.out / "metrics.jsonl", trainer.step_count)
 

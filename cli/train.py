@@ -17,7 +17,8 @@ from core.batching import TokenBatcher
 from core.bundle import ModelBundle, check_fits, resolve_device
 from core.data import UNNAMED, absolute_spec
 from core.corpus import ParallelCorpus
-from core.run import RunPlan, build_bundle, encode_run_data, learn_tokenizer, read_corpus
+from core.keep_best import check_keep_best
+from core.run import RunPlan, build_bundle, encode_run_data, learn_tokenizers, read_corpus
 from core.tokenizer import Tokenizer
 from core.trainer import TrainConfig, Trainer
 
@@ -31,6 +32,10 @@ def command_train(args: argparse.Namespace) -> None:
     check_out_folder(args.out, args.resume)  # first: a mistyped --resume folder is the problem to name
     record = run_record(args.out) if args.resume else {}
     check_data_given(args, record)
+    check_vocabulary_options(args)
+    # Before any data is read: the metric must be one the run will measure.
+    check_keep_best(args.keep_best, args.patience, eval_every=args.eval_every, bleu_sentences=args.bleu_sentences,
+                    synthetic=args.data.startswith("synthetic:"))
     args.data = absolute_spec(args.data)  # run.json's record then reads the same files from any folder
     if args.resume:
         check_same_data(args, record)
@@ -39,12 +44,15 @@ def command_train(args: argparse.Namespace) -> None:
     if not args.resume:  # before the corpus is read and anything built; its vocabulary is at most --vocab-size
         check_fits(plan.planned_config(), resolve_device(device or args.device))
     corpus = read_corpus(plan)
+    if args.valid_fraction is not None and "valid" not in corpus.description.get("carved", {}) and rank == 0:
+        print(f"note: --valid-fraction has no effect: {args.data} has a validation split of its own", file=sys.stderr)
     fingerprint = data_fingerprint(corpus)
     latest = run_checkpoints(args.out)[-1] if args.resume else None
     if latest:
         bundle = resumed_bundle(args, plan, record, corpus, fingerprint, latest)
     else:
-        bundle = build_bundle(plan, shared_tokenizer(corpus, plan, rank, world), corpus, {"name": args.out.name})
+        tokenizer, target_tokenizer = learnt_tokenizers(corpus, plan, rank, world)
+        bundle = build_bundle(plan, tokenizer, corpus, {"name": args.out.name}, target_tokenizer)
     log = print if rank == 0 else (lambda *a, **k: None)
     train, valid = encoded_data(args, corpus, bundle, log)
     # The config first: its check of a bad option (--label-smoothing 1) comes before any note on the run.
@@ -61,16 +69,21 @@ def command_train(args: argparse.Namespace) -> None:
 
 def run_plan(args: argparse.Namespace) -> RunPlan:
     """The run the options ask for, as core.run prepares it."""
-    return RunPlan(args.data, args.src, args.tgt, seed=args.seed, limit=args.limit, preset=args.preset,
-                   model_overrides=model_overrides(args), vocab_size=args.vocab_size, tokenizer_kind=args.tokenizer)
+    return RunPlan(args.data, args.src, args.tgt, seed=args.seed, limit=args.limit,
+                   valid_fraction=args.valid_fraction, preset=args.preset,
+                   model_overrides=model_overrides(args), vocab_size=args.vocab_size, tokenizer_kind=args.tokenizer,
+                   separate_vocab=args.separate_vocab, src_vocab_size=args.src_vocab_size,
+                   tgt_vocab_size=args.tgt_vocab_size)
 
 
 def model_overrides(args: argparse.Namespace) -> dict:
-    pairs = {"d_model": args.d_model, "d_ff": args.d_ff, "n_heads": args.heads, "dropout": args.dropout,
+    pairs = {"d_model": args.d_model, "d_ff": args.d_ff, "n_heads": args.heads, "d_k": args.d_k,
+             "dropout": args.dropout,
              "encoder_layers": args.encoder_layers or args.layers,
              "decoder_layers": args.decoder_layers or args.layers}
     overrides = {k: v for k, v in pairs.items() if v is not None}
     overrides["max_len"] = args.max_len
+    overrides["positional"] = args.positional
     if args.norm_first:
         overrides["norm_first"] = True
     if args.attention_bias:
@@ -105,6 +118,14 @@ def check_data_given(args: argparse.Namespace, record: dict) -> None:
         raise CLIError(f"train needs --data{kept} (see --help for its forms)")
 
 
+def check_vocabulary_options(args: argparse.Namespace) -> None:
+    sizes = (("--src-vocab-size", args.src_vocab_size), ("--tgt-vocab-size", args.tgt_vocab_size))
+    given = [flag for flag, value in sizes if value is not None]
+    if given and not args.separate_vocab:
+        raise CLIError(f"{' and '.join(given)} size{'s' * (len(given) == 1)} a separate vocabulary: add "
+                       f"--separate-vocab, or give --vocab-size for the shared one")
+
+
 def setup_distributed():
     """(rank, world_size, device) under torchrun; (0, 1, None) otherwise."""
     world = int(os.environ.get("WORLD_SIZE", "1"))
@@ -123,27 +144,31 @@ def setup_distributed():
     return dist.get_rank(), world, device
 
 
-def shared_tokenizer(corpus: ParallelCorpus, plan: RunPlan, rank: int, world: int) -> Tokenizer:
-    """Rank 0 learns the vocabulary; the other ranks receive it, so all hold the same one."""
-    text = refusal = None
+def learnt_tokenizers(corpus: ParallelCorpus, plan: RunPlan, rank: int,
+                      world: int) -> tuple[Tokenizer, Tokenizer | None]:
+    """Rank 0 learns the vocabulary (or, with --separate-vocab, the two); the other ranks receive them, so all
+    hold the same ones."""
+    texts = refusal = None
     if rank == 0:
         try:
-            text = learn_tokenizer(corpus, plan).to_json()
+            texts = [t.to_json() if t else None for t in learn_tokenizers(corpus, plan)]
         except ValueError as exc:  # core names its argument; here it is an option
-            refusal = re.sub(r"^vocab_size\b", "--vocab-size", str(exc))
+            refusal = re.sub(r"^(src_|tgt_)?vocab_size\b", lambda m: f"--{(m[1] or '').replace('_', '-')}vocab-size",
+                             str(exc))
     if world > 1:  # the refusal too: the other ranks would wait for the vocabulary for ever
-        box = [text, refusal]
+        box = [texts, refusal]
         dist.broadcast_object_list(box, src=0)
-        text, refusal = box
+        texts, refusal = box
     if refusal:
         raise CLIError(refusal)
-    return Tokenizer.from_json(text)
+    source, target = texts
+    return Tokenizer.from_json(source), Tokenizer.from_json(target) if target else None
 
 
 def encoded_data(args: argparse.Namespace, corpus: ParallelCorpus, bundle: ModelBundle, log) -> tuple[list, list]:
     """The training and validation pairs as token ids (core.run), with a note on each thing the run will not
     see as given: pairs left out (an empty side, too long), words the vocabulary lacks, pairs over --max-tokens."""
-    train, valid, notes = encode_run_data(corpus, bundle, args.max_tokens, args.vocab_size)
+    train, valid, notes = encode_run_data(corpus, bundle, args.max_tokens, run_plan(args).vocab_sizes)
     if notes.dropped_empty:
         log(f"note: {notes.dropped_empty}", file=sys.stderr)
     if notes.too_long:
@@ -152,13 +177,20 @@ def encoded_data(args: argparse.Namespace, corpus: ParallelCorpus, bundle: Model
         advice = ("they are words seen only once in the training data; --tokenizer bpe writes such words in pieces"
                   if notes.unknown_from_rare_words else "give a larger --vocab-size")
         log(f"note: {notes.unknown_share:.0%} of the training tokens are <unk>: a vocabulary of "
-            f"{bundle.tokenizer.vocab_size} ({bundle.tokenizer.kind}) does not cover this data, and the model "
+            f"{vocabulary_sizes(bundle)} ({bundle.tokenizer.kind}) does not cover this data, and the model "
             f"would learn to write <unk>; {advice}", file=sys.stderr)
     if notes.over_max_tokens and "max_tokens" not in getattr(args, "from_run", ()):
         log(f"note: {notes.over_max_tokens} of {len(train)} training pairs are longer than --max-tokens "
             f"{args.max_tokens} tokens, so each of them is a batch of its own (slow); the budget counts a batch's "
             f"padded tokens, and a few thousand batches many sentences", file=sys.stderr)
     return train, valid
+
+
+def vocabulary_sizes(bundle: ModelBundle) -> str:
+    """The shared vocabulary's size, or the two sizes of separate ones."""
+    if bundle.separate_target is None:
+        return str(bundle.tokenizer.vocab_size)
+    return f"{bundle.tokenizer.vocab_size} source / {bundle.separate_target.vocab_size} target"
 
 
 def train_config(args: argparse.Namespace, train: list, world: int, device: str | None) -> TrainConfig:
@@ -171,7 +203,7 @@ def train_config(args: argparse.Namespace, train: list, world: int, device: str 
                        label_smoothing=args.label_smoothing, weight_decay=args.weight_decay,
                        clip_norm=args.clip_norm, amp=args.amp, compile=args.compile,
                        device=device or args.device, seed=args.seed, eval_every=args.eval_every,
-                       bleu_sentences=args.bleu_sentences)
+                       bleu_sentences=args.bleu_sentences, keep_best=args.keep_best, patience=args.patience)
 
 
 def write_run_record(args: argparse.Namespace, fingerprint: str) -> None:
@@ -208,7 +240,7 @@ def note_run(args: argparse.Namespace, corpus, trainer, pairs: int, world: int, 
                     or (corpus.src_lang, corpus.tgt_lang) == UNNAMED)
     chosen = " (inferred from the data; --src/--tgt choose)" if inferred else ""
     log(f"{corpus.src_lang}→{corpus.tgt_lang}{chosen}, "
-        f"{bundle.model.num_parameters() / 1e6:.1f}M parameters, vocabulary {bundle.tokenizer.vocab_size}, "
+        f"{bundle.model.num_parameters() / 1e6:.1f}M parameters, vocabulary {vocabulary_sizes(bundle)}, "
         f"{pairs} training pairs, device {trainer.device}, amp {amp}, "
         f"{world} process(es); steps {trainer.step_count}->{max_steps}")
     log(f"loss: label-smoothed cross-entropy per target token (section 5.4, eps {trainer.config.label_smoothing}); "

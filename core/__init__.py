@@ -11,7 +11,7 @@ from .checkpoint import average_checkpoints, load_checkpoint, save_checkpoint
 from .config import PRESETS, SPECIAL_TOKENS, ModelConfig
 from .decoding import DecodeOptions
 from .translation import Translation, translate, translate_detailed
-from .evaluation import EvalResult, evaluate_bleu, evaluate_bundle
+from .evaluation import EvalResult, TeacherForcedResult, evaluate_bleu, evaluate_bundle, teacher_forced_metrics
 from .scoring import Score, score
 from .saliency import alignment, attribution, cross_attention, rank_correlation
 from .arithmetic import AttentionArithmetic, attention_arithmetic
@@ -24,6 +24,6 @@ __version__ = "0.1.0"  # printed by `train_cli.py --version`, for bug reports
 __all__ = ["__version__", "PRESETS", "SPECIAL_TOKENS", "ModelConfig", "DecoderCache", "Transformer", "sinusoidal_encoding",
            "ModelBundle", "load_checkpoint", "save_checkpoint", "average_checkpoints",
            "DecodeOptions", "Translation", "translate", "translate_detailed",
-           "EvalResult", "evaluate_bleu", "evaluate_bundle", "Score", "score",
-           "attribution", "alignment", "cross_attention", "rank_correlation",
+           "EvalResult", "evaluate_bleu", "evaluate_bundle", "TeacherForcedResult", "teacher_forced_metrics",
+           "Score", "score", "attribution", "alignment", "cross_attention", "rank_correlation",
            "AttentionArithmetic", "attention_arithmetic"]

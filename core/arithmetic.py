@@ -26,6 +26,7 @@ from .attention import MultiHeadAttention
 from .decoding import inference
 from .model import Residual, Transformer
 from .scoring import Pair, prepare_pair
+from .translation import target_tokenizer
 
 STACKS = ("encoder", "decoder", "cross")
 
@@ -72,7 +73,7 @@ def attention_arithmetic(bundle: Any, source: str, target: str | Sequence[int], 
     pair = prepare_pair(bundle, source, target)
     if pair.empty:
         raise ValueError(f"the source {source[:40]!r} is empty: there is nothing to attend to")
-    query_tokens = pair.source_tokens if stack == "encoder" else bundle.tokenizer.tokens(pair.tgt_in)
+    query_tokens = pair.source_tokens if stack == "encoder" else target_tokenizer(bundle).tokens(pair.tgt_in)
     _check(model, stack, layer, head, query, query_tokens)
     residual_module, attention = _sub_layer(model, stack, layer)
     stream, memory = _capture(model, pair, residual_module)
@@ -118,7 +119,7 @@ def _capture(model: Transformer, pair: Pair, residual: Residual) -> tuple[torch.
     seen: dict[str, torch.Tensor] = {}
     hooks = [residual.register_forward_hook(lambda m, args, out: seen.update(stream=args[0])),
              model.encoder_norm.register_forward_hook(lambda m, args, out: seen.update(memory=out))]
-    device = model.positional.device
+    device = model.src_embed.weight.device
     try:
         with inference(model):
             model(torch.tensor([pair.src], device=device), torch.tensor([pair.tgt_in], device=device))

@@ -23,35 +23,39 @@ from .packing import Packing
 
 
 class MultiHeadAttention(nn.Module):
-    """h heads of size d_k = d_model / h. Self-attention projects Q, K, V with one
-    fused matrix; cross-attention projects K and V of the encoder output once."""
+    """h heads; queries and keys of d_k, values of d_v = d_model / h (d_k = d_v unless given: Table 3,
+    row B varies it alone). Self-attention projects Q, K, V with one fused matrix; cross-attention
+    projects K and V of the encoder output once."""
 
     def __init__(self, d_model: int, n_heads: int, attention_dropout: float = 0.0, *, cross: bool = False,
-                 bias: bool = False):
+                 bias: bool = False, d_k: int | None = None):
         super().__init__()
         self.n_heads = n_heads
-        self.d_head = d_model // n_heads
+        self.d_head = d_model // n_heads  # d_v
+        self.d_k = self.d_head if d_k is None else d_k
         self.cross = cross
         self.attention_dropout = attention_dropout
+        # Widths of the projected queries, keys and values, all heads side by side.
+        self.widths = (n_heads * self.d_k, n_heads * self.d_k, d_model)
         if cross:
-            self.q_proj = nn.Linear(d_model, d_model, bias=bias)
-            self.kv_proj = nn.Linear(d_model, 2 * d_model, bias=bias)
+            self.q_proj = nn.Linear(d_model, self.widths[0], bias=bias)
+            self.kv_proj = nn.Linear(d_model, sum(self.widths[1:]), bias=bias)
         else:
-            self.qkv_proj = nn.Linear(d_model, 3 * d_model, bias=bias)
+            self.qkv_proj = nn.Linear(d_model, sum(self.widths), bias=bias)
         self.out_proj = nn.Linear(d_model, d_model, bias=bias)  # W^O
         # (n_heads,) of 1.0 (on) / 0.0 (off), or None; set through Transformer.heads_off().
         self.head_mask: torch.Tensor | None = None
 
     def _split(self, x: torch.Tensor) -> torch.Tensor:
-        """(B, T, d_model) -> (B, h, T, d_k)"""
-        b, t, _ = x.shape
-        return x.view(b, t, self.n_heads, self.d_head).transpose(1, 2)
+        """(B, T, h * size) -> (B, h, T, size), for queries and keys (size d_k) or values (d_v)."""
+        b, t, width = x.shape
+        return x.view(b, t, self.n_heads, width // self.n_heads).transpose(1, 2)
 
     def project_kv(self, memory: torch.Tensor, padding: torch.Tensor, packing: Packing | None = None) -> Memory:
         """Keys and values of the encoder output (B, S, d_model), or of its real tokens (N, d_model)
         laid out by `packing`, for cross-attention; padding (B, S) is True at padded positions."""
         kv = self.kv_proj(memory)
-        k, v = (packing.unpack(kv) if packing else kv).chunk(2, dim=-1)
+        k, v = (packing.unpack(kv) if packing else kv).split(self.widths[1:], dim=-1)
         # Contiguous once here rather than copied inside every decoding step's attention.
         return Memory(self._split(k).contiguous(), self._split(v).contiguous(), padding)
 
@@ -86,7 +90,7 @@ class MultiHeadAttention(nn.Module):
             context, probs = self._attend_memory(grid(self.q_proj(x)), memory, need_weights)
             kv = None
         else:
-            q, k, v = (self._split(t) for t in grid(self.qkv_proj(x)).chunk(3, dim=-1))
+            q, k, v = (self._split(t) for t in grid(self.qkv_proj(x)).split(self.widths, dim=-1))
             if past_kv is not None:
                 k, v = _append(past_kv[0], k, past_rows), _append(past_kv[1], v, past_rows)
             mask = self._mask(q.size(2), k.size(2), key_padding, causal, x.device)
@@ -99,8 +103,9 @@ class MultiHeadAttention(nn.Module):
 
     def _attend_memory(self, q: torch.Tensor, memory: Sequence[Memory],
                        need_weights: bool) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """Cross-attention of queries q (rows, T, d_model) to each group's sources in turn."""
-        rows, t_query, d_model = q.shape
+        """Cross-attention of queries q (rows, T, h * d_k) to each group's sources in turn."""
+        rows, t_query, q_width = q.shape
+        d_model = self.widths[2]
         sources = sum(group.sources for group in memory)
         if not sources or rows % sources:
             raise ValueError(f"cross-attention: {rows} query rows cannot share {sources} sources evenly "
@@ -110,7 +115,7 @@ class MultiHeadAttention(nn.Module):
         for q_group, group in zip(q.split([g.sources * per_source for g in memory]), memory):
             # Beam search keeps each source's keys/values once for its G hypotheses (rows come
             # sentence-major): a source's G·T queries attend together, G times less memory traffic.
-            q_group = self._split(q_group.reshape(group.sources, -1, d_model))
+            q_group = self._split(q_group.reshape(group.sources, -1, q_width))
             mask = self._mask(q_group.size(2), group.k.size(2), group.padding, False, q.device)
             context, p = self._attend(q_group, group.k, group.v, mask, need_weights)
             contexts.append(self._join_heads(context).view(-1, t_query, d_model))
@@ -121,13 +126,13 @@ class MultiHeadAttention(nn.Module):
 
     def _attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None,
                 need_weights: bool, plain_causal: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """Eq. 1 for every head: the context (B, h, Tq, d_k) and, with need_weights, the
+        """Eq. 1 for every head: the context (B, h, Tq, d_v) and, with need_weights, the
         probabilities (B, h, Tq, Tk). plain_causal: mask is exactly the causal mask."""
         dropout = self.attention_dropout if self.training else 0.0
         # One query per row on a CPU (each decoding step's self-attention, greedy's cross-attention):
         # eq. 1 spelled out is 1.3-2x faster than the fused kernel, built for blocks of queries (measured).
         if need_weights or (q.size(2) == 1 and q.device.type == "cpu"):
-            scores = q @ k.transpose(-2, -1) / math.sqrt(self.d_head)
+            scores = q @ k.transpose(-2, -1) / math.sqrt(self.d_k)
             if mask is not None:
                 scores = scores.masked_fill(~mask, float("-inf"))
             probs = scores.softmax(dim=-1, dtype=torch.float32)  # in fp32 under autocast too, as the fused kernel does
@@ -142,7 +147,7 @@ class MultiHeadAttention(nn.Module):
         return context, probs
 
     def _join_heads(self, context: torch.Tensor) -> torch.Tensor:
-        """(B, h, T, d_k) -> (B, T, d_model): Concat(head_1, ..., head_h)."""
+        """(B, h, T, d_v) -> (B, T, d_model): Concat(head_1, ..., head_h)."""
         b, _, t, _ = context.shape
         return context.transpose(1, 2).reshape(b, t, self.n_heads * self.d_head)
 

@@ -38,15 +38,16 @@ def checked_pair(pair: object, index: int) -> tuple[str, str]:
                     f"{str(pair)[:60]!r}")
 
 
-def encode_pairs(pairs: Sequence[tuple[str, str]], tokenizer: Tokenizer,
-                 max_len: int) -> tuple[list[Example], int]:
-    """Tokenise sentence pairs. Pairs whose source or target (with BOS/EOS) is longer
-    than max_len tokens are left out; their number is returned for the caller to report."""
+def encode_pairs(pairs: Sequence[tuple[str, str]], tokenizer: Tokenizer, max_len: int,
+                 target_tokenizer: Tokenizer | None = None) -> tuple[list[Example], int]:
+    """Tokenise sentence pairs, the targets with target_tokenizer when the vocabularies are separate (None:
+    tokenizer reads both sides). Pairs whose source or target (with BOS/EOS) is longer than max_len tokens
+    are left out; their number is returned for the caller to report."""
     if not isinstance(max_len, int) or isinstance(max_len, bool) or max_len < 2:
         raise ValueError(f"max_len must be an integer >= 2, got {max_len!r}")
     pairs = [checked_pair(pair, i) for i, pair in enumerate(pairs)]
     srcs = tokenizer.encode_batch([s for s, _ in pairs])
-    tgts = tokenizer.encode_batch([t for _, t in pairs])
+    tgts = (target_tokenizer or tokenizer).encode_batch([t for _, t in pairs])
     examples = [Example(s + [EOS_ID], [BOS_ID] + t + [EOS_ID]) for s, t in zip(srcs, tgts)]
     kept = [e for e in examples if len(e.src) <= max_len and len(e.tgt) <= max_len]
     return kept, len(examples) - len(kept)

@@ -19,7 +19,7 @@ import torch
 
 from .decoding import (FINISHED, LIVE, PRUNED, BeamState, DecodeOptions, Hypothesis, StepRecord, beam_start, beam_step,
                        check_beam_fits, copy_cache, inference, last_tokens, length_penalty, ranked, resolve_options)
-from .translation import max_output_length, prepare_source
+from .translation import max_output_length, prepare_source, target_tokenizer
 
 STATUS = {PRUNED: "pruned", LIVE: "live", FINISHED: "finished"}
 
@@ -60,11 +60,13 @@ class BeamStepper:
     """Beam search on one sentence, one step at a time: step(), back(), reset(), run_to_end()."""
 
     def __init__(self, bundle: Any, text: str, options: DecodeOptions | None = None, **overrides: Any):
-        self.model, self.tokenizer = bundle.model, bundle.tokenizer
+        # The tokenizer of the outputs it shows (the target's, with separate vocabularies); the source is read
+        # with bundle.tokenizer.
+        self.model, self.tokenizer = bundle.model, target_tokenizer(bundle)
         self.options = resolve_options(options, {"method": "beam", **overrides})
         check_beam_fits(self.model, self.options)
         max_len = self.model.config.max_len
-        self.source = prepare_source(self.tokenizer, text, max_len, getattr(bundle, "info", None))
+        self.source = prepare_source(bundle.tokenizer, text, max_len, getattr(bundle, "info", None))
         self.max_output, clamp = max_output_length(len(self.source.ids), self.options, max_len)
         self.notices = self.source.notices + ([clamp] if clamp and not self.source.empty else [])
         self.reset()

@@ -18,15 +18,27 @@ from .tokenizer import Tokenizer
 @dataclass
 class ModelBundle:
     model: Transformer
+    # The source side's tokenizer; with the paper's shared vocabulary (section 3.4) the target's too.
     tokenizer: Tokenizer
     info: dict[str, Any] = field(default_factory=dict)  # config.json: training setup, data, metrics
     path: Path | None = None  # checkpoint directory, when loaded from disk
+    # The target side's own tokenizer, for a model with separate vocabularies (shared_vocab false); None:
+    # shared. Read it as target_tokenizer, which is the one tokenizer when shared.
+    separate_target: Tokenizer | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.model, Transformer) or not isinstance(self.tokenizer, Tokenizer):
             raise TypeError(f"ModelBundle takes a core.Transformer and a core.Tokenizer, got "
                             f"{type(self.model).__name__} and {type(self.tokenizer).__name__}")
-        check_tokenizer_fits(self.tokenizer, self.model.config, "the tokenizer")
+        if self.separate_target is not None and not isinstance(self.separate_target, Tokenizer):
+            raise TypeError(f"ModelBundle's separate_target must be a core.Tokenizer or None, got "
+                            f"{type(self.separate_target).__name__}")
+        check_tokenizer_fits(self.tokenizer, self.model.config, "the tokenizer", self.separate_target)
+
+    @property
+    def target_tokenizer(self) -> Tokenizer:
+        """The tokenizer of the target side: what encodes references and decodes the model's outputs."""
+        return self.tokenizer if self.separate_target is None else self.separate_target
 
     @property
     def name(self) -> str:
@@ -37,22 +49,44 @@ class ModelBundle:
         return next(self.model.parameters()).device
 
 
-def check_tokenizer_fits(tokenizer: Tokenizer, config: ModelConfig, what: str) -> None:
-    """One tokenizer serves both sides. Equal, not merely no larger: a smaller tokenizer is another
-    model's, and would read every id wrongly."""
-    if tokenizer.vocab_size != config.src_vocab_size or tokenizer.vocab_size != config.tgt_vocab_size:
-        raise ValueError(f"{what} has {tokenizer.vocab_size} entries but the model's vocabulary is "
-                         f"{config.src_vocab_size}/{config.tgt_vocab_size}: the tokenizer is not this model's")
+def check_tokenizer_fits(tokenizer: Tokenizer, config: ModelConfig, what: str, target: Tokenizer | None = None,
+                         target_what: str = "the target tokenizer") -> None:
+    """tokenizer (what: its name in errors) serves the source side, and the target side too unless a separate
+    target tokenizer is given, which a model with separate vocabularies needs and a shared one refuses.
+    Sizes equal, not merely no larger: a smaller tokenizer is another model's, and would read every id wrongly."""
+    if target is None:
+        if tokenizer.vocab_size != config.src_vocab_size or tokenizer.vocab_size != config.tgt_vocab_size:
+            raise ValueError(f"{what} has {tokenizer.vocab_size} entries but the model's vocabulary is "
+                             f"{config.src_vocab_size}/{config.tgt_vocab_size}: the tokenizer is not this model's")
+        if not config.shared_vocab:
+            raise ValueError(f"{what} is the model's only tokenizer, but the model has separate source and target "
+                             f"vocabularies (shared_vocab false): it needs a target tokenizer too")
+        return
+    if config.shared_vocab:
+        raise ValueError(f"{target_what} is a second tokenizer, but the model shares one vocabulary between "
+                         f"source and target (shared_vocab true, section 3.4)")
+    for name, tok, size, side in ((what, tokenizer, config.src_vocab_size, "source"),
+                                  (target_what, target, config.tgt_vocab_size, "target")):
+        if tok.vocab_size != size:
+            raise ValueError(f"{name} has {tok.vocab_size} entries but the model's {side} vocabulary is {size}: "
+                             f"the tokenizer is not this model's")
 
 
 def new_bundle(pairs: list[tuple[str, str]], preset: str = "tiny", *, vocab_size: int = 8000,
-               tokenizer_kind: str = "bpe", info: dict[str, Any] | None = None, **model_overrides: Any) -> ModelBundle:
-    """A fresh, untrained model with a shared vocabulary learnt from both sides of pairs."""
-    texts = (text for i, pair in enumerate(pairs) for text in checked_pair(pair, i))
-    tokenizer = Tokenizer.train(texts, vocab_size, tokenizer_kind)
-    config = ModelConfig.from_preset(preset, src_vocab_size=tokenizer.vocab_size,
-                                     tgt_vocab_size=tokenizer.vocab_size, **model_overrides)
-    return ModelBundle(Transformer(config), tokenizer, dict(info or {}))
+               tokenizer_kind: str = "bpe", info: dict[str, Any] | None = None, separate_vocab: bool = False,
+               **model_overrides: Any) -> ModelBundle:
+    """A fresh, untrained model with a shared vocabulary learnt from both sides of pairs (section 3.4), or with
+    separate_vocab, a vocabulary of at most vocab_size for each side, learnt from that side alone."""
+    pairs = [checked_pair(pair, i) for i, pair in enumerate(pairs)]
+    if separate_vocab:
+        source, target = (Tokenizer.train([pair[side] for pair in pairs], vocab_size, tokenizer_kind)
+                          for side in (0, 1))
+    else:
+        source, target = Tokenizer.train((text for pair in pairs for text in pair), vocab_size, tokenizer_kind), None
+    config = ModelConfig.from_preset(preset, src_vocab_size=source.vocab_size,
+                                     tgt_vocab_size=(target or source).vocab_size, shared_vocab=not separate_vocab,
+                                     **model_overrides)
+    return ModelBundle(Transformer(config), source, dict(info or {}), separate_target=target)
 
 
 def resolve_device(name: str = "auto") -> torch.device:
@@ -82,9 +116,11 @@ MEMORY_SHARE = 0.6  # of the free memory a model may plan to use, leaving room f
 
 def parameter_count(c: ModelConfig) -> int:
     """Parameters of core.model.Transformer(c), computed without building it."""
-    d, f = c.d_model, c.d_ff
-    attention, ffn, norm = 4 * d * d + (4 * d if c.attention_bias else 0), 2 * d * f + f + d, 2 * d
+    d, f, qk = c.d_model, c.d_ff, c.n_heads * c.key_size
+    projections = 2 * qk + 2 * d  # W^Q and W^K (h * d_k wide), W^V and W^O (d_model)
+    attention, ffn, norm = d * projections + (projections if c.attention_bias else 0), 2 * d * f + f + d, 2 * d
     embeddings = c.src_vocab_size * d + (0 if c.shared_vocab else c.tgt_vocab_size * d)
+    embeddings += c.max_len * d if c.positional == "learned" else 0
     final_norms = 2 * norm if c.norm_first else 0
     return (embeddings + c.encoder_layers * (attention + ffn + 2 * norm)
             + c.decoder_layers * (2 * attention + ffn + 3 * norm) + final_norms)

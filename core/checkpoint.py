@@ -2,7 +2,9 @@
 
     model.safetensors   weights (no pickle; tied matrices stored once)
     config.json         format version, model config, training setup, data, metrics
-    tokenizer.json      the vocabulary (Hugging Face tokenizers)
+    tokenizer.json      the vocabulary (Hugging Face tokenizers): both languages' (section 3.4), or
+                        with separate vocabularies the source's
+    target_tokenizer.json  separate vocabularies only: the target's
     trainer.pt          optional: optimizer, schedule, step, RNG, for exact resume;
                         read with torch.load(weights_only=True) only
 
@@ -39,7 +41,8 @@ from .tokenizer import Tokenizer
 
 FORMAT_VERSION = 1
 FILES = ("model.safetensors", "config.json", "tokenizer.json")
-OPTIONAL_FILES = ("trainer.pt",)
+TARGET_TOKENIZER = "target_tokenizer.json"
+OPTIONAL_FILES = ("trainer.pt", TARGET_TOKENIZER)
 # What torch's weights-only unpickler says of a pickle that names a class or function (loading it would
 # call them, so it could run code); of damaged bytes it says other things ("Unsupported operand 149").
 NAMES_CODE = re.compile(r"GLOBAL|unrecognized function|Can only (create new object|build)")
@@ -86,7 +89,8 @@ def save_checkpoint(path: str | Path, bundle: ModelBundle, trainer_state: dict[s
     path = Path(path)
     if not isinstance(bundle, ModelBundle):
         raise TypeError(f"save_checkpoint takes a ModelBundle, got {type(bundle).__name__}")
-    check_tokenizer_fits(bundle.tokenizer, bundle.model.config, "the bundle's tokenizer")  # changed since built?
+    check_tokenizer_fits(bundle.tokenizer, bundle.model.config, "the bundle's tokenizer",  # changed since built?
+                         bundle.separate_target, "the bundle's target tokenizer")
     broken = [name for name, p in bundle.model.named_parameters() if not p.isfinite().all()]
     if broken:  # load_checkpoint would refuse them: better to say so now than to leave an unloadable checkpoint
         raise ValueError(f"not saving {path}: {len(broken)} weight tensor(s) hold NaN or infinite values "
@@ -97,6 +101,8 @@ def save_checkpoint(path: str | Path, bundle: ModelBundle, trainer_state: dict[s
         config = {"format_version": FORMAT_VERSION, "model": bundle.model.config.to_dict(), **info}
         (tmp / "config.json").write_text(json.dumps(config, indent=2, default=str))
         bundle.tokenizer.save(tmp / "tokenizer.json")
+        if bundle.separate_target is not None:
+            bundle.separate_target.save(tmp / TARGET_TOKENIZER)
         # safetensors creates its file private (0600); give it the mode the umask gives the others.
         shutil.copymode(tmp / "config.json", tmp / "model.safetensors")
         if trainer_state is not None:
@@ -228,8 +234,11 @@ def read_config(path: str | Path) -> dict[str, Any]:
         raise ValueError(f"{file}: no 'model' section")
     if config.get("format_version") != FORMAT_VERSION:
         raise ValueError(f"{file}: format_version {config.get('format_version')!r}, expected {FORMAT_VERSION}")
-    if isinstance(config["model"], dict):  # written before attention_bias existed, when every projection had one
-        config["model"].setdefault("attention_bias", True)
+    if isinstance(config["model"], dict):
+        config["model"].setdefault("attention_bias", True)  # written before it existed, when every projection had one
+        # Written before these fields existed, when every model had sinusoids and d_k = d_model / n_heads.
+        config["model"].setdefault("positional", "sinusoidal")
+        config["model"].setdefault("d_k", None)
         # Every other field is written by every save: a missing one would silently take its default, and
         # a model trained with 4 heads rebuilt with 8 (the weights' shapes the same) translates worse.
         missing = sorted({f.name for f in dataclasses.fields(ModelConfig)} - set(config["model"]))
@@ -252,12 +261,16 @@ def load_checkpoint(path: str | Path, device: str | torch.device = "cpu") -> Mod
     config = read_config(path)
     model_config = ModelConfig.from_dict(config["model"])
     tokenizer = Tokenizer.load(path / "tokenizer.json")
-    check_tokenizer_fits(tokenizer, model_config, str(path / "tokenizer.json"))
+    target = Tokenizer.load(path / TARGET_TOKENIZER) if (path / TARGET_TOKENIZER).exists() else None
+    if target is None and not model_config.shared_vocab:
+        raise ValueError(f"{path} is not a whole checkpoint: its model has separate source and target vocabularies "
+                         f"(shared_vocab false) but {TARGET_TOKENIZER} is missing")
+    check_tokenizer_fits(tokenizer, model_config, str(path / "tokenizer.json"), target, str(path / TARGET_TOKENIZER))
     _check_size(model_config, path / "model.safetensors")
     model = Transformer(model_config)
     _load_weights(model, path / "model.safetensors")
     info = {k: v for k, v in config.items() if k not in ("format_version", "model")}
-    return ModelBundle(model.to(device).eval(), tokenizer, info, path)
+    return ModelBundle(model.to(device).eval(), tokenizer, info, path, target)
 
 
 def _check_size(config: ModelConfig, file: Path) -> None:
@@ -269,9 +282,10 @@ def _check_size(config: ModelConfig, file: Path) -> None:
             stored = sum(math.prod(f.get_slice(k).get_shape()) for k in f.keys())
     except (SafetensorError, OSError) as exc:
         raise ValueError(f"{file}: not a readable safetensors file ({exc})") from None
-    d, ff = config.d_model, config.d_ff
+    d, ff, qk = config.d_model, config.d_ff, config.n_heads * config.key_size
+    attention = 2 * d * qk + 2 * d * d
     floor = ((config.src_vocab_size + (0 if config.shared_vocab else config.tgt_vocab_size)) * d
-             + config.encoder_layers * (4 * d * d + 2 * d * ff) + config.decoder_layers * (8 * d * d + 2 * d * ff))
+             + config.encoder_layers * (attention + 2 * d * ff) + config.decoder_layers * (2 * attention + 2 * d * ff))
     if floor > stored:
         raise ValueError(f"{file} does not match config.json: the config describes at least {floor:,} parameters, "
                          f"the file holds {stored:,} values")
@@ -306,14 +320,14 @@ def average_checkpoints(bundles: Sequence[ModelBundle]) -> ModelBundle:
     if not bundles:
         raise ValueError("no checkpoints to average")
     first = bundles[0]
-    config, vocabulary = first.model.config, first.tokenizer.to_json()
+    config, vocabulary = first.model.config, _vocabularies(first)
     for bundle in bundles[1:]:
         if bundle.model.config != config:
             theirs, ours = bundle.model.config.to_dict(), config.to_dict()
             fields = ", ".join(f"{k} {theirs[k]} (not {ours[k]})" for k in ours if theirs[k] != ours[k])
             raise ValueError(f"{bundle.path or bundle.name} has a different model config from "
                              f"{first.path or first.name}: {fields}; cannot average")
-        if bundle.tokenizer.to_json() != vocabulary:  # same shapes, other token ids: the mean would be noise
+        if _vocabularies(bundle) != vocabulary:  # same shapes, other token ids: the mean would be noise
             raise ValueError(f"{bundle.path or bundle.name} has a different tokenizer (vocabulary) from "
                              f"{first.path or first.name}; only checkpoints of one run can be averaged")
     states = [_unique_state(b.model, None) for b in bundles]
@@ -324,7 +338,11 @@ def average_checkpoints(bundles: Sequence[ModelBundle]) -> ModelBundle:
     model.load_state_dict(mean, strict=False)  # the tied names left out share the one tensor loaded
     last = bundles[-1]
     info = {key: value for key, value in last.info.items() if key != "metrics"}
-    return ModelBundle(model.eval(), last.tokenizer, info)
+    return ModelBundle(model.eval(), last.tokenizer, info, separate_target=last.separate_target)
+
+
+def _vocabularies(bundle: ModelBundle) -> tuple[str, str]:
+    return bundle.tokenizer.to_json(), bundle.target_tokenizer.to_json()
 
 
 def load_trainer_state(path: str | Path) -> dict[str, Any] | None:

@@ -1,7 +1,9 @@
 """Model hyper-parameters: one dataclass, the paper's presets, JSON round trip.
 
 Presets follow Table 3 of the paper ("base" and "big"), fairseq's
-``transformer_iwslt_de_en``, and two sizes that train on a laptop CPU.
+``transformer_iwslt_de_en``, and two sizes that train on a laptop CPU. Table 3's variations are
+fields: heads and their key size (rows A, B), sizes (C), dropout (D; label smoothing is a training
+setting), learned positions (E).
 """
 from __future__ import annotations
 
@@ -25,7 +27,8 @@ PRESETS: dict[str, dict[str, Any]] = {
 }
 
 SPECIAL_TOKENS = ("<pad>", "<bos>", "<eos>", "<unk>")  # ids 0, 1, 2, 3
-# The positional table (section 3.5) is built for every position up to max_len, not stored: a config
+POSITIONAL = ("sinusoidal", "learned")  # section 3.5's two choices (Table 3, row E)
+# The positional table (section 3.5) holds every position up to max_len, computed or learned: a config
 # asking for 10**8 positions (a typo, an uploaded config.json) would allocate gigabytes at once.
 MAX_POSITIONS = 16_384
 INT64_MAX = 2**63 - 1  # torch's integers (a generator's seed, a tensor's size) are 64-bit
@@ -42,6 +45,10 @@ class ModelConfig:
     shared_vocab: bool = True
     d_model: int = 512
     n_heads: int = 8
+    # Section 3.2.2's d_k, the size of each head's queries and keys; None: d_model / n_heads, as in the
+    # paper's base model. Values keep d_v = d_model / n_heads, so Concat(head_1..head_h) is d_model wide.
+    # Table 3, row B shrinks d_k alone.
+    d_k: int | None = None
     d_ff: int = 2048
     encoder_layers: int = 6
     decoder_layers: int = 6
@@ -52,6 +59,9 @@ class ModelConfig:
     # each, as fairseq does (checkpoints written before this option have them).
     attention_bias: bool = False
     max_len: int = 256  # longest source or target sequence, in tokens (with bos/eos)
+    # Section 3.5: "sinusoidal" (computed for any position) or "learned" (a trained table of max_len rows,
+    # which "produced nearly identical results", Table 3 row E): it holds no position past max_len.
+    positional: str = "sinusoidal"
     pad_id: int = 0
     bos_id: int = 1
     eos_id: int = 2
@@ -62,7 +72,13 @@ class ModelConfig:
 
     @property
     def d_head(self) -> int:
+        """d_v: the size of each head's values (and, unless d_k is set, of its queries and keys)."""
         return self.d_model // self.n_heads
+
+    @property
+    def key_size(self) -> int:
+        """d_k: the size of each head's queries and keys."""
+        return self.d_head if self.d_k is None else self.d_k
 
     def validate(self) -> None:
         """Raise ValueError naming the offending field and what is allowed."""
@@ -76,12 +92,17 @@ class ModelConfig:
         for name in ("shared_vocab", "norm_first", "attention_bias"):
             if not isinstance(getattr(self, name), bool):  # the string "false" would count as true
                 raise ValueError(f"ModelConfig.{name} must be true or false, got {getattr(self, name)!r}")
-        if self.d_model % 2:
+        if self.positional not in POSITIONAL:
+            raise ValueError(f"ModelConfig.positional must be one of {', '.join(POSITIONAL)}, got {self.positional!r}")
+        if self.positional == "sinusoidal" and self.d_model % 2:
             raise ValueError(f"ModelConfig.d_model must be even for sinusoidal encodings, got {self.d_model}")
         if self.d_model % self.n_heads:
             divisors = [h for h in range(1, min(self.d_model, 64) + 1) if self.d_model % h == 0]
             raise ValueError(f"ModelConfig.d_model ({self.d_model}) must be divisible by n_heads "
                              f"({self.n_heads}); allowed n_heads for this d_model: {', '.join(map(str, divisors))}")
+        if self.d_k is not None and (not _is_int(self.d_k) or not 0 < self.d_k <= self.d_model):
+            raise ValueError(f"ModelConfig.d_k must be a whole number from 1 to d_model ({self.d_model}) or null "
+                             f"(d_model / n_heads), got {self.d_k!r}")
         for name in ("dropout", "attention_dropout"):
             value = getattr(self, name)
             if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0.0 <= value < 1.0:

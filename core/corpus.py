@@ -11,9 +11,11 @@ import gzip
 import random
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Sequence
 
 Pair = tuple[str, str]
 MAX_LISTED = 10  # line numbers quoted in an error or kept in the description
+HELD_OUT_SHARE, HELD_OUT_MAX = 0.01, 1000  # a carved split by default: 1% of the pairs, at most 1000
 
 
 @dataclass
@@ -126,14 +128,31 @@ def pick_langs(available: list[str], src_lang: str | None, tgt_lang: str | None,
     return src_lang, tgt_lang
 
 
-def carve_splits(pairs: list[Pair], seed: int, held_out: int = 2) -> tuple[list[Pair], ...]:
-    """Split one list into train and `held_out` more (valid and test, or the one a corpus lacks):
-    1% each (at least 1, at most 1000). Whole groups of pairs sharing a source sentence go to one split."""
+def held_out_size(n_pairs: int, share: float | None = None) -> int:
+    """How many of n_pairs to carve for one held-out split: `share` of them (a valid_fraction), or by default
+    1% (at most 1000); at least 1 either way."""
+    if share is None:
+        return min(HELD_OUT_MAX, max(1, round(HELD_OUT_SHARE * n_pairs)))
+    return max(1, round(share * n_pairs))
+
+
+def check_valid_fraction(valid_fraction: float | None) -> None:
+    if valid_fraction is not None and (isinstance(valid_fraction, bool) or not isinstance(valid_fraction, (int, float))
+                                       or not 0 < valid_fraction < 1):
+        raise ValueError(f"valid_fraction must be a number between 0 and 1 (the share of the pairs held out for "
+                         f"validation), got {valid_fraction!r}")
+
+
+def carve_splits(pairs: list[Pair], seed: int, shares: Sequence[float | None] = (None, None)) -> tuple[list[Pair], ...]:
+    """Split one list into train and one held-out split per share (valid and test, or the one a corpus lacks):
+    held_out_size pairs each, so 1% (at least 1, at most 1000) for a share of None. Whole groups of pairs
+    sharing a source sentence go to one split."""
+    held_out = len(shares)
     if len(pairs) < held_out + 1:
         what = "train/valid/test" if held_out == 2 else "a held-out split"
         raise ValueError(f"a corpus without splits needs at least {held_out + 1} pairs to carve {what}, "
                          f"got {len(pairs)}")
-    target = min(1000, max(1, round(0.01 * len(pairs))))
+    targets = [held_out_size(len(pairs), share) for share in shares]
     by_source: dict[str, list[int]] = {}
     for i, (src, _) in enumerate(pairs):
         by_source.setdefault(src, []).append(i)
@@ -141,7 +160,7 @@ def carve_splits(pairs: list[Pair], seed: int, held_out: int = 2) -> tuple[list[
     random.Random(seed).shuffle(sources)
     held: list[list[int]] = [[] for _ in range(held_out)]
     for src in sources:
-        split = next((h for h in held if len(h) < target), None)
+        split = next((h for h, target in zip(held, targets) if len(h) < target), None)
         if split is None:
             break
         split.extend(by_source[src])
@@ -154,13 +173,16 @@ def carve_splits(pairs: list[Pair], seed: int, held_out: int = 2) -> tuple[list[
 
 
 def carved_corpus(pairs: list[Pair], empty: list[int], src_lang: str, tgt_lang: str, description: dict,
-            seed: int) -> ParallelCorpus:
+                  seed: int, valid_fraction: float | None = None) -> ParallelCorpus:
+    """A corpus of pairs without splits: valid (valid_fraction of the pairs, None: the default share) and
+    test carved out of them."""
     try:
-        train, valid, test = carve_splits(pairs, seed)
+        train, valid, test = carve_splits(pairs, seed, (valid_fraction, None))
     except ValueError as exc:
         dropped = f" ({len(empty)} line{'s' * (len(empty) != 1)} with an empty side dropped)" if empty else ""
         raise ValueError(f"{description['source'].removeprefix('files:')}: {exc}{dropped}") from None
     description["counts"] = {"train": len(train), "valid": len(valid), "test": len(test)}
-    description["carved"] = {"seed": seed, "valid": len(valid), "test": len(test)}
+    description["carved"] = {"seed": seed, "valid": len(valid), "test": len(test),
+                             **({"valid_fraction": valid_fraction} if valid_fraction is not None else {})}
     report_empty(description, {"all": empty})
     return ParallelCorpus(train, valid, test, src_lang, tgt_lang, description)

@@ -23,13 +23,19 @@
       A non-blank line with fewer than 2 columns is an error listing the line numbers.
   (c) ``files:A,B``: two aligned text files, A the source and B the target (labelled by
       src_lang/tgt_lang, default "src"/"tgt").
+  (d) a Hugging Face dataset folder, as ``hf:PATH`` reads it (below).
 
   (b) and (c) have no splits: valid and test are carved out, 1% each (at least 1, at
-  most 1000), by shuffling the distinct source sentences with the seed, so that no test
-  source also appears in train (Tatoeba repeats sentences with other translations).
+  most 1000; ``valid_fraction`` sets valid's share, as seed 002's 90/10 split), by shuffling
+  the distinct source sentences with the seed, so that no test source also appears in train
+  (Tatoeba repeats sentences with other translations).
 - ``hf:NAME[:CONFIG]``: a Hugging Face dataset, e.g. ``hf:bentrevett/multi30k``,
-  ``hf:bbaaaa/iwslt14-de-en``, ``hf:opus_books:de-en``, ``hf:Helsinki-NLP/opus-100:en-es``.
-  A split the dataset lacks (valid, test or both) is carved out of train as above; its own are kept.
+  ``hf:bbaaaa/iwslt14-de-en``, ``hf:opus_books:de-en``, ``hf:Helsinki-NLP/opus-100:en-es``; a copy in
+  the local cache is read without asking the Hub (core.hf_disk.cached_datasets lists them).
+  ``hf:PATH``: a dataset folder on disk, written by ``save_to_disk`` or holding parquet, jsonl or
+  csv files (split by their names, as the Hub does). Rows hold a ``translation`` dict or a column
+  per language. A split the dataset lacks (valid, test or both) is carved out of train as above;
+  its own are kept.
 
 Lines are stripped; a pair with an empty side is dropped and counted in
 ``description["dropped_empty"]`` (never silently). Invalid UTF-8, missing files and
@@ -46,24 +52,28 @@ from .corpus import (
     MAX_LISTED,
     ParallelCorpus,
     carved_corpus,
+    check_valid_fraction,
     pick_langs,
     read_aligned,
     read_lines,
     report_empty,
     stripped_pairs,
 )
-from .hf_data import HF_EXAMPLES, load_hf
+from .hf_data import load_dataset_folder, load_hf
+from .hf_disk import data_files, is_dataset_folder
 from .tasks import make_task
 
-SPEC_FORMS = "synthetic:NAME, files:PATH (folder, .tsv[.gz], or A,B), hf:NAME[:CONFIG]"
+SPEC_FORMS = "synthetic:NAME, files:PATH (folder, .tsv[.gz], or A,B), hf:NAME[:CONFIG] or hf:PATH (a dataset folder)"
 VALID_NAMES = ("val", "valid", "dev")
 
 
 def load_corpus(spec: str, src_lang: str | None = None, tgt_lang: str | None = None, *,
-                seed: int = 0, limit: int | None = None) -> ParallelCorpus:
+                seed: int = 0, limit: int | None = None, valid_fraction: float | None = None) -> ParallelCorpus:
     """Read a corpus from ``synthetic:NAME``, ``files:PATH`` or ``hf:NAME[:CONFIG]`` (see the
     module docstring); ``limit`` keeps a seeded random sample of at most that many
-    training pairs (in their original order), for quick runs."""
+    training pairs (in their original order), for quick runs. ``valid_fraction`` is the share of
+    the pairs carved out for validation where the data has no validation split (None: 1%, at most
+    1000); data with a validation split of its own keeps it (description["carved"] says what was carved)."""
     if not isinstance(spec, str):
         raise ValueError(f"a corpus spec must be a string, one of: {SPEC_FORMS}; got {spec!r}")
     kind, _, rest = spec.partition(":")
@@ -71,17 +81,21 @@ def load_corpus(spec: str, src_lang: str | None = None, tgt_lang: str | None = N
         raise ValueError(f"unknown corpus spec {spec!r}; use one of: {SPEC_FORMS}")
     if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 1):
         raise ValueError(f"limit must be a positive integer or None, got {limit!r}")
+    check_valid_fraction(valid_fraction)
     if kind == "synthetic":
         corpus = make_task(rest, seed=seed)
         _check_langs(corpus, src_lang, tgt_lang, spec)
     elif kind == "files":
-        corpus = load_files(rest, src_lang, tgt_lang, seed=seed)
+        corpus = load_files(rest, src_lang, tgt_lang, seed=seed, valid_fraction=valid_fraction)
+    elif local_path(rest):
+        folder = Path(rest).expanduser()
+        if folder.is_dir() and not is_dataset_folder(folder):
+            raise ValueError(f"{spec}: not a Hugging Face dataset folder (save_to_disk, or parquet, jsonl or csv "
+                             f"files); read other local files with files:{rest}")
+        corpus = load_dataset_folder(folder, src_lang, tgt_lang, seed=seed, valid_fraction=valid_fraction)
     else:
         name, _, config = rest.partition(":")
-        if name.startswith((".", "/", "~")):  # a path: the Hub's names are OWNER/NAME or NAME
-            raise ValueError(f"{spec}: hf: takes a Hugging Face dataset's name (e.g. {HF_EXAMPLES.split(',')[0]}), "
-                             f"not a path; read local files with files:{rest}")
-        corpus = load_hf(name, config or None, src_lang, tgt_lang, seed=seed)
+        corpus = load_hf(name, config or None, src_lang, tgt_lang, seed=seed, valid_fraction=valid_fraction)
     if limit is not None and len(corpus.train) > limit:
         keep = sorted(random.Random(seed).sample(range(len(corpus.train)), limit))
         corpus.description["train_before_limit"] = len(corpus.train)
@@ -140,20 +154,23 @@ def parse_files_spec(path_spec: str) -> FilesSpec:
 
 
 def load_files(path_spec: str, src_lang: str | None = None, tgt_lang: str | None = None, *,
-               seed: int = 0) -> ParallelCorpus:
+               seed: int = 0, valid_fraction: float | None = None) -> ParallelCorpus:
     """``files:`` corpora: a folder of split files, a TSV file, or ``A,B`` aligned files."""
     spec = parse_files_spec(path_spec)
+    if spec.folder and is_dataset_folder(spec.folder):
+        return load_dataset_folder(spec.folder, src_lang, tgt_lang, seed=seed, valid_fraction=valid_fraction,
+                                   kind="files")
     if spec.folder:
         return _load_folder(spec.folder, src_lang, tgt_lang)
     if len(spec.paths) == 2:
         if any(p.name.endswith(TSV_SUFFIXES) for p in spec.paths):  # its lines would be read as one side's
             raise ValueError(f"files:{path_spec}: {PAIR_NOT_TSV}")
-        return _load_pair(*spec.paths, src_lang, tgt_lang, seed)
+        return _load_pair(*spec.paths, src_lang, tgt_lang, seed, valid_fraction)
     path = spec.paths[0]
     if path.name.endswith(TSV_SUFFIXES):
         if "," in path_spec and not path.exists():  # A,B:LANG1-LANG2, e.g. a.txt,b.tsv:de-en
             raise ValueError(f"files:{path_spec}: {PAIR_NOT_TSV}")
-        return _load_tsv(path, spec.columns, src_lang, tgt_lang, seed)
+        return _load_tsv(path, spec.columns, src_lang, tgt_lang, seed, valid_fraction)
     if spec.columns:
         raise ValueError(f"files:{path_spec}: column languages (:LANG1-LANG2) apply to .tsv[.gz] files only")
     if not path.exists():
@@ -162,9 +179,18 @@ def load_files(path_spec: str, src_lang: str | None = None, tgt_lang: str | None
                      f"a .tsv or .tsv.gz file, or two aligned files A,B")
 
 
+def local_path(rest: str) -> bool:
+    """Whether an hf: spec's rest names a path (hf:PATH), not a Hub dataset: it starts as a path does
+    (the Hub's names are OWNER/NAME or NAME), or a folder of that name exists, as load_dataset reads it."""
+    return rest.startswith((".", "/", "~")) or Path(rest).expanduser().is_dir()
+
+
 def local_files(path_spec: str) -> list[Path]:
-    """The files load_files(path_spec) would read: a folder's split files, the TSV, or A and B."""
+    """The files load_files(path_spec) would read: a dataset folder's data files, a folder's split files, the
+    TSV, or A and B."""
     spec = parse_files_spec(path_spec)
+    if spec.folder and is_dataset_folder(spec.folder):
+        return data_files(spec.folder)
     if spec.folder:
         return [p for p in sorted(spec.folder.iterdir()) if p.is_file() and SPLIT_FILE.fullmatch(p.name)]
     return list(spec.paths)
@@ -174,6 +200,8 @@ def absolute_spec(spec: str) -> str:
     """spec with a files: corpus's paths made absolute, so that it names the same files from any
     folder (a run's record, resumed from elsewhere); other specs unchanged."""
     kind, _, rest = spec.partition(":")
+    if kind == "hf" and rest and local_path(rest):
+        return f"hf:{Path(rest).expanduser().resolve()}"
     if kind != "files" or not rest:
         return spec
     parsed = parse_files_spec(rest)
@@ -218,7 +246,7 @@ def _load_folder(folder: Path, src_lang: str | None, tgt_lang: str | None) -> Pa
 
 
 def _load_tsv(path: Path, columns: tuple[str, str] | None, src_lang: str | None, tgt_lang: str | None,
-              seed: int) -> ParallelCorpus:
+              seed: int, valid_fraction: float | None) -> ParallelCorpus:
     if columns:  # unsorted: with both None, _pick_langs keeps the column order
         src_lang, tgt_lang = pick_langs(list(columns), src_lang, tgt_lang,
                                          f"{path} (columns {columns[0]}-{columns[1]})")
@@ -246,15 +274,17 @@ def _load_tsv(path: Path, columns: tuple[str, str] | None, src_lang: str | None,
     pairs, empty = stripped_pairs([r[0] for r in rows], [r[1] for r in rows])
     description = {"source": f"files:{path.resolve()}", "format": "tsv",
                    "columns": list(columns) if columns else [src_lang, tgt_lang]}
-    return carved_corpus(pairs, empty, src_lang, tgt_lang, description, seed)
+    return carved_corpus(pairs, empty, src_lang, tgt_lang, description, seed, valid_fraction)
 
 
-def _load_pair(a: Path, b: Path, src_lang: str | None, tgt_lang: str | None, seed: int) -> ParallelCorpus:
+def _load_pair(a: Path, b: Path, src_lang: str | None, tgt_lang: str | None, seed: int,
+               valid_fraction: float | None) -> ParallelCorpus:
     for path in (a, b):
         if not path.is_file():
             raise FileNotFoundError(f"{path}: no such file")
     pairs, empty = read_aligned(a, b)
     description = {"source": f"files:{a.resolve()},{b.resolve()}", "format": "pair", "files": [a.name, b.name]}
-    return carved_corpus(pairs, empty, src_lang or UNNAMED[0], tgt_lang or UNNAMED[1], description, seed)
+    return carved_corpus(pairs, empty, src_lang or UNNAMED[0], tgt_lang or UNNAMED[1], description, seed,
+                         valid_fraction)
 
 

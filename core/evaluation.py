@@ -1,19 +1,26 @@
 """Corpus BLEU (the paper's metric, section 6.1 and Table 2) and chrF, computed with
-sacreBLEU on detokenized text so the figures are comparable and come with their signatures.
+sacreBLEU on detokenized text so the figures are comparable and come with their signatures;
+and, without decoding, the references' perplexity and token accuracy under teacher forcing
+(Table 3 reports perplexity beside BLEU).
 
 The paper's BLEU on WMT14 was not sacreBLEU (it scored tokenized text); figures from here are
 sacreBLEU's default 13a-tokenized, case-sensitive corpus BLEU, and say so in the signature.
+Table 3's perplexities are per wordpiece of the paper's vocabulary; ours are per token of the
+model's own vocabulary, so they compare between models of one vocabulary only.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
 from sacrebleu.metrics import BLEU, CHRF
 from tqdm.auto import tqdm
 
-from .decoding import DecodeOptions
-from .translation import Translation, text_list, translate_detailed
+from .batching import TokenBatcher, encode_pairs
+from .decoding import DecodeOptions, inference
+from .loss import Objective
+from .translation import Translation, check_bundle, target_tokenizer, text_list, translate_detailed
 
 
 @dataclass(frozen=True)
@@ -64,3 +71,43 @@ def evaluate_bundle(bundle: Any, sources: list[str], references: list[str], opti
     with tqdm(total=len(sources), desc="translating", unit="sent", disable=not progress) as bar:
         results = translate_detailed(bundle, sources, options, on_batch=bar.update, **overrides)
     return evaluate_bleu([r.text for r in results], references), results
+
+
+@dataclass(frozen=True)
+class TeacherForcedResult:
+    accuracy: float  # the model's most likely next token is the reference's, over reference tokens (eos included)
+    perplexity: float  # exp of the mean negative log-likelihood per reference token
+    tokens: int  # reference tokens scored
+    pairs: int  # sentence pairs scored
+    too_long: int  # pairs left out: a side longer than the model's max_len
+
+    def __str__(self) -> str:
+        return (f"token accuracy {self.accuracy:.2%}; perplexity {self.perplexity:.2f} (teacher forced, "
+                f"{self.tokens} reference tokens of {self.pairs} sentences)")
+
+
+def teacher_forced_metrics(bundle: Any, sources: list[str], references: list[str],
+                           max_tokens: int = 4096) -> TeacherForcedResult:
+    """How well the model predicts each reference token given the source and the reference before it
+    (teacher forcing, as in training; no decoding): token accuracy, and perplexity, the exponent of the
+    unsmoothed cross-entropy. Batches hold at most max_tokens padded tokens (section 5.1's batching)."""
+    check_bundle(bundle)
+    sources, references = str_list(sources, "sources"), str_list(references, "references")
+    if len(sources) != len(references):
+        raise ValueError(f"{len(sources)} sources but {len(references)} references; they must pair up one to one")
+    model = bundle.model
+    target = target_tokenizer(bundle)
+    examples, too_long = encode_pairs(list(zip(sources, references)), bundle.tokenizer, model.config.max_len,
+                                      None if target is bundle.tokenizer else target)
+    if not examples:
+        raise ValueError(f"nothing to score: {'every pair is longer than the model reads' if too_long else 'no pairs'}")
+    device = next(model.parameters()).device
+    objective = Objective(model, label_smoothing=0.0)
+    nll = correct = 0.0
+    with inference(model):
+        for batch in TokenBatcher(examples, max_tokens, shuffle=False):
+            batch = batch.to(device)
+            _, batch_nll, hits = objective(batch.src, batch.tgt_in, batch.tgt_out)
+            nll, correct = nll + batch_nll.item(), correct + hits.item()
+    tokens = sum(len(e.tgt) - 1 for e in examples)  # each target token after <bos>, <eos> included
+    return TeacherForcedResult(correct / tokens, math.exp(min(nll / tokens, 50.0)), tokens, len(examples), too_long)

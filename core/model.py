@@ -23,7 +23,7 @@ from .cache import DecoderCache, KeyValue, Memory
 from .config import ModelConfig
 from .dropout import Dropout
 from .packing import Packing
-from .positional import sinusoidal_encoding
+from .positional import Positions
 
 Attention = dict[str, list[torch.Tensor]]  # "encoder" / "decoder" / "cross" -> per layer (B, h, Tq, Tk)
 
@@ -63,7 +63,8 @@ class Residual(nn.Module):
 class EncoderLayer(nn.Module):
     def __init__(self, c: ModelConfig):
         super().__init__()
-        self.self_attn = MultiHeadAttention(c.d_model, c.n_heads, c.attention_dropout, bias=c.attention_bias)
+        self.self_attn = MultiHeadAttention(c.d_model, c.n_heads, c.attention_dropout, bias=c.attention_bias,
+                                            d_k=c.d_k)
         self.ffn = FeedForward(c.d_model, c.d_ff)
         self.res_attn = Residual(c.d_model, c.dropout, c.norm_first)
         self.res_ffn = Residual(c.d_model, c.dropout, c.norm_first)
@@ -79,8 +80,10 @@ class EncoderLayer(nn.Module):
 class DecoderLayer(nn.Module):
     def __init__(self, c: ModelConfig):
         super().__init__()
-        self.self_attn = MultiHeadAttention(c.d_model, c.n_heads, c.attention_dropout, bias=c.attention_bias)
-        self.cross_attn = MultiHeadAttention(c.d_model, c.n_heads, c.attention_dropout, cross=True, bias=c.attention_bias)
+        self.self_attn = MultiHeadAttention(c.d_model, c.n_heads, c.attention_dropout, bias=c.attention_bias,
+                                            d_k=c.d_k)
+        self.cross_attn = MultiHeadAttention(c.d_model, c.n_heads, c.attention_dropout, cross=True,
+                                             bias=c.attention_bias, d_k=c.d_k)
         self.ffn = FeedForward(c.d_model, c.d_ff)
         self.res_self = Residual(c.d_model, c.dropout, c.norm_first)
         self.res_cross = Residual(c.d_model, c.dropout, c.norm_first)
@@ -109,7 +112,7 @@ class Transformer(nn.Module):
         # below would overwrite its zero row, and the tied pre-softmax layer trains that row anyway.
         self.src_embed = nn.Embedding(c.src_vocab_size, c.d_model)
         self.tgt_embed = self.src_embed if c.shared_vocab else nn.Embedding(c.tgt_vocab_size, c.d_model)
-        self.register_buffer("positional", sinusoidal_encoding(c.max_len, c.d_model), persistent=False)
+        self.positions = Positions(c.positional, c.max_len, c.d_model)
         self.embed_dropout = Dropout(c.dropout)
         self.encoder_layers = nn.ModuleList(EncoderLayer(c) for _ in range(c.encoder_layers))
         self.decoder_layers = nn.ModuleList(DecoderLayer(c) for _ in range(c.decoder_layers))
@@ -119,7 +122,9 @@ class Transformer(nn.Module):
         self.generator = nn.Linear(c.d_model, c.tgt_vocab_size, bias=False)
         self._reset_parameters()
         # Section 3.4: "we share the same weight matrix between the two embedding layers
-        # and the pre-softmax linear transformation". Tied after init: one tensor, not copies.
+        # and the pre-softmax linear transformation". Tied after init: one tensor, not copies. With
+        # separate vocabularies (shared_vocab false) the source keeps its own table, and only the two
+        # target-side matrices are shared: the paper's three-way tie rests on its shared vocabulary.
         self.generator.weight = self.tgt_embed.weight
 
     def _reset_parameters(self) -> None:
@@ -156,16 +161,18 @@ class Transformer(nn.Module):
 
     def _check_length(self, ids: torch.Tensor, what: str, offset: int = 0) -> None:
         if offset + ids.size(1) > self.config.max_len:
+            # Sinusoids exist for any position, but a model of learned positions (3.5) has none past max_len.
+            fix = (" (its positions are learned: it has none past max_len)" if self.config.positional == "learned"
+                   else " or build the model with a larger max_len")
             raise ValueError(f"{what} length {offset + ids.size(1)} exceeds the model's max_len "
-                             f"{self.config.max_len} tokens; shorten the input or build the model with "
-                             f"a larger max_len")
+                             f"{self.config.max_len} tokens; shorten the input{fix}")
 
     def _embed(self, ids: torch.Tensor, table: nn.Embedding, offset: int = 0, packing: Packing | None = None,
                looked_up: torch.Tensor | None = None) -> torch.Tensor:
         """looked_up: table(ids) given instead (gradient attributions, core/saliency.py)."""
         looked_up = table(ids) if looked_up is None else looked_up
         # Section 3.4: embeddings are multiplied by sqrt(d_model); 3.5: positions are added.
-        x = looked_up * math.sqrt(self.config.d_model) + self.positional[offset:offset + ids.size(1)]
+        x = looked_up * math.sqrt(self.config.d_model) + self.positions(offset, ids.size(1))
         return self.embed_dropout(packing.pack(x) if packing else x)
 
     def _encode(self, src: torch.Tensor, need_weights: bool = False, src_embeddings: torch.Tensor | None = None
@@ -255,7 +262,7 @@ class Transformer(nn.Module):
         """Every layer's and head's attention probabilities for one teacher-forced sentence pair (ids
         with eos; bos and the target), in eval mode: {"encoder": (L, h, S, S), "decoder": (L, h, T, T),
         "cross": (L, h, T, S)}, float32 on the CPU (what the studio draws)."""
-        device, was_training = self.positional.device, self.training
+        device, was_training = self.generator.weight.device, self.training
         self.eval()
         try:
             _, attention = self(torch.tensor([list(src)], device=device), torch.tensor([list(tgt_in)], device=device),
@@ -323,7 +330,7 @@ class Transformer(nn.Module):
         try:
             for stack, layers in heads.items():
                 for layer, off in layers.items():
-                    mask = torch.ones(self.config.n_heads, device=self.positional.device)
+                    mask = torch.ones(self.config.n_heads, device=self.generator.weight.device)
                     mask[list(off)] = 0.0
                     modules[stack][layer].head_mask = mask
             yield

@@ -1,13 +1,22 @@
-"""Section 3.5: sinusoidal positional encodings.
+"""Section 3.5: the positions added to the embeddings.
+
+Sinusoidal encodings, computed for every position:
 
     PE(pos, 2i)   = sin(pos / 10000^(2i / d_model))
     PE(pos, 2i+1) = cos(pos / 10000^(2i / d_model))
+
+or learned positional embeddings, a trained table: "We also experimented with using learned
+positional embeddings instead, and found that the two versions produced nearly identical results"
+(Table 3, row E). The paper chose the sinusoids because they "may allow the model to extrapolate to
+sequence lengths longer than the ones encountered during training"; a learned table has no row past
+its max_len, so a model with one can never read or write a longer sequence.
 """
 from __future__ import annotations
 
 import math
 
 import torch
+from torch import nn
 
 
 def sinusoidal_encoding(length: int, d_model: int) -> torch.Tensor:
@@ -27,3 +36,23 @@ def encoding_at(positions: torch.Tensor, d_model: int) -> torch.Tensor:
     table[:, 0::2] = torch.sin(position * inv_freq)
     table[:, 1::2] = torch.cos(position * inv_freq)
     return table
+
+
+class Positions(nn.Module):
+    """The positions of a model that reads at most max_len tokens: positions(offset, length) is the
+    (length, d_model) block for positions offset .. offset + length - 1."""
+
+    def __init__(self, kind: str, max_len: int, d_model: int):
+        super().__init__()
+        self.kind = kind
+        if kind == "learned":
+            # Initialised with the model's other matrices (Xavier, model.py); trained like the embeddings.
+            self.table = nn.Parameter(torch.empty(max_len, d_model))
+        elif kind == "sinusoidal":
+            # Not saved: computed again on load, for whatever max_len the config asks.
+            self.register_buffer("table", sinusoidal_encoding(max_len, d_model), persistent=False)
+        else:
+            raise ValueError(f"unknown positional encoding {kind!r}; allowed: sinusoidal, learned")
+
+    def forward(self, offset: int, length: int) -> torch.Tensor:
+        return self.table[offset:offset + length]

@@ -1,5 +1,6 @@
 """Preparing a training run (section 5.1's data, 5.2's model): read the corpus, learn the shared
-vocabulary, build the model, encode the pairs, and note what the run will not see as given.
+vocabulary (or one per language), build the model, encode the pairs, and note what the run will not
+see as given.
 
 ``train_cli.py`` and the studio's Train tab both prepare their runs here; each only words the notes
 (``RunNotes``) for its own user. A single process calls ``prepare_run``; ``train_cli`` under
@@ -7,6 +8,7 @@ torchrun calls the steps one by one, so that rank 0 alone learns the vocabulary.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,10 +42,28 @@ class RunPlan:
     tgt_lang: str | None = None
     seed: int = 0  # the data split, the training sample (limit) and the model's initialisation
     limit: int | None = None  # training pairs kept (None: all)
+    valid_fraction: float | None = None  # share carved out for validation from data without a valid split
     preset: str = "small"
     model_overrides: dict[str, Any] = field(default_factory=dict)  # ModelConfig fields over the preset's
     vocab_size: int = 8000  # at most this many vocabulary entries
     tokenizer_kind: str | None = None  # None: whole words for synthetic tasks, BPE otherwise
+    # Section 3.4 shares one vocabulary between the languages (and ties three matrices); True learns one per
+    # language, of at most src_vocab_size and tgt_vocab_size entries (None: vocab_size).
+    separate_vocab: bool = False
+    src_vocab_size: int | None = None
+    tgt_vocab_size: int | None = None
+
+    def __post_init__(self) -> None:
+        if not self.separate_vocab and (self.src_vocab_size is not None or self.tgt_vocab_size is not None):
+            raise ValueError("src_vocab_size and tgt_vocab_size size separate vocabularies: set separate_vocab, "
+                             "or give vocab_size for the shared one")
+
+    @property
+    def vocab_sizes(self) -> tuple[int, int]:
+        """The most entries each side's vocabulary may have (one vocabulary: the same number twice)."""
+        if not self.separate_vocab:
+            return self.vocab_size, self.vocab_size
+        return self.src_vocab_size or self.vocab_size, self.tgt_vocab_size or self.vocab_size
 
     @property
     def tokenizer(self) -> str:
@@ -52,13 +72,13 @@ class RunPlan:
         return TOKENIZER_KIND if self.data.startswith("synthetic:") else "bpe"
 
     def planned_config(self) -> ModelConfig:
-        """The model at its largest (a vocabulary of vocab_size): limits are checked on it before the
+        """The model at its largest (vocabularies of vocab_sizes): limits are checked on it before the
         corpus is read and the vocabulary learnt."""
-        return self.config_for(self.vocab_size)
+        return self.config_for(*self.vocab_sizes)
 
-    def config_for(self, vocab_size: int) -> ModelConfig:
-        return ModelConfig.from_preset(self.preset, src_vocab_size=vocab_size, tgt_vocab_size=vocab_size,
-                                       **self.model_overrides)
+    def config_for(self, src_vocab_size: int, tgt_vocab_size: int) -> ModelConfig:
+        return ModelConfig.from_preset(self.preset, src_vocab_size=src_vocab_size, tgt_vocab_size=tgt_vocab_size,
+                                       shared_vocab=not self.separate_vocab, **self.model_overrides)
 
 
 @dataclass(frozen=True)
@@ -94,41 +114,56 @@ class PreparedRun:
 
 def read_corpus(plan: RunPlan) -> ParallelCorpus:
     """The plan's corpus, refused when it leaves nothing to train on or to validate with."""
-    corpus = load_corpus(plan.data, plan.src_lang, plan.tgt_lang, seed=plan.seed, limit=plan.limit)
+    corpus = load_corpus(plan.data, plan.src_lang, plan.tgt_lang, seed=plan.seed, limit=plan.limit,
+                         valid_fraction=plan.valid_fraction)
     if not corpus.train or not (corpus.valid or corpus.test):
         raise ValueError(f"{plan.data} has no training or no validation pairs")
     return corpus
 
 
-def learn_tokenizer(corpus: ParallelCorpus, plan: RunPlan) -> Tokenizer:
-    """One vocabulary for both languages (section 5.1's shared BPE), learnt from the training pairs."""
-    texts = (text for i, pair in enumerate(corpus.train) for text in checked_pair(pair, i))
-    return Tokenizer.train(texts, plan.vocab_size, plan.tokenizer)
+def learn_tokenizers(corpus: ParallelCorpus, plan: RunPlan) -> tuple[Tokenizer, Tokenizer | None]:
+    """The vocabularies, learnt from the training pairs: (one for both languages, None), section 5.1's shared
+    BPE; or with plan.separate_vocab (the source's, the target's), each from its own side."""
+    pairs = [checked_pair(pair, i) for i, pair in enumerate(corpus.train)]
+    if not plan.separate_vocab:
+        return Tokenizer.train((text for pair in pairs for text in pair), plan.vocab_size, plan.tokenizer), None
+    (src_size, tgt_size), learnt = plan.vocab_sizes, []
+    for side, size, texts in (("src", src_size, [s for s, _ in pairs]), ("tgt", tgt_size, [t for _, t in pairs])):
+        try:
+            learnt.append(Tokenizer.train(texts, size, plan.tokenizer))
+        except ValueError as exc:  # Tokenizer.train names its vocab_size: say which side's it was
+            raise ValueError(re.sub(r"^vocab_size\b", f"{side}_vocab_size", str(exc))) from None
+    return learnt[0], learnt[1]
 
 
-def build_bundle(plan: RunPlan, tokenizer: Tokenizer, corpus: ParallelCorpus, info: dict[str, Any]) -> ModelBundle:
-    """A fresh model for the tokenizer, initialised from the plan's seed, with its record of the data."""
+def build_bundle(plan: RunPlan, tokenizer: Tokenizer, corpus: ParallelCorpus, info: dict[str, Any],
+                 target_tokenizer: Tokenizer | None = None) -> ModelBundle:
+    """A fresh model for the tokenizers (target_tokenizer: the target's own, with separate vocabularies),
+    initialised from the plan's seed, with its record of the data."""
     torch.manual_seed(plan.seed)
-    model = Transformer(plan.config_for(tokenizer.vocab_size))
+    model = Transformer(plan.config_for(tokenizer.vocab_size, (target_tokenizer or tokenizer).vocab_size))
     record = {"src_lang": corpus.src_lang, "tgt_lang": corpus.tgt_lang, "data": corpus.description,
               "examples": corpus.examples(), **info}
-    return ModelBundle(model, tokenizer, record)
+    return ModelBundle(model, tokenizer, record, separate_target=target_tokenizer)
 
 
 def encode_run_data(corpus: ParallelCorpus, bundle: ModelBundle, max_tokens: int,
-                    asked_vocab_size: int) -> tuple[list[Example], list[Example], RunNotes]:
-    """The training and validation pairs as token ids, and notes on what the run will not see as given.
+                    asked_vocab_sizes: tuple[int, int]) -> tuple[list[Example], list[Example], RunNotes]:
+    """The training and validation pairs as token ids, and notes on what the run will not see as given
+    (asked_vocab_sizes: the most entries the plan allowed each side's vocabulary, RunPlan.vocab_sizes).
     Refused when every training pair is too long for the model."""
     max_len = bundle.model.config.max_len
-    train, too_long = encode_pairs(corpus.train, bundle.tokenizer, max_len)
-    valid, _ = encode_pairs(corpus.valid, bundle.tokenizer, max_len)
+    train, too_long = encode_pairs(corpus.train, bundle.tokenizer, max_len, bundle.separate_target)
+    valid, _ = encode_pairs(corpus.valid, bundle.tokenizer, max_len, bundle.separate_target)
     if not train:
         raise ValueError(f"every training pair of {corpus.description.get('source', 'the corpus')} is longer "
                          f"than {max_len} tokens")
     notes = RunNotes(training_pairs=len(train), validation_pairs=len(corpus.valid),
                      dropped_empty=dropped_empty_note(corpus.description), too_long=too_long, max_len=max_len,
                      unknown_share=unknown_share(train),
-                     unknown_from_rare_words=unknown_from_rare_words(bundle.tokenizer, asked_vocab_size),
+                     unknown_from_rare_words=any(
+                         unknown_from_rare_words(tokenizer, asked)
+                         for tokenizer, asked in zip((bundle.tokenizer, bundle.target_tokenizer), asked_vocab_sizes)),
                      over_max_tokens=sum(max(len(e.src), len(e.tgt)) > max_tokens for e in train))
     return train, valid, notes
 
@@ -139,6 +174,7 @@ def prepare_run(plan: RunPlan, *, max_tokens: int, device: str | torch.device = 
     the corpus is read, and info (its name, its training settings) goes into the checkpoint's record."""
     check_fits(plan.planned_config(), resolve_device(device) if isinstance(device, str) else device)
     corpus = read_corpus(plan)
-    bundle = build_bundle(plan, learn_tokenizer(corpus, plan), corpus, info or {})
-    train, valid, notes = encode_run_data(corpus, bundle, max_tokens, plan.vocab_size)
+    tokenizer, target_tokenizer = learn_tokenizers(corpus, plan)
+    bundle = build_bundle(plan, tokenizer, corpus, info or {}, target_tokenizer)
+    train, valid, notes = encode_run_data(corpus, bundle, max_tokens, plan.vocab_sizes)
     return PreparedRun(corpus, bundle, train, valid, notes)

@@ -49,7 +49,7 @@ def attribution(bundle: Any, source: str, target: str | Sequence[int], method: s
     alphas = [1.0] if method == "grad_x_input" else [(k + 0.5) / steps for k in range(steps)]
     model = bundle.model
     with _gradients_in_eval(model):
-        embeddings = model.src_embed(torch.tensor(pair.src, device=model.positional.device)).detach()
+        embeddings = model.src_embed(torch.tensor(pair.src, device=model.src_embed.weight.device)).detach()
         gradients = path_gradients(model, pair.src, pair.tgt, alphas)
         raw = (gradients * embeddings).sum(dim=-1).double().cpu().numpy()
     return _normalized(raw) if normalize else raw
@@ -64,7 +64,7 @@ def path_gradients(model: Transformer, src: list[int], tgt: list[int], alphas: S
     token through that graph. bench/explain.py's 20-token pair, 32 points: 1.1 s on 2 idle cores (2.2 s
     of CPU time), no slower than batching the backward passes with vmap (is_grads_batched), and 1.5x
     faster than a row per (token, point) with the target cut after the token (one backward pass)."""
-    device = model.positional.device
+    device = model.src_embed.weight.device
     src_ids = torch.tensor([src], device=device).expand(len(alphas), -1)
     e = model.src_embed(src_ids[0]).detach()
     path = (torch.tensor(alphas, device=device, dtype=e.dtype)[:, None, None] * e).requires_grad_(True)

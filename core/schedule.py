@@ -4,10 +4,12 @@
 
 scaled by a factor (1 in the paper). fairseq's inverse square root is the option
 most recipes use today: linear warm-up to a peak lr, then peak * sqrt(warmup / step).
+``constant`` is what small tutorials use (a fixed Adam rate such as 1e-4): the same linear
+warm-up, then the peak for good; a warm-up of 1 step gives the plain constant rate.
 """
 from __future__ import annotations
 
-SCHEDULES = ("noam", "inverse_sqrt")
+SCHEDULES = ("noam", "inverse_sqrt", "constant")
 
 
 def noam_lr(step: int, d_model: int, warmup: int, factor: float = 1.0) -> float:
@@ -22,6 +24,12 @@ def inverse_sqrt_lr(step: int, peak_lr: float, warmup: int) -> float:
     return peak_lr * min(step / warmup, (warmup / step) ** 0.5)
 
 
+def constant_lr(step: int, peak_lr: float, warmup: int) -> float:
+    """Linear warm-up to peak_lr over `warmup` steps, then peak_lr: Adam's first updates, made from
+    moment estimates of a step or two, are the ones a warm-up keeps small."""
+    return peak_lr * min(max(step, 1) / warmup, 1.0)
+
+
 def learning_rate(step: int, *, schedule: str, d_model: int, warmup: int, factor: float, peak_lr: float) -> float:
     """The learning rate for optimizer step number `step` (counted from 1)."""
     if warmup < 1:
@@ -30,4 +38,6 @@ def learning_rate(step: int, *, schedule: str, d_model: int, warmup: int, factor
         return noam_lr(step, d_model, warmup, factor)
     if schedule == "inverse_sqrt":
         return inverse_sqrt_lr(step, peak_lr, warmup)
+    if schedule == "constant":
+        return constant_lr(step, peak_lr, warmup)
     raise ValueError(f"unknown lr schedule {schedule!r}; allowed: {', '.join(SCHEDULES)}")

@@ -28,7 +28,7 @@ from .batching import pad_ids
 from .decoding import inference
 from .evaluation import str_list
 from .tokenizer import BOS_ID, EOS_ID
-from .translation import check_bundle, prepare_source, text_list
+from .translation import check_bundle, prepare_source, target_tokenizer, text_list
 
 EMPTY_TARGET = "empty target: only <eos> is scored"
 
@@ -60,16 +60,16 @@ def prepare_pair(bundle: Any, source: str, target: str | Sequence[int]) -> Pair:
     likewise, each with a notice; an empty target scores <eos> alone (a notice says so); an empty
     source gives a Pair whose .empty is True."""
     check_bundle(bundle)
-    tokenizer, max_len = bundle.tokenizer, bundle.model.config.max_len
+    tokenizer, target_side, max_len = bundle.tokenizer, target_tokenizer(bundle), bundle.model.config.max_len
     src = prepare_source(tokenizer, source, max_len, getattr(bundle, "info", None))
-    ids, notices = _target_ids(tokenizer, target)
+    ids, notices = _target_ids(target_side, target)
     longest = max_len - 2  # <bos> + ids must fit in max_len positions, and <eos> follows the last id
     if len(ids) > longest:
         notices.append(f"target truncated from {len(ids)} to {longest} tokens (the model's max_len is {max_len} "
                        f"with <bos>); <eos> is scored after the cut")
         ids = ids[:longest]
     tgt = ids + [EOS_ID]
-    return Pair(src.ids, tgt, src.tokens, tokenizer.tokens(tgt), src.notices + notices)
+    return Pair(src.ids, tgt, src.tokens, target_side.tokens(tgt), src.notices + notices)
 
 
 def _target_ids(tokenizer: Any, target: str | Sequence[int]) -> tuple[list[int], list[str]]:
@@ -167,7 +167,7 @@ def _unscored(pair: Pair) -> Score:
 
 
 def _score_batch(bundle: Any, pairs: list[Pair], top_k: int) -> list[Score]:
-    model, tokenizer = bundle.model, bundle.tokenizer
+    model, tokenizer = bundle.model, target_tokenizer(bundle)
     device = next(model.parameters()).device
     with inference(model):
         src = pad_ids([p.src for p in pairs], device)

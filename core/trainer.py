@@ -17,7 +17,7 @@ import random
 import threading
 import time
 import warnings
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 from typing import Any, Callable, Iterator, get_type_hints
 
@@ -31,8 +31,10 @@ from .bundle import ModelBundle, resolve_device
 from .checkpoint import save_checkpoint
 from .config import INT64_MAX
 from .evaluation import evaluate_bleu
+from .keep_best import BestKeeper, check_keep_best
 from .loss import Objective
 from .schedule import SCHEDULES, learning_rate
+from .tasks import task_of
 from .translation import translate_detailed
 
 AMP_MODES = ("auto", "off", "bf16", "fp16")
@@ -44,10 +46,10 @@ class TrainConfig:
     max_steps: int = 1000
     max_tokens: int = 4096  # per batch, padded source or target slots (section 5.1 used 25k + 25k)
     accum: int = 1  # batches per optimizer step
-    schedule: str = "noam"  # "noam" (eq. 3) | "inverse_sqrt" (fairseq)
+    schedule: str = "noam"  # "noam" (eq. 3) | "inverse_sqrt" (fairseq) | "constant" (after warm-up)
     warmup: int = 4000
     lr_factor: float = 1.0  # multiplies eq. 3
-    peak_lr: float = 5e-4  # inverse_sqrt only
+    peak_lr: float = 5e-4  # inverse_sqrt's peak, constant's rate
     label_smoothing: float = 0.1
     weight_decay: float = 0.0
     clip_norm: float = 0.0  # 0 = no clipping
@@ -59,6 +61,10 @@ class TrainConfig:
     bleu_sentences: int = 100  # validation sentences decoded for BLEU at each evaluation
     sample_translations: int = 3
     max_bad_steps: int = 5  # consecutive non-finite losses before giving up
+    # core/keep_best.py: the validation metric ("bleu", "loss", "exact_match") whose best evaluation the run
+    # keeps (None: none), and the evaluations without a better one after which it stops (None: never).
+    keep_best: str | None = None
+    patience: int | None = None
 
     def __post_init__(self) -> None:
         hints = _field_types()
@@ -86,6 +92,7 @@ class TrainConfig:
             raise ValueError(f"TrainConfig.amp {self.amp!r}; allowed: {', '.join(AMP_MODES)}")
         if not 0.0 <= self.label_smoothing < 1.0:
             raise ValueError(f"TrainConfig.label_smoothing must be in [0, 1), got {self.label_smoothing}")
+        check_keep_best(self.keep_best, self.patience, eval_every=self.eval_every, bleu_sentences=self.bleu_sentences)
 
 
 @functools.cache
@@ -153,8 +160,15 @@ class Trainer:
             if bad is not None:
                 raise TypeError(f"{what} must hold Examples (core.batching.encode_pairs makes them from sentence "
                                 f"pairs), got {type(bad).__name__} {str(bad)[:40]!r}")
+        check_keep_best(config.keep_best, config.patience, eval_every=config.eval_every,
+                        bleu_sentences=config.bleu_sentences, synthetic=task_of(bundle.info) is not None)
+        if config.keep_best and not valid_pairs:
+            raise ValueError(f"TrainConfig.keep_best {config.keep_best} needs validation pairs to score")
         self.bundle = bundle
         self.config = config
+        # Which evaluation was the best (None without keep_best); stopped_early: its patience ran out.
+        self.keeper = BestKeeper(config.keep_best, config.patience) if config.keep_best else None
+        self.stopped_early = False
         self.device = resolve_device(config.device)
         self.amp_dtype = resolve_amp(config.amp, self.device)
         self.model = bundle.model.to(self.device)
@@ -218,7 +232,7 @@ class Trainer:
         with self._lock:
             model = copy.deepcopy(self.model).to("cpu").eval()
             step = self.step_count
-        return ModelBundle(model, self.bundle.tokenizer, {**self.bundle.info, "step": step}, None)
+        return replace(self.bundle, model=model, info={**self.bundle.info, "step": step}, path=None)
 
     # ----- training ----------------------------------------------------------------
     def lr_at(self, step: int) -> float:
@@ -336,8 +350,10 @@ class Trainer:
             self._running.wait()
 
     def run(self, callback: Callable[[StepEvent], None] | None = None) -> None:
-        """Train until max_steps or stop(); waits while paused. Evaluates every eval_every steps."""
-        while self.step_count < self.config.max_steps and not self.stopped:
+        """Train until max_steps, stop() or (with a patience) an evaluation that ends it; waits while paused.
+        Evaluates every eval_every steps; with keep_best, each evaluation's validation["best"] says whether
+        it is the best so far (the moment to save or snapshot the model)."""
+        while self.step_count < self.config.max_steps and not self.stopped and not self.stopped_early:
             self._wait_while_paused()
             if self.stopped:
                 break
@@ -346,8 +362,18 @@ class Trainer:
             due = every and (self.step_count % every == 0 or self.step_count == self.config.max_steps)
             if due and not self.stopped:  # a stop asked during the step is not kept waiting by a validation
                 event.validation = self.evaluate()
+                if self.keeper:
+                    self._keep_best(event.validation)
             if callback is not None:
                 callback(event)
+
+    def _keep_best(self, validation: dict[str, Any]) -> None:
+        """Rank 0 scores BLEU (evaluate), so it judges; every rank learns whether training stops."""
+        best = self.rank == 0 and self.keeper.observe(self.step_count, validation)
+        validation["best"] = best
+        if best:
+            self.bundle.info["best"] = self.keeper.record()
+        self.stopped_early = self._all_reduce_sum(float(self.rank == 0 and self.keeper.exhausted)) > 0
 
     # ----- evaluation -------------------------------------------------------------
     @torch.no_grad()
@@ -371,7 +397,7 @@ class Trainer:
         result: dict[str, Any] = dict(self.validation_loss())
         pairs = self.valid_pairs[: self.config.bleu_sentences]
         if pairs and self.rank == 0:
-            bundle = ModelBundle(self.model, self.bundle.tokenizer, self.bundle.info)
+            bundle = replace(self.bundle, model=self.model, path=None)
             # translate_detailed, not translate: a young model's outputs running to the length limit
             # are expected here, not something to warn about.
             hypotheses = [r.text for r in translate_detailed(bundle, [s for s, _ in pairs], method="greedy")]
@@ -391,6 +417,8 @@ class Trainer:
                  "scaler": self.scaler.state_dict(), "batcher": self.batcher.state_dict(),
                  "train_config": asdict(self.config), "torch_rng": torch.get_rng_state(),
                  "python_rng": random.getstate(), "bad_steps": self.bad_steps}
+        if self.keeper:
+            state["keep_best"] = self.keeper.state_dict()
         if self.device.type == "cuda":
             state["cuda_rng"] = torch.cuda.get_rng_state(self.device)
         return state
@@ -406,14 +434,17 @@ class Trainer:
             self.scaler.load_state_dict(state["scaler"])
         self.batcher.load_state_dict(state["batcher"])
         self._batches = None
+        if self.keeper and "keep_best" in state:
+            self.keeper.load_state_dict(state["keep_best"])
         torch.set_rng_state(state["torch_rng"])
         random.setstate(state["python_rng"])
         if self.device.type == "cuda" and "cuda_rng" in state:  # a state saved on the CPU has none
             torch.cuda.set_rng_state(state["cuda_rng"], self.device)
 
-    def save(self, path: str | Path) -> Path:
-        """Atomic checkpoint of the weights, tokenizer, config and this trainer's state."""
+    def save(self, path: str | Path, with_state: bool = True) -> Path:
+        """Atomic checkpoint of the weights, tokenizer, config and (with_state) this trainer's state, which
+        a resume needs and a kept best model does not."""
         with self._lock:
             self.bundle.info["train"] = asdict(self.config)
             self.bundle.info["step"] = self.step_count
-            return save_checkpoint(path, self.bundle, self.state_dict())
+            return save_checkpoint(path, self.bundle, self.state_dict() if with_state else None)

@@ -110,11 +110,12 @@ def max_output_length(source_length: int, options: DecodeOptions, model_max_len:
 
 # ----- sentences in, text out ----------------------------------------------------------------
 def translate(bundle: Any, sentences: Iterable[str], **options: Any) -> list[str]:
-    """Translate sentences with bundle.model and bundle.tokenizer (e.g. a ModelBundle); options
-    are DecodeOptions fields, and prefix (see translate_detailed). What happened to a sentence that
-    the text alone does not show (source truncated, unknown characters, not the form a synthetic
-    task's model reads, output cut at the maximum length, no hypothesis possible) is reported with
-    warnings.warn; translate_detailed returns every notice."""
+    """Translate sentences with bundle.model, reading them with bundle.tokenizer and writing with its
+    target_tokenizer (e.g. a ModelBundle; the same tokenizer when the vocabulary is shared); options
+    are DecodeOptions fields, and prefix (see translate_detailed). What happened to a sentence that the
+    text alone does not show (source truncated, unknown characters, not the form a synthetic task's model
+    reads, output cut at the maximum length, no hypothesis possible) is reported with warnings.warn;
+    translate_detailed returns every notice."""
     check_bundle(bundle)
     sentences = text_list(sentences, "sentences")  # a generator is read once: the warnings need them too
     results = translate_detailed(bundle, sentences, **options)
@@ -140,7 +141,7 @@ def translate_detailed(bundle: Any, sentences: list[str], options: DecodeOptions
     if on_batch is not None and not callable(on_batch):
         raise TypeError(f"on_batch must be a function taking a number of sentences, got {type(on_batch).__name__}")
     opts = resolve_options(options, overrides)
-    model, tokenizer = bundle.model, bundle.tokenizer
+    model, tokenizer, target = bundle.model, bundle.tokenizer, target_tokenizer(bundle)
     max_len = model.config.max_len
     sources = []
     for number, text in enumerate(sentences):
@@ -148,7 +149,7 @@ def translate_detailed(bundle: Any, sentences: list[str], options: DecodeOptions
             sources.append(prepare_source(tokenizer, text, max_len, getattr(bundle, "info", None)))
         except (TypeError, ValueError) as exc:  # named as the caller's list indexes it
             raise (TypeError if isinstance(exc, TypeError) else ValueError)(f"sentences[{number}]: {exc}") from None
-    prefixes = prefixes_for(tokenizer, prefix, len(sentences), max_len - 1)
+    prefixes = prefixes_for(target, prefix, len(sentences), max_len - 1)  # the prefix is target text
     results = [_empty_translation(s) if s.empty else None for s in sources]
     order = sorted((i for i, s in enumerate(sources) if not s.empty), key=lambda i: len(sources[i].ids))
     generator = make_generator(opts, next(model.parameters()).device) if opts.method == "sample" else None
@@ -167,7 +168,7 @@ def translate_detailed(bundle: Any, sentences: list[str], options: DecodeOptions
 def _translate_batch(bundle: Any, sources: list[Source], prefixes: list[list[int]], opts: DecodeOptions,
                      generator: torch.Generator | None) -> list[Translation]:
     """One batch of non-empty sources, each with the ids its prefix forces ([]: none)."""
-    model, tokenizer, max_len = bundle.model, bundle.tokenizer, bundle.model.config.max_len
+    model, tokenizer, max_len = bundle.model, target_tokenizer(bundle), bundle.model.config.max_len
     device = next(model.parameters()).device
     limits = [_output_limit(len(s.ids), len(p), opts, max_len) for s, p in zip(sources, prefixes)]
     src = [pad_ids([s.ids for s in sources[g:g + SOURCE_GROUP]], device) for g in range(0, len(sources), SOURCE_GROUP)]
@@ -199,6 +200,12 @@ def check_bundle(bundle: Any) -> None:
     if not (hasattr(bundle, "model") and hasattr(bundle, "tokenizer")):
         raise TypeError(f"bundle must be a ModelBundle (core.load_checkpoint(folder) returns one) or hold .model "
                         f"and .tokenizer, got {type(bundle).__name__}")
+
+
+def target_tokenizer(bundle: Any) -> Tokenizer:
+    """The tokenizer that writes the bundle's outputs: a ModelBundle's target_tokenizer (its own with separate
+    vocabularies), else .tokenizer, the one an object holding .model and .tokenizer shares between sides."""
+    return getattr(bundle, "target_tokenizer", bundle.tokenizer)
 
 
 def text_list(texts: Any, what: str) -> list:

@@ -4,6 +4,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -86,6 +87,10 @@ def test_evaluate_prints_bleu_and_signature(run, capsys):
     [bleu] = [line for line in out.splitlines() if line.startswith("BLEU = ")]
     [chrf] = [line for line in out.splitlines() if line.startswith("chrF = ")]
     assert "nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp" in bleu and "nc:6|nw:0" in chrf  # each with its signature
+    # Seed 004's metrics beside them: the references read under teacher forcing, no decoding.
+    [forced] = [line for line in out.splitlines() if line.startswith("token accuracy = ")]
+    assert re.fullmatch(r"token accuracy = \d+\.\d\d%   perplexity = \d+\.\d\d   \(teacher forced on the "
+                        r"references: \d+ tokens, <eos> included\)", forced), forced
 
 
 def test_translate_stdin_to_stdout(run, capsys, monkeypatch):

@@ -262,9 +262,13 @@ def test_bad_specs(tmp_path):
         load_corpus("synthetic:nope")
     with pytest.raises(ValueError, match="a corpus spec must be a string"):
         load_corpus(None)
-    # A local path given as hf: was reported as "huggingface.co is unreachable".
-    with pytest.raises(ValueError, match="not a path; read local files with files:../shared/data/multi30k"):
-        load_corpus("hf:../shared/data/multi30k")
+    # A local path given as hf: was reported as "huggingface.co is unreachable"; hf:PATH reads dataset
+    # folders (tests/test_hf_folders.py), and a folder of split files is pointed to files:.
+    (tmp_path / "m30k").mkdir()
+    write(tmp_path / "m30k" / "train.de", ["a"])
+    with pytest.raises(ValueError, match=f"not a Hugging Face dataset folder .*; read other local files with "
+                                         f"files:{tmp_path / 'm30k'}"):
+        load_corpus(f"hf:{tmp_path / 'm30k'}")
     with pytest.raises(ValueError, match="limit must be a positive integer"):
         load_corpus("synthetic:copy", limit=0)
     path = write(tmp_path / "plain.txt", ["a"])

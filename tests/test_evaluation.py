@@ -85,3 +85,45 @@ def test_evaluate_bundle_scores_detokenized_text(monkeypatch):
     result, translations = evaluate_bundle(None, texts, texts, progress=False)
     assert all(t.text != " ".join(t.tokens) for t in translations)
     assert result.bleu == pytest.approx(100.0) and result.chrf == pytest.approx(100.0)
+
+
+def test_teacher_forced_metrics_are_the_references_accuracy_and_perplexity():
+    """Seed 004's metrics, without decoding: computed here by hand from the model's logits."""
+    import math
+
+    import torch
+
+    from core.batching import BOS_ID, EOS_ID, pad_ids
+    from core.evaluation import TeacherForcedResult, teacher_forced_metrics
+
+    bundle, rng = tiny_bundle(), random.Random(7)
+    pairs = [reverse_task(rng) for _ in range(12)]
+    pairs[3] = (pairs[3][0], "a b c d")  # a wrong reference: accuracy below 1
+    result = teacher_forced_metrics(bundle, [s for s, _ in pairs], [t for _, t in pairs], max_tokens=40)
+    nll = hits = tokens = 0.0
+    with torch.no_grad():
+        for source, reference in pairs:
+            src = pad_ids([bundle.tokenizer.encode(source) + [EOS_ID]])
+            tgt = [BOS_ID] + bundle.tokenizer.encode(reference) + [EOS_ID]
+            log_probs = bundle.model(src, torch.tensor([tgt[:-1]])).log_softmax(-1)[0]
+            gold = torch.tensor(tgt[1:])
+            nll -= log_probs.gather(1, gold[:, None]).sum().item()
+            hits += (log_probs.argmax(-1) == gold).sum().item()
+            tokens += len(gold)
+    assert isinstance(result, TeacherForcedResult) and (result.pairs, result.tokens, result.too_long) == (12, tokens, 0)
+    assert result.accuracy == pytest.approx(hits / tokens) and 0.5 < result.accuracy < 1
+    assert result.perplexity == pytest.approx(math.exp(nll / tokens), rel=1e-4)
+    assert "token accuracy" in str(result)
+
+
+def test_teacher_forced_metrics_leave_out_pairs_too_long_and_refuse_mismatches():
+    from core.evaluation import teacher_forced_metrics
+
+    bundle = tiny_bundle()
+    long = " ".join(["a"] * 40)  # max_len is 32
+    result = teacher_forced_metrics(bundle, ["a b c", long], ["c b a", long])
+    assert (result.pairs, result.too_long) == (1, 1)
+    with pytest.raises(ValueError, match="2 sources but 1 references"):
+        teacher_forced_metrics(bundle, ["a", "b"], ["a"])
+    with pytest.raises(ValueError, match="nothing to score: every pair is longer than the model reads"):
+        teacher_forced_metrics(bundle, [long], [long])
