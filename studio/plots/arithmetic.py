@@ -1,0 +1,111 @@
+"""The Attention arithmetic tab's figures: one query's numbers through a multi-head attention sub-layer
+(core.arithmetic), each vector a heat strip (one-row heatmap: hover names each dimension's value) and
+each per-key matrix one row per key, every panel titled with its step of section 3.2.
+
+Signed numbers use PuOr (ColorBrewer's purple-orange, colour-blind safe) centred on 0, each panel on
+its own symmetric range; attention weights use the Attention tab's scale from 0 to 1.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from core.arithmetic import AttentionArithmetic
+
+from .attention import ATTENTION_SCALE
+from .layout import NARROW_FONT, hover_text, label, narrow, styled, token_axis, wrap
+
+SIGNED_SCALE = "PuOr"
+STRIP_PX, KEY_PX, TITLE_PX = 34, 16, 44  # a vector's strip, a key's row, a panel's title above it
+
+
+def _signed(z: np.ndarray, rows: Sequence[str], what: str) -> go.Heatmap:
+    """A signed heatmap, 0 white; hover: the row's name, the dimension and the value."""
+    z = np.atleast_2d(np.asarray(z, dtype=float))
+    reach = float(np.abs(z).max()) or 1.0
+    names = np.array([[hover_text(r)] * z.shape[1] for r in rows], dtype=object)
+    return go.Heatmap(z=z, x=list(range(z.shape[1])), y=list(range(z.shape[0])), colorscale=SIGNED_SCALE,
+                      zmin=-reach, zmax=reach, zmid=0, showscale=False, customdata=names,
+                      hovertemplate=f"{what}: %{{customdata}}<br>dimension %{{x}}: %{{z:.4f}}<extra></extra>")
+
+
+def _panels(title: str, panels: list[tuple]) -> go.Figure:
+    """A column of panels (title, trace, rows, y-axis settings[, x-axis settings]), each as high as its rows,
+    its title above it."""
+    heights = [STRIP_PX if p[2] == 1 else KEY_PX * p[2] + 20 for p in panels]
+    plot_px = sum(heights) + TITLE_PX * (len(panels) - 1)
+    fig = make_subplots(rows=len(panels), cols=1, row_heights=heights, subplot_titles=[p[0] for p in panels],
+                        vertical_spacing=TITLE_PX / plot_px)
+    for i, (_, trace, _, yaxis, *xaxis) in enumerate(panels, 1):
+        fig.add_trace(trace, row=i, col=1)
+        fig.update_yaxes(yaxis or dict(showticklabels=False), row=i, col=1)
+        fig.update_xaxes(*xaxis, showgrid=False, zeroline=False, row=i, col=1)
+    fig.update_yaxes(showgrid=False, zeroline=False)
+    for annotation in fig.layout.annotations:  # the panels' titles, left-aligned over their panels
+        annotation.update(x=0, xanchor="left", font=dict(size=13))
+    styled(fig, title, plot_px + 140, margin=dict(l=110, r=20, t=90, b=40))
+    narrow(fig, **{f"annotations[{i}].text": wrap(p[0], 44) for i, p in enumerate(panels)},
+           **{f"annotations[{i}].font.size": NARROW_FONT for i in range(len(panels))}, **{"margin.l": 70})
+    return fig
+
+
+def _keys_axis(tokens: Sequence[str]) -> dict:
+    return token_axis(tokens, max_labels=40, autorange="reversed")
+
+
+def query_and_keys(a: AttentionArithmetic, title: str) -> go.Figure:
+    """Steps 1 and 2: the input at the query, its query vector q and every key k_j."""
+    h = a.head + 1
+    return _panels(title, [
+        (f"x: what the sub-layer reads at the query ({a.x.shape[0]} numbers, d_model)", _signed(a.x, ["x"], "x"),
+         1, {}),
+        (f"q = x·W<sub>{h}</sub><sup>Q</sup>: head {h}'s query ({a.q.shape[0]} numbers, d_k)", _signed(a.q, ["q"], "q"),
+         1, {}),
+        (f"k<sub>j</sub> = x<sub>j</sub>·W<sub>{h}</sub><sup>K</sup>: a key per token j (rows)",
+         _signed(a.keys, a.key_tokens, "key"), len(a.key_tokens), _keys_axis(a.key_tokens)),
+    ])
+
+
+def weighted_values(a: AttentionArithmetic, title: str) -> go.Figure:
+    """Step 7: the softmax weights (from the table above), the values v_j and their weighted sum."""
+    h, keys = a.head + 1, a.key_tokens
+    weights = go.Heatmap(z=[a.weights], x=list(range(len(keys))), y=[0], colorscale=ATTENTION_SCALE, zmin=0, zmax=1,
+                         showscale=False, customdata=[[hover_text(t) for t in keys]],
+                         hovertemplate="weight on %{customdata}: %{z:.4f}<extra></extra>")
+    return _panels(title, [
+        ("softmax weights w<sub>j</sub> (as in the Attention tab's map row)", weights, 1, {},
+         token_axis(keys, max_labels=30)),
+        (f"v<sub>j</sub> = x<sub>j</sub>·W<sub>{h}</sub><sup>V</sup>: a value per token j (rows)",
+         _signed(a.values, keys, "value"), len(keys), _keys_axis(keys)),
+        (f"head<sub>{h}</sub> = Σ<sub>j</sub> w<sub>j</sub> v<sub>j</sub>: the weighted sum ({a.q.shape[0]} numbers)",
+         _signed(a.head_output, [f"head {h}"], "head"), 1, {}),
+    ])
+
+
+def concat_to_output(a: AttentionArithmetic, n_heads: int, norm_first: bool, title: str) -> go.Figure:
+    """Steps 8-10: every head's output side by side, W^O, the residual connection and LayerNorm; head
+    `a.head`'s slice of the concatenation framed."""
+    d_k = a.q.shape[0]
+    last = ("output = x + MultiHead (pre-norm: LayerNorm comes before the next sub-layer)" if norm_first else
+            "output = LayerNorm(x + MultiHead): what the next sub-layer reads")
+    fig = _panels(title, [
+        (f"Concat(head<sub>1</sub>, …, head<sub>{n_heads}</sub>): {n_heads} heads × {d_k} numbers",
+         _signed(a.concat, ["concat"], "concat"), 1, {}),
+        ("MultiHead = Concat·W<sup>O</sup>", _signed(a.projected, ["MultiHead"], "MultiHead"), 1, {}),
+        ("x + MultiHead: the residual connection (dropout is off)",
+         _signed(a.residual, ["x + MultiHead"], "residual"), 1, {}),
+        (last, _signed(a.output, ["output"], "output"), 1, {}),
+    ])
+    left = a.head * d_k - 0.5
+    fig.add_shape(type="rect", x0=left, x1=left + d_k, y0=-0.5, y1=0.5, xref="x", yref="y",
+                  line=dict(color="#111", width=2))
+    return fig
+
+
+def arithmetic_title(model: str, stack: str, a: AttentionArithmetic, step: str) -> str:
+    """A figure's title: the model, the sub-layer, the head and the query token."""
+    return (f"{label(model)} · {stack}, layer {a.layer + 1}, head {a.head + 1} · query "
+            f"“{label(a.query_tokens[a.query])}”<br>{step}")
