@@ -16,7 +16,7 @@ from plotly.subplots import make_subplots
 from core.arithmetic import AttentionArithmetic
 
 from .attention import ATTENTION_SCALE
-from .layout import NARROW_FONT, hover_text, label, narrow, styled, token_axis, wrap
+from .layout import NARROW_FONT, hover_text, label, narrow, styled, token_axis
 
 SIGNED_SCALE = "PuOr"
 STRIP_PX, KEY_PX, TITLE_PX = 34, 16, 44  # a vector's strip, a key's row, a panel's title above it
@@ -32,9 +32,9 @@ def _signed(z: np.ndarray, rows: Sequence[str], what: str) -> go.Heatmap:
                       hovertemplate=f"{what}: %{{customdata}}<br>dimension %{{x}}: %{{z:.4f}}<extra></extra>")
 
 
-def _panels(title: str, panels: list[tuple]) -> go.Figure:
+def _panels(title: str, panels: list[tuple], short: Sequence[str]) -> go.Figure:
     """A column of panels (title, trace, rows, y-axis settings[, x-axis settings]), each as high as its rows,
-    its title above it."""
+    its title above it; on a phone the short titles, which fit a line there."""
     heights = [STRIP_PX if p[2] == 1 else KEY_PX * p[2] + 20 for p in panels]
     plot_px = sum(heights) + TITLE_PX * (len(panels) - 1)
     fig = make_subplots(rows=len(panels), cols=1, row_heights=heights, subplot_titles=[p[0] for p in panels],
@@ -47,7 +47,7 @@ def _panels(title: str, panels: list[tuple]) -> go.Figure:
     for annotation in fig.layout.annotations:  # the panels' titles, left-aligned over their panels
         annotation.update(x=0, xanchor="left", font=dict(size=13))
     styled(fig, title, plot_px + 140, margin=dict(l=110, r=20, t=90, b=40))
-    narrow(fig, **{f"annotations[{i}].text": wrap(p[0], 44) for i, p in enumerate(panels)},
+    narrow(fig, **{f"annotations[{i}].text": text for i, text in enumerate(short)},
            **{f"annotations[{i}].font.size": NARROW_FONT for i in range(len(panels))}, **{"margin.l": 70})
     return fig
 
@@ -66,7 +66,8 @@ def query_and_keys(a: AttentionArithmetic, title: str) -> go.Figure:
          1, {}),
         (f"k<sub>j</sub> = x<sub>j</sub>·W<sub>{h}</sub><sup>K</sup>: a key per token j (rows)",
          _signed(a.keys, a.key_tokens, "key"), len(a.key_tokens), _keys_axis(a.key_tokens)),
-    ])
+    ], ["x: the input at the query", f"q = x·W<sub>{h}</sub><sup>Q</sup>",
+        f"k<sub>j</sub> = x<sub>j</sub>·W<sub>{h}</sub><sup>K</sup>, a row per key"])
 
 
 def weighted_values(a: AttentionArithmetic, title: str) -> go.Figure:
@@ -82,7 +83,8 @@ def weighted_values(a: AttentionArithmetic, title: str) -> go.Figure:
          _signed(a.values, keys, "value"), len(keys), _keys_axis(keys)),
         (f"head<sub>{h}</sub> = Σ<sub>j</sub> w<sub>j</sub> v<sub>j</sub>: the weighted sum ({a.q.shape[0]} numbers)",
          _signed(a.head_output, [f"head {h}"], "head"), 1, {}),
-    ])
+    ], ["softmax weights w<sub>j</sub>", f"v<sub>j</sub> = x<sub>j</sub>·W<sub>{h}</sub><sup>V</sup>, a row per key",
+        f"head<sub>{h}</sub> = Σ<sub>j</sub> w<sub>j</sub> v<sub>j</sub>"])
 
 
 def concat_to_output(a: AttentionArithmetic, n_heads: int, norm_first: bool, title: str) -> go.Figure:
@@ -98,7 +100,8 @@ def concat_to_output(a: AttentionArithmetic, n_heads: int, norm_first: bool, tit
         ("x + MultiHead: the residual connection (dropout is off)",
          _signed(a.residual, ["x + MultiHead"], "residual"), 1, {}),
         (last, _signed(a.output, ["output"], "output"), 1, {}),
-    ])
+    ], [f"Concat(head<sub>1</sub>, …, head<sub>{n_heads}</sub>)", "MultiHead = Concat·W<sup>O</sup>",
+        "x + MultiHead (residual)", "x + MultiHead" if norm_first else "LayerNorm(x + MultiHead)"])
     left = a.head * d_k - 0.5
     fig.add_shape(type="rect", x0=left, x1=left + d_k, y0=-0.5, y1=0.5, xref="x", yref="y",
                   line=dict(color="#111", width=2))

@@ -14,7 +14,7 @@ from plotly.subplots import make_subplots
 
 from .arithmetic import SIGNED_SCALE
 from .attention import ATTENTION_SCALE
-from .layout import hover_text, narrow, stacked, styled, token_axis
+from .layout import hover_text, narrow, stacked, styled, token_axis, wrap
 
 
 def _cells(rows: Sequence[str], cols: Sequence[str]) -> np.ndarray:
@@ -39,17 +39,19 @@ def saliency_maps(attribution: np.ndarray, attention: np.ndarray, source: Sequen
                              hovertemplate="%{customdata}<br>attention %{z:.3f}<extra></extra>"), row=1, col=2)
     for col in (1, 2):
         fig.update_xaxes(token_axis(source, max_labels=30, tickangle=-45, title="source token"), row=1, col=col)
-    fig.update_yaxes(token_axis(target, max_labels=40, autorange="reversed", title="target token"), row=1, col=1)
+        fig.update_yaxes(token_axis(target, max_labels=40, autorange="reversed"), row=1, col=col)
+    fig.update_yaxes(title="target token", row=1, col=1)
     fig.update_yaxes(showgrid=False)
     fig.update_xaxes(showgrid=False)
     height = int(min(900, max(420, 170 + 24 * len(target))))
     styled(fig, title, height, margin=dict(l=110, r=40, t=90, b=100))
     # On a phone one map above the other, each with its colour bar beside it and its own token labels.
-    stacked(fig, 1, 2, 2 * height - 60, vertical_spacing=0.16,
-            titles=[f"Attribution: {method}", "Cross-attention, mean of layers and heads"])
+    stacked(fig, 1, 2, 2 * height, vertical_spacing=0.2,
+            titles=[wrap(f"Attribution: {method}"), "Cross-attention (mean)"])
     narrow(fig, **{"yaxis2.showticklabels": True, "data[0].colorbar.x": 1.0, "data[0].colorbar.y": 1.0,
-                   "data[0].colorbar.yanchor": "top", "data[0].colorbar.len": 0.42, "data[1].colorbar.y": 0.0,
-                   "data[1].colorbar.yanchor": "bottom", "data[1].colorbar.len": 0.42, "margin.l": 70, "margin.r": 10})
+                   "data[0].colorbar.yanchor": "top", "data[0].colorbar.len": 0.4, "data[1].colorbar.y": 0.0,
+                   "data[1].colorbar.yanchor": "bottom", "data[1].colorbar.len": 0.4, "data[0].colorbar.title.text": "",
+                   "data[1].colorbar.title.text": "", "margin.l": 70, "margin.r": 10})
     return fig
 
 

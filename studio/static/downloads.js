@@ -9,7 +9,8 @@
   const slug = (text) => (text || 'plot').toLowerCase().normalize('NFKD').replace(/[^a-z0-9]+/g, '-')
     .replace(/^-+|-+$/g, '').slice(0, 60) || 'plot';
   // Plot text is plotly's HTML subset with the studio's tokens escaped: read as text in an inert document.
-  const text = (html) => (html == null ? '' : new DOMParser().parseFromString(String(html), 'text/html').body.textContent);
+  const text = (html) => (html == null ? '' : new DOMParser().parseFromString(String(html).replace(/<br\s*\/?>/gi, ' '),
+                                                                             'text/html').body.textContent);
   const save = (blob, name) => {
     const a = document.createElement('a');
     a.href = URL.createObjectURL(blob);

@@ -133,8 +133,9 @@ def build(shell: Shell, current: gr.State, tab: gr.Tab, on_screen: gr.State) -> 
     header = gr.Markdown(NOTHING_YET)
     gr.Markdown(INTRO)
     with gr.Row():
-        stack = gr.Radio(list(STACKS), value=FIRST_STACK, label="Attention", scale=3)
-        query = gr.Dropdown(choices=[], value=None, label="Query token", scale=2, elem_id="arithmetic-query")
+        stack = gr.Radio(list(STACKS), value=FIRST_STACK, label="Attention", scale=3, min_width=300)
+        query = gr.Dropdown(choices=[], value=None, label="Query token", scale=2, min_width=300,
+                            elem_id="arithmetic-query")
     with gr.Row():
         layer = Slider(1, 6, value=1, step=1, label="layer")
         head = Slider(1, 8, value=1, step=1, label="head")

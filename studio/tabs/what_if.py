@@ -110,9 +110,9 @@ def totals_table(s: Scored) -> str:
         return [label, *(f"{t[k]:.3f}" if t[k] is not None else "–" for k in ("logprob", "mean", "perplexity")),
                 f"{t['mean_rank']:.2f}" if t["mean_rank"] is not None else "–", len(score_.tokens)]
     own_text = s.bundle.tokenizer.decode(s.own) or "(empty)"
-    rows = [row("your target", s.target), row(f"the model's translation, by {describe(s.options)}: "
-                                               f"{clip(own_text, 60)}", s.own_score)]
-    return md_table(TOTALS_HEADERS, rows, numeric=(1, 2, 3, 4, 5)) + "\n\n" + verdict(s)
+    rows = [row("your target", s.target), row("the model's translation", s.own_score)]
+    return (md_table(TOTALS_HEADERS, rows, numeric=(1, 2, 3, 4, 5)) +
+            f"\n\nThe model's translation, by {md(describe(s.options))}: “{md(own_text)}”.  \n" + verdict(s))
 
 
 def verdict(s: Scored) -> str:
@@ -210,9 +210,11 @@ def build(shell: Shell, current: gr.State, tab: gr.Tab, tabs: gr.Tabs, on_screen
     kept, drawn = gr.State(None), gr.State(None)
     gr.Markdown(INTRO)
     with gr.Row():
-        source = gr.Textbox(label="Source sentence", lines=1, max_lines=4, scale=1)
+        # min_width: on a phone the two boxes take a line each (side by side, each was 3 words wide).
+        # "Source", not the Translate tab's "Source sentence": a label names one box on the page.
+        source = gr.Textbox(label="Source", lines=1, max_lines=4, scale=1, min_width=300)
         target = gr.Textbox(label="Target: a translation, or its beginning", lines=1, max_lines=4, scale=1,
-                            placeholder="Type a translation and press Enter")
+                            min_width=300, placeholder="Type a translation and press Enter")
     with gr.Row():
         score_button = gr.Button("Score", variant="primary")
         finish_button = gr.Button("Finish it")
