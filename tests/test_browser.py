@@ -132,7 +132,7 @@ def test_studio_in_headless_chromium(studio):
         page.wait_for_function("document.querySelector('#tab-translate .readout textarea').value !== ''", timeout=20000)
 
         # Attention: grid and large head follow the translation; bertviz renders in its iframe.
-        page.get_by_role("tab", name="Attention").click()
+        page.get_by_role("tab", name="Attention", exact=True).click()
         _plots_in(page, "attention", 2)
         # An empty sentence box is said under it, not in a toast over the plots.
         page.get_by_role("button", name="Show attention").click()
@@ -281,7 +281,7 @@ def test_studio_in_headless_chromium(studio):
         page.wait_for_function(f"{plot}.layout.studioWas.narrow !== undefined && {plot}._fullLayout.title.text.includes('<br>')"
                                f" && {plot}._fullLayout.font.size === {NARROW_FONT}", timeout=5000)
         tabs = page.get_by_role("tab")  # every tab in sight, wrapped onto a second row, none behind a menu
-        assert tabs.count() == 6 and all(tabs.nth(i).is_visible() for i in range(6))
+        assert tabs.count() == 9 and all(tabs.nth(i).is_visible() for i in range(9))
         page.set_viewport_size({"width": 1400, "height": 1000})
         page.wait_for_function(f"{plot}.layout.studioWas.narrow === undefined && !{plot}._fullLayout.title.text.includes('<br>')"
                                f" && {plot}._fullLayout.font.size === {FONT['size']}", timeout=5000)

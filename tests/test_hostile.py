@@ -583,7 +583,7 @@ def _drive(page, url: str) -> None:
     page.get_by_label("Source sentence").fill(HOSTILE_TEXT + " Ein Hund")
     page.get_by_role("button", name="Translate", exact=True).click()
     page.locator("#tab-translate .js-plotly-plot .bars").first.wait_for(timeout=30000)
-    page.get_by_role("tab", name="Attention").click()
+    page.get_by_role("tab", name="Attention", exact=True).click()
     page.get_by_text("bertviz: head view and model view").click()
     page.frame_locator("iframe.bertviz").first.locator("svg text").first.wait_for(timeout=30000)
     page.get_by_role("tab", name="Beam search").click()
