@@ -50,7 +50,8 @@ def query_picker(looked: Looked, stack: str, query: int | None) -> tuple[gr.Drop
         labels = [f"{i + 1} · {plots.shown(t)}" for i, t in enumerate(tokens)]
     else:
         after = tokens[1:] + ["<eos>"]
-        labels = [f"{i + 1} · {plots.shown(t)} (predicts {plots.shown(n)})" for i, (t, n) in enumerate(zip(tokens, after))]
+        labels = [f"{i + 1} · {plots.shown(t)} (predicts {plots.shown(n)})"
+                  for i, (t, n) in enumerate(zip(tokens, after))]
     default = min(1, len(tokens) - 1)  # the first real token: <bos> or the source's first word
     value = query if isinstance(query, int) and 0 <= query < len(tokens) else default
     return gr.Dropdown(choices=list(zip(labels, range(len(tokens)))), value=value), value
@@ -115,7 +116,8 @@ def refresh(registry: ModelRegistry, current: Current | None, drawn: tuple | Non
     stack = STACKS.get(stack_label, "cross")
     layer, head, layer_slider, head_slider = fitted(looked, stack, layer, head)
     picker, query = query_picker(looked, stack, None)
-    return looked, looked.header(), layer_slider, head_slider, picker, *draw(looked, stack_label, layer, head, query), key
+    views = draw(looked, stack_label, layer, head, query)
+    return looked, looked.header(), layer_slider, head_slider, picker, *views, key
 
 
 def restack(looked: Looked | None, stack_label: str, layer: float, head: float, query: int | None) -> tuple:
@@ -147,7 +149,7 @@ def build(shell: Shell, current: gr.State, tab: gr.Tab, on_screen: gr.State) -> 
     views = [first, table, second, third, notices]
     update = dict(fn=guard(partial(refresh, shell.registry)),
                   inputs=[current, drawn, on_screen, shell.model, stack, layer, head, query],
-                  outputs=[looked, header, layer, head, query, *views, drawn], **HEAVY)
+                  outputs=[looked, header, layer, head, query, *views, drawn], api_visibility="private", **HEAVY)
     tab.select(lambda: TAB_ID, outputs=on_screen, show_progress="hidden", api_visibility="private").then(**update)
     gr.on([current.change, shell.model_key.change], **update)
     stack.input(guard(restack), inputs=[looked, stack, layer, head, query], outputs=[layer, head, query, *views],

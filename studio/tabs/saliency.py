@@ -97,7 +97,7 @@ def build(shell: Shell, current: gr.State, tab: gr.Tab, on_screen: gr.State) -> 
     views = [maps, agreement, bars, aligned, notices]
     update = dict(fn=guard(partial(refresh, shell.registry)),
                   inputs=[current, drawn, on_screen, shell.model, method, steps],
-                  outputs=[looked, header, *views, drawn], **HEAVY)
+                  outputs=[looked, header, *views, drawn], api_visibility="private", **HEAVY)
     tab.select(lambda: TAB_ID, outputs=on_screen, show_progress="hidden", api_visibility="private").then(**update)
     gr.on([current.change, shell.model_key.change], **update)
     method.change(lambda label: gr.Slider(visible=METHODS.get(label) == "integrated_gradients"), inputs=method,

@@ -232,8 +232,9 @@ def build(shell: Shell, current: gr.State, tab: gr.Tab, tabs: gr.Tabs, on_screen
     show_button.click(guard(show_in_attention), inputs=[kept, current], outputs=[current, on_screen, tabs, notices],
                       api_name="what_if_show", show_progress="hidden")
     update = dict(fn=guard(partial(refresh, shell.registry)), inputs=[kept, current, drawn, on_screen, shell.model],
-                  outputs=[source, target, *view, drawn], **HEAVY)
+                  outputs=[source, target, *view, drawn], api_visibility="private", **HEAVY)
     tab.select(lambda: TAB_ID, outputs=on_screen, show_progress="hidden", api_visibility="private").then(**update)
     current.change(**update)
     shell.model_key.change(guard(partial(model_changed, shell.registry)), inputs=[kept, shell.model],
-                           outputs=[chips, table, plot, notices, kept], show_progress="hidden", api_visibility="private")
+                           outputs=[chips, table, plot, notices, kept], show_progress="hidden",
+                           api_visibility="private")
