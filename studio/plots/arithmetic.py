@@ -47,8 +47,12 @@ def _panels(title: str, panels: list[tuple], short: Sequence[str]) -> go.Figure:
     for annotation in fig.layout.annotations:  # the panels' titles, left-aligned over their panels
         annotation.update(x=0, xanchor="left", font=dict(size=13))
     styled(fig, title, plot_px + 140, margin=dict(l=110, r=20, t=90, b=40))
+    # On a phone the title wraps onto more lines, and its margin grows: the figure grows as much, so the panels
+    # keep their heights and the gaps their room for a title (squeezed, titles ran into the ticks above).
+    top = fig.layout.meta["narrow"].get("margin.t", 90)
     narrow(fig, **{f"annotations[{i}].text": text for i, text in enumerate(short)},
-           **{f"annotations[{i}].font.size": NARROW_FONT for i in range(len(panels))}, **{"margin.l": 70})
+           **{f"annotations[{i}].font.size": NARROW_FONT for i in range(len(panels))},
+           **{"margin.l": 70, "height": plot_px + 50 + top})
     return fig
 
 

@@ -32,7 +32,7 @@ INTRO = ("Section 3.2.1's scaled dot-product attention for **one query token** o
          "MultiHead(Q, K, V) = Concat(head<sub>1</sub>, …, head<sub>h</sub>)·W<sup>O</sup>, then the residual "
          "connection and LayerNorm (3.1). Long vectors are heat strips (purple above 0, orange below; hover for "
          "each number); the per-key numbers are a table.")
-TABLE_HEADERS = ["j", "key token", "q·k_j", "÷ √d_k", "+ mask", "softmax: w_j"]
+TABLE_HEADERS = ["j", "key", "q·k_j", "÷√d_k", "mask", "softmax w_j"]  # short: the table fits a phone
 
 
 def query_tokens(looked: Looked, stack: str) -> list[str]:
