@@ -11,7 +11,6 @@ from typing import Sequence
 
 import numpy as np
 import plotly.graph_objects as go
-from plotly.subplots import make_subplots
 
 from core.arithmetic import AttentionArithmetic
 
@@ -22,37 +21,41 @@ SIGNED_SCALE = "PuOr"
 STRIP_PX, KEY_PX, TITLE_PX = 34, 16, 44  # a vector's strip, a key's row, a panel's title above it
 
 
-def _signed(z: np.ndarray, rows: Sequence[str], what: str) -> go.Heatmap:
-    """A signed heatmap, 0 white; hover: the row's name, the dimension and the value."""
+def _signed(z: np.ndarray, rows: Sequence[str], what: str) -> dict:
+    """A signed heatmap (a trace's dict: plotly checks it once, with the figure), 0 white; hover: the row's
+    name, the dimension and the value."""
     z = np.atleast_2d(np.asarray(z, dtype=float))
     reach = float(np.abs(z).max()) or 1.0
     names = np.array([[hover_text(r)] * z.shape[1] for r in rows], dtype=object)
-    return go.Heatmap(z=z, x=list(range(z.shape[1])), y=list(range(z.shape[0])), colorscale=SIGNED_SCALE,
-                      zmin=-reach, zmax=reach, zmid=0, showscale=False, customdata=names,
-                      hovertemplate=f"{what}: %{{customdata}}<br>dimension %{{x}}: %{{z:.4f}}<extra></extra>")
+    return dict(type="heatmap", z=z, x=list(range(z.shape[1])), y=list(range(z.shape[0])), colorscale=SIGNED_SCALE,
+                zmin=-reach, zmax=reach, zmid=0, showscale=False, customdata=names,
+                hovertemplate=f"{what}: %{{customdata}}<br>dimension %{{x}}: %{{z:.4f}}<extra></extra>")
 
 
 def _panels(title: str, panels: list[tuple], short: Sequence[str]) -> go.Figure:
     """A column of panels (title, trace, rows, y-axis settings[, x-axis settings]), each as high as its rows,
-    its title above it; on a phone the short titles, which fit a line there."""
+    its title above it; on a phone the short titles, which fit a line there. Laid out here, not by
+    make_subplots and an update per panel: those took 10 times as long as core's arithmetic."""
     heights = [STRIP_PX if p[2] == 1 else KEY_PX * p[2] + 20 for p in panels]
     plot_px = sum(heights) + TITLE_PX * (len(panels) - 1)
-    fig = make_subplots(rows=len(panels), cols=1, row_heights=heights, subplot_titles=[p[0] for p in panels],
-                        vertical_spacing=TITLE_PX / plot_px)
-    for i, (_, trace, _, yaxis, *xaxis) in enumerate(panels, 1):
-        fig.add_trace(trace, row=i, col=1)
-        fig.update_yaxes(yaxis or dict(showticklabels=False), row=i, col=1)
-        fig.update_xaxes(*xaxis, showgrid=False, zeroline=False, row=i, col=1)
-    fig.update_yaxes(showgrid=False, zeroline=False)
-    for annotation in fig.layout.annotations:  # the panels' titles, left-aligned over their panels
-        annotation.update(x=0, xanchor="left", font=dict(size=13))
+    data, layout, top = [], {"annotations": []}, 1.0
+    for i, ((text, trace, _, yaxis, *xaxis), px) in enumerate(zip(panels, heights), 1):
+        bottom, n = max(top - px / plot_px, 0.0), "" if i == 1 else str(i)
+        layout[f"xaxis{n}"] = {**(xaxis[0] if xaxis else {}), "anchor": f"y{n}", "showgrid": False, "zeroline": False}
+        layout[f"yaxis{n}"] = {**(yaxis or {"showticklabels": False}), "anchor": f"x{n}", "domain": [bottom, top],
+                               "showgrid": False, "zeroline": False}
+        layout["annotations"].append(dict(text=text, x=0, xref="paper", xanchor="left", y=top, yref="paper",
+                                          yanchor="bottom", showarrow=False, font=dict(size=13)))
+        data.append({**trace, "xaxis": f"x{n}", "yaxis": f"y{n}"})
+        top = bottom - TITLE_PX / plot_px
+    fig = go.Figure(data=data, layout=layout)
     styled(fig, title, plot_px + 140, margin=dict(l=110, r=20, t=90, b=40))
     # On a phone the title wraps onto more lines, and its margin grows: the figure grows as much, so the panels
     # keep their heights and the gaps their room for a title (squeezed, titles ran into the ticks above).
-    top = fig.layout.meta["narrow"].get("margin.t", 90)
+    top_px = fig.layout.meta["narrow"].get("margin.t", 90)
     narrow(fig, **{f"annotations[{i}].text": text for i, text in enumerate(short)},
            **{f"annotations[{i}].font.size": NARROW_FONT for i in range(len(panels))},
-           **{"margin.l": 70, "height": plot_px + 50 + top})
+           **{"margin.l": 70, "height": plot_px + 50 + top_px})
     return fig
 
 
@@ -77,9 +80,9 @@ def query_and_keys(a: AttentionArithmetic, title: str) -> go.Figure:
 def weighted_values(a: AttentionArithmetic, title: str) -> go.Figure:
     """Step 7: the softmax weights (from the table above), the values v_j and their weighted sum."""
     h, keys = a.head + 1, a.key_tokens
-    weights = go.Heatmap(z=[a.weights], x=list(range(len(keys))), y=[0], colorscale=ATTENTION_SCALE, zmin=0, zmax=1,
-                         showscale=False, customdata=[[hover_text(t) for t in keys]],
-                         hovertemplate="weight on %{customdata}: %{z:.4f}<extra></extra>")
+    weights = dict(type="heatmap", z=[a.weights], x=list(range(len(keys))), y=[0], colorscale=ATTENTION_SCALE, zmin=0,
+                   zmax=1, showscale=False, customdata=[[hover_text(t) for t in keys]],
+                   hovertemplate="weight on %{customdata}: %{z:.4f}<extra></extra>")
     return _panels(title, [
         ("softmax weights w<sub>j</sub> (as in the Attention tab's map row)", weights, 1, {},
          token_axis(keys, max_labels=30)),
