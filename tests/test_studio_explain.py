@@ -60,6 +60,14 @@ def test_what_if_scores_a_target_token_by_token_beside_the_models_own(registry, 
     assert notices == ""
 
 
+def test_what_if_translates_a_source_of_its_own(registry):
+    """Nothing translated yet (or another source typed): the model's own translation is made here, with the
+    Translate tab's default settings."""
+    *_, kept = what_if.score_target(registry, None, Current(), NAME, SENTENCES[1], "Zwei junge")
+    expected = core.translate_detailed(studio_bundle(), [SENTENCES[1]])[0]
+    assert kept.own == expected.ids and kept.options.method == "beam" and kept.target.tokens[-1] == "<eos>"
+
+
 def test_what_if_says_when_the_target_is_the_models_own_translation(registry, current):
     text = current.bundle.tokenizer.decode(current.ids)
     *_, kept = what_if.score_target(registry, None, current, NAME, SENTENCES[0], text)
@@ -91,13 +99,19 @@ def test_what_if_finishes_a_beginning_with_the_translate_tabs_settings(registry,
 
 def test_show_in_attention_hands_the_forced_target_to_the_attention_tab(registry, current):
     *_, kept = what_if.score_target(registry, None, current, NAME, SENTENCES[0], "Ein Hund rennt")
-    handed, on_screen, tabs, said = what_if.show_in_attention(kept, current)
-    assert on_screen == attention.TAB_ID and tabs.selected == attention.TAB_ID and said == ""
+    handed, on_screen, tabs, *view = what_if.show_in_attention(registry, kept, current, NAME, SENTENCES[0],
+                                                               "Ein Hund rennt")
+    assert on_screen == attention.TAB_ID and tabs.selected == attention.TAB_ID and view == [gr.skip()] * 5
     assert handed.forced == kept.forced and handed.ids == current.ids and handed.bundle is current.bundle
     analysis, header, *_ = attention.show(registry, handed)
     assert analysis.out_tokens == ["Ein", "Hund", "rennt", "<eos>"]
     assert "Target (forced on the What if tab)" in header
-    assert "Nothing to show yet" in what_if.show_in_attention(None, current)[-1]
+    # A target edited since it was scored (or never scored) is scored first: the tabs get the boxes' pair.
+    handed, _, _, chips, *_, rescored = what_if.show_in_attention(registry, kept, current, NAME, SENTENCES[0],
+                                                                  "Ein Hund")
+    assert handed.forced == rescored.forced == [5, 9] and chips.count('class="token-chip"') == 3
+    refused = what_if.show_in_attention(registry, None, current, NAME, " ", "Ein")
+    assert refused[:3] == (gr.skip(),) * 3 and "source sentence is empty" in notice_text(refused[6])
 
 
 def test_what_if_fills_its_boxes_from_a_new_translation_only_on_screen(registry, current):

@@ -175,13 +175,28 @@ def finish(registry: ModelRegistry, kept: Scored | None, current: Current | None
     return t.text, *shown(s, [said, *cleaned, *cut, *t.notices, *notices]), s
 
 
-def show_in_attention(kept: Scored | None, current: Current | None) -> tuple:
-    """Hand the scored pair to the other tabs (Current.forced) and open the Attention tab:
-    (Current, the tab on screen, the Tabs, notices)."""
-    if kept is None:
-        return gr.skip(), gr.skip(), gr.skip(), "**Nothing to show yet:** press Score (or Finish it) first."
+def show_in_attention(registry: ModelRegistry, kept: Scored | None, current: Current | None, name: str | None,
+                      source: str, target: str) -> tuple:
+    """Hand the pair in the boxes to the other tabs (Current.forced) and open the Attention tab; a pair not
+    scored yet (edited since) is scored first. (Current, the tab on screen, the Tabs, chips, totals, plot,
+    notices, the Scored kept.)"""
+    view = (gr.skip(),) * 5
+    if not _is_kept(kept, registry.key(name), source, target):
+        view = score_target(registry, kept, current, name, source, target)
+        if not isinstance(view[-1], Scored):  # refused: the reason is on the notice line
+            return gr.skip(), gr.skip(), gr.skip(), *view
+        kept = view[-1]
     handed = Current(kept.model, kept.source, kept.own, kept.options, kept.key, kept.bundle, forced=kept.forced)
-    return handed, ATTENTION_TAB, gr.Tabs(selected=ATTENTION_TAB), ""
+    return handed, ATTENTION_TAB, gr.Tabs(selected=ATTENTION_TAB), *view
+
+
+def _is_kept(kept: Scored | None, key: tuple | None, source: str, target: str) -> bool:
+    """Whether kept is the boxes' pair, scored by the picked model."""
+    if kept is None or kept.key != key or not (source or "").strip():
+        return False
+    text = target_text(target)[0]
+    ids = kept.bundle.tokenizer.encode(text) if text.strip() else []
+    return kept.source == source_text(source)[0] and kept.forced == ids
 
 
 def refresh(registry: ModelRegistry, kept: Scored | None, current: Current | None, drawn: Current | None,
@@ -229,8 +244,8 @@ def build(shell: Shell, current: gr.State, tab: gr.Tab, tabs: gr.Tabs, on_screen
           inputs=[*inputs, target], outputs=view, api_name="what_if_score", **HEAVY)
     finish_button.click(guard(partial(finish, shell.registry)), inputs=[*inputs, target], outputs=[target, *view],
                         api_name="what_if_finish", **HEAVY)
-    show_button.click(guard(show_in_attention), inputs=[kept, current], outputs=[current, on_screen, tabs, notices],
-                      api_name="what_if_show", show_progress="hidden")
+    show_button.click(guard(partial(show_in_attention, shell.registry)), inputs=[*inputs, target],
+                      outputs=[current, on_screen, tabs, *view], api_name="what_if_show", **HEAVY)
     update = dict(fn=guard(partial(refresh, shell.registry)), inputs=[kept, current, drawn, on_screen, shell.model],
                   outputs=[source, target, *view, drawn], api_visibility="private", **HEAVY)
     tab.select(lambda: TAB_ID, outputs=on_screen, show_progress="hidden", api_visibility="private").then(**update)
