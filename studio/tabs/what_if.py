@@ -112,7 +112,7 @@ def totals_table(s: Scored) -> str:
     own_text = s.bundle.tokenizer.decode(s.own) or "(empty)"
     rows = [row("your target", s.target), row("the model's translation", s.own_score)]
     return (md_table(TOTALS_HEADERS, rows, numeric=(1, 2, 3, 4, 5)) +
-            f"\n\nThe model's translation, by {md(describe(s.options))}: “{md(own_text)}”.  \n" + verdict(s))
+            f"\n\nThe model's translation, by {md(describe(s.options))}: “{md(own_text)}”  \n" + verdict(s))
 
 
 def verdict(s: Scored) -> str:
