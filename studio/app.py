@@ -21,13 +21,14 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import gradio as gr  # noqa: E402
 import torch  # noqa: E402
 
-from . import plots, training  # noqa: E402
+from . import api, plots, training  # noqa: E402
 from .assets import script, stylesheet  # noqa: E402
 from .limits import (DEFAULT_CONCURRENCY, MAX_UPLOAD_BYTES, MAX_UPLOAD_MB, PUBLIC_MAX_MINUTES,  # noqa: E402
                      PUBLIC_MAX_PARAMETERS, QUEUE_SIZE)
 from .registry import CHECKPOINTS, ModelRegistry  # noqa: E402
 from .shell import Shell, refresh, status_line  # noqa: E402
-from .tabs import attention, beam, model_view, positional, train, train_live, translate  # noqa: E402
+from .tabs import (arithmetic, attention, beam, model_view, positional, saliency, train, train_live,  # noqa: E402
+                   translate, what_if)
 from .text import guard  # noqa: E402
 from .uploads import open_checkpoint  # noqa: E402
 
@@ -54,7 +55,8 @@ STATUS_WORDS = gr.I18n(en={"common.complete": "Done", "common.progress": "Progre
 def page_js() -> str:
     """The scripts run once when the page loads (launch(js=...) takes one function)."""
     scripts = [script("clamp_numbers.js"), beam.STEP_KEYS_JS, script("page_plots.js", NARROW_PX=plots.NARROW_PX),
-               script("accessible_names.js"), script("keep_focus.js"), script("bertviz_height.js")]
+               script("accessible_names.js"), script("keep_focus.js"), script("bertviz_height.js"),
+               script("downloads.js")]
     return "() => { " + " ".join(f"({function})();" for function in scripts) + " }"
 
 
@@ -73,6 +75,7 @@ def build_app(registry: ModelRegistry, selected: str | None = None, checkpoints_
         # One job for the whole process: every browser session sees (and controls) the same run.
         job = training.TrainingJob(registry, checkpoints_dir or CHECKPOINTS, public)
         _tabs(shell, job)
+        api.register(registry)  # /score, /attention_arithmetic, /saliency: the explaining tabs' numbers as JSON
         presenter.change(None, inputs=presenter, js=PRESENTER_JS)
         _follow_the_picker(shell, status, upload)
     return demo
@@ -104,13 +107,19 @@ def _tabs(shell: Shell, job: training.TrainingJob) -> None:
     """One tab per topic. The Attention and Train tabs draw only while on screen: every tab says when it
     is shown (on_screen, this session's tab id)."""
     on_screen = gr.State("translate")
-    with gr.Tabs(overflow_behavior="wrap"):  # every tab in sight on a phone too, not behind a "⋯" menu
+    with gr.Tabs(overflow_behavior="wrap") as tabs:  # every tab in sight on a phone too, not behind a "⋯" menu
         with gr.Tab("Translate", id="translate", elem_id="tab-translate") as translate_tab:
             translated = translate.build(shell)
+        with gr.Tab("What if", id=what_if.TAB_ID, elem_id="tab-what-if") as what_if_tab:
+            what_if.build(shell, translated, what_if_tab, tabs, on_screen)
         with gr.Tab("Beam search", id="beam", elem_id="tab-beam") as beam_tab:
             beam.build(shell, translated, beam_tab)
         with gr.Tab("Attention", id=attention.TAB_ID, elem_id="tab-attention") as attention_tab:
             attention.build(shell, translated, attention_tab, on_screen)
+        with gr.Tab("Attention arithmetic", id=arithmetic.TAB_ID, elem_id="tab-arithmetic") as arithmetic_tab:
+            arithmetic.build(shell, translated, arithmetic_tab, on_screen)
+        with gr.Tab("Saliency", id=saliency.TAB_ID, elem_id="tab-saliency") as saliency_tab:
+            saliency.build(shell, translated, saliency_tab, on_screen)
         with gr.Tab("Positional encoding", id="positional", elem_id="tab-positional") as positional_tab:
             positional.build(shell)
         with gr.Tab("Model", id="model", elem_id="tab-model") as model_tab:

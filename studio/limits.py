@@ -22,6 +22,10 @@ HEAVY = {"concurrency_limit": DECODE_CONCURRENCY, "concurrency_id": "decode"}
 # Events waiting, all kinds together; beyond it a request is refused at once with Gradio's
 # "This application is currently busy. Please try again." (QueueError in gradio_client).
 QUEUE_SIZE = 64
+# Integrated gradients' integration points (the Saliency tab, /saliency): one forward pass of the pair per
+# point and a backward pass per target token through all of them. 32 points take ~0.8 s on a 20-token pair
+# (bench/explain.py); 64 bounds a long sentence's request to seconds, not minutes.
+MAX_IG_STEPS = 64
 DEFAULT_CONCURRENCY = 2  # every other event (status lines, plots, the Train tab's timer)
 # A public studio (`python -m studio --public`, a Space) has one training run for all its visitors:
 # a run is bounded, and only the browser session that started it may pause, resume, stop or save it.

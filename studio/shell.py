@@ -1,6 +1,7 @@
 """What the tabs share: the Shell (registry, model picker, app, the picked model's key), the
 picker's and status line's contents, and a session's current translation (Current), which the
-Translate tab makes and the Attention and Beam search tabs read.
+Translate tab makes and the Attention, Beam search, What if, Attention arithmetic and Saliency tabs
+read; the What if tab can put a target of its own in it (Current.forced) for the other tabs to show.
 
 The Train tab adds the model it trains with ``ModelRegistry.add(name, bundle)`` and refreshes
 the picker with ``picker_update(registry, name)``.
@@ -69,7 +70,8 @@ def refresh(registry: ModelRegistry, name: str | None) -> tuple[gr.Dropdown, str
 # ----- the session's current translation ------------------------------------------------------
 @dataclass
 class Current:
-    """The last translation of this browser session, for the Attention and Beam search tabs."""
+    """The last translation of this browser session, for the Attention and Beam search tabs, and the
+    sentence pair the explaining tabs look at."""
 
     model: str | None = None
     source: str = ""
@@ -79,6 +81,14 @@ class Current:
     # The model as it translated: a training run's later snapshots, under the same key, have other weights,
     # and the Attention tab's maps and head ablation must read the weights that wrote this translation.
     bundle: ModelBundle | None = None
+    # A target the What if tab forced on the model (ids, no bos/eos): the Attention, Attention arithmetic and
+    # Saliency tabs then show that pair, teacher forced, instead of the translation (ids stays the model's own).
+    forced: list[int] | None = None
+
+    @property
+    def target_ids(self) -> list[int]:
+        """The target the tabs look at: the forced one, else the translation."""
+        return self.ids if self.forced is None else self.forced
 
 
 def switched(registry: ModelRegistry, current: Current, picked: str | None) -> bool:

@@ -132,7 +132,7 @@ def test_studio_in_headless_chromium(studio):
         page.wait_for_function("document.querySelector('#tab-translate .readout textarea').value !== ''", timeout=20000)
 
         # Attention: grid and large head follow the translation; bertviz renders in its iframe.
-        page.get_by_role("tab", name="Attention").click()
+        page.get_by_role("tab", name="Attention", exact=True).click()
         _plots_in(page, "attention", 2)
         # An empty sentence box is said under it, not in a toast over the plots.
         page.get_by_role("button", name="Show attention").click()
@@ -281,10 +281,80 @@ def test_studio_in_headless_chromium(studio):
         page.wait_for_function(f"{plot}.layout.studioWas.narrow !== undefined && {plot}._fullLayout.title.text.includes('<br>')"
                                f" && {plot}._fullLayout.font.size === {NARROW_FONT}", timeout=5000)
         tabs = page.get_by_role("tab")  # every tab in sight, wrapped onto a second row, none behind a menu
-        assert tabs.count() == 6 and all(tabs.nth(i).is_visible() for i in range(6))
+        assert tabs.count() == 9 and all(tabs.nth(i).is_visible() for i in range(9))
         page.set_viewport_size({"width": 1400, "height": 1000})
         page.wait_for_function(f"{plot}.layout.studioWas.narrow === undefined && !{plot}._fullLayout.title.text.includes('<br>')"
                                f" && {plot}._fullLayout.font.size === {FONT['size']}", timeout=5000)
+        browser.close()
+    print("screenshots:", *sorted(str(p) for p in shots.iterdir()), sep="\n  ")
+    assert not outside, f"requests to non-local addresses: {outside}"
+    assert not errors, f"console errors: {errors}"
+
+
+def _z(page, tab: str, label: str) -> list:
+    """The z values of the first trace of the tab's plot labelled label (as plotly decoded them)."""
+    block = page.locator(f"#tab-{tab} .block", has=page.get_by_text(label, exact=True))
+    return block.locator(".js-plotly-plot").evaluate("(gd) => Array.from(gd._fullData[0].z, (row) => Array.from(row))")
+
+
+def test_explaining_tabs_and_a_download(studio):
+    """What if (score a target, Show in Attention tab), Attention arithmetic (its weights are the Attention
+    tab's), Saliency (another method), and a plot's Download menu, with every request off this machine refused."""
+    sync_api = pytest.importorskip("playwright.sync_api")
+    shots = Path(tempfile.mkdtemp(prefix="studio-explain-shots-"))
+    outside, errors = [], []
+    with sync_api.sync_playwright() as p:
+        browser, page = _watched_page(p, outside, errors)
+        page.route("**/*", lambda route: route.abort() if urlparse(route.request.url).hostname not in LOCAL
+                   and not route.request.url.startswith(("data:", "blob:")) else route.continue_())
+        page.goto(studio)
+        page.get_by_text("studio-tiny ·").first.wait_for(timeout=20000)
+        page.locator("#tab-translate").get_by_text(SENTENCES[0], exact=True).click()
+        page.locator("#tab-translate .js-plotly-plot .bars").first.wait_for(timeout=20000)
+
+        # What if: the model's translation comes scored; another target is scored token by token.
+        page.get_by_role("tab", name="What if").click()
+        page.locator("#what-if-tokens .token-chip").first.wait_for(timeout=20000)
+        page.get_by_label("Target: a translation, or its beginning").fill("Ein Hund rennt")
+        page.get_by_role("button", name="Score", exact=True).click()
+        page.wait_for_function("document.querySelectorAll('#what-if-tokens .token-chip').length === 4", timeout=20000)
+        assert page.locator("#what-if-tokens .chip-legend").is_visible()
+        assert page.locator("#what-if-totals tbody tr").count() == 2
+        page.screenshot(path=shots / "1-what-if.png", full_page=True)
+        page.get_by_role("button", name="Show in Attention tab").click()
+        page.locator("#tab-attention").get_by_text("Target (forced on the What if tab)").wait_for(timeout=20000)
+        page.locator("#tab-attention .js-plotly-plot").nth(1).wait_for(timeout=20000)
+        row = _z(page, "attention", "One head, large")[1]
+
+        # Attention arithmetic: cross-attention, layer 1, head 1, query 2 (the forced target's "Ein").
+        page.get_by_role("tab", name="Attention arithmetic").click()
+        page.locator("#arithmetic-steps table").wait_for(timeout=20000)
+        assert page.locator("#tab-arithmetic").get_by_text("Target (forced on the What if tab)").is_visible()
+        weights = _z(page, "arithmetic", "The weighted sum of the values")[0]
+        assert weights == pytest.approx(row, abs=1e-6)  # the Attention tab's map row, to float32's digits
+        page.screenshot(path=shots / "2-arithmetic.png", full_page=True)
+
+        # Saliency, then integrated gradients; its CSV and SVG from the Download menu, reached by keyboard.
+        page.get_by_role("tab", name="Saliency").click()
+        page.locator("#saliency-agreement").get_by_text("Agreement").wait_for(timeout=20000)
+        page.get_by_text("integrated gradients", exact=True).click()
+        page.locator("#tab-saliency .js-plotly-plot").get_by_text("integrated gradients, 32 steps").wait_for(timeout=20000)
+        page.screenshot(path=shots / "3-saliency.png", full_page=True)
+        menu = page.locator("#tab-saliency .studio-download summary").first
+        assert menu.inner_text().startswith("Download") and menu.get_attribute("aria-label").startswith("Download: ")
+        menu.focus()
+        page.keyboard.press("Enter")
+        csv_button = page.locator("#tab-saliency .studio-download-menu button", has_text="CSV").first
+        csv_button.wait_for(state="visible", timeout=5000)
+        with page.expect_download() as got:
+            csv_button.click()
+        csv = Path(got.value.path()).read_text(encoding="utf-8").splitlines()
+        assert got.value.suggested_filename.endswith(".csv")
+        assert csv[0] == "trace,x,x_label,y,y_label,value,text" and any(",Hund," in line for line in csv)
+        menu.click()
+        with page.expect_download() as got:
+            page.locator("#tab-saliency .studio-download-menu button", has_text="SVG").first.click()
+        assert Path(got.value.path()).read_text(encoding="utf-8").startswith("<svg")
         browser.close()
     print("screenshots:", *sorted(str(p) for p in shots.iterdir()), sep="\n  ")
     assert not outside, f"requests to non-local addresses: {outside}"

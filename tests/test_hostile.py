@@ -37,7 +37,7 @@ from core.checkpoint import load_checkpoint, load_trainer_state, save_checkpoint
 from core.config import ModelConfig
 from core.model import Transformer
 from core.tokenizer import Tokenizer
-from studio import app, limits, run_setup, shell, sources, training, uploads
+from studio import app, assets, limits, run_setup, shell, sources, training, uploads
 from studio.registry import ModelRegistry
 from studio.tabs import attention, beam
 from studio.tabs import train as train_tab
@@ -577,15 +577,26 @@ def test_html_and_script_input_runs_nothing_in_the_browser():
 
 def _drive(page, url: str) -> None:
     """The payloads everywhere they travel: model name (picker, status line), Translate, Attention
-    (plots and bertviz's iframes), Beam search."""
+    (plots and bertviz's iframes), What if, Attention arithmetic, Saliency (and a download), Beam search."""
     page.goto(url)
     page.locator(".status-line").get_by_text("onerror").first.wait_for(timeout=30000)  # the name, as text
     page.get_by_label("Source sentence").fill(HOSTILE_TEXT + " Ein Hund")
     page.get_by_role("button", name="Translate", exact=True).click()
     page.locator("#tab-translate .js-plotly-plot .bars").first.wait_for(timeout=30000)
-    page.get_by_role("tab", name="Attention").click()
+    page.get_by_role("tab", name="Attention", exact=True).click()
     page.get_by_text("bertviz: head view and model view").click()
     page.frame_locator("iframe.bertviz").first.locator("svg text").first.wait_for(timeout=30000)
+    # The explaining tabs show the pair as tokens, tables and plots, and a download reads a plot's labels.
+    page.get_by_role("tab", name="What if").click()
+    page.locator("#what-if-tokens .token-chip").first.wait_for(timeout=30000)
+    page.get_by_role("tab", name="Attention arithmetic").click()
+    page.locator("#arithmetic-steps table").wait_for(timeout=30000)
+    page.get_by_role("tab", name="Saliency").click()
+    page.locator("#saliency-agreement").get_by_text("Agreement").wait_for(timeout=30000)
+    page.evaluate(assets.script("downloads.js"))  # a page script, which this test's launch does not give
+    page.locator("#tab-saliency .studio-download summary").first.click()
+    with page.expect_download():
+        page.locator("#tab-saliency .studio-download-menu button", has_text="JSON").first.click()
     page.get_by_role("tab", name="Beam search").click()
     page.get_by_label("Sentence to search").fill(HOSTILE_TEXT)
     page.get_by_role("button", name="Run to end").click()

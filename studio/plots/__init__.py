@@ -2,17 +2,23 @@
 
 One module per topic: layout (what every figure shares: look, token labels, the phone layout),
 attention (token probabilities and attention maps), beam_tree, model (the positional encoding
-and the model's parts) and training (the Train tab's figures). The tabs call them as ``plots.NAME``.
+and the model's parts), training (the Train tab's figures), and the explaining tabs' what_if,
+arithmetic and saliency. The tabs call them as ``plots.NAME``.
 """
+from .arithmetic import arithmetic_title, concat_to_output, query_and_keys, weighted_values
 from .attention import attention_grid, attention_head, cross_attention_rows, token_probabilities
 from .beam_tree import CROWDED_STEPS, beam_tree
 from .layout import (FONT, NARROW_CHARS, NARROW_FONT, NARROW_PX, TEMPLATE, empty, hover_text, label, narrow, shown,
                      stacked, title_room, word_start_note, wrap)
 from .model import label_smoothing, lr_schedule, masks, parameter_shares, pe_curves, pe_heatmap, pe_similarity
+from .saliency import agreement_bars, saliency_maps
 from .training import SPEED_WINDOW, training_attention, training_curves
+from .what_if import target_probabilities, token_chips
 
 __all__ = ["CROWDED_STEPS", "FONT", "NARROW_CHARS", "NARROW_FONT", "NARROW_PX", "SPEED_WINDOW", "TEMPLATE",
-           "attention_grid", "attention_head", "beam_tree", "cross_attention_rows", "empty", "hover_text", "label",
-           "label_smoothing", "lr_schedule", "masks", "narrow", "parameter_shares", "pe_curves", "pe_heatmap",
-           "pe_similarity", "shown", "stacked", "title_room", "token_probabilities", "training_attention",
-           "training_curves", "word_start_note", "wrap"]
+           "agreement_bars", "arithmetic_title", "attention_grid", "attention_head", "beam_tree", "concat_to_output",
+           "cross_attention_rows", "empty", "hover_text", "label", "label_smoothing", "lr_schedule", "masks",
+           "narrow", "parameter_shares", "pe_curves", "pe_heatmap", "pe_similarity", "query_and_keys",
+           "saliency_maps", "shown", "stacked", "target_probabilities", "title_room", "token_chips",
+           "token_probabilities", "training_attention", "training_curves", "weighted_values", "word_start_note",
+           "wrap"]

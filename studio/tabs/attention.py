@@ -46,6 +46,7 @@ class Analysis:
     out_tokens: list[str]  # what each decoder position predicts: output tokens + <eos>
     maps: dict[str, np.ndarray]  # stack -> (layers, heads, queries, keys)
     notices: list[str]  # what was done to the source on its way in (truncated, <unk>)
+    forced: bool = False  # the target is one the What if tab forced, not the model's translation
 
     def axes(self, stack: str) -> tuple[list[str], list[str]]:
         return {"encoder": (self.src_tokens, self.src_tokens), "decoder": (self.dec_tokens, self.dec_tokens),
@@ -107,8 +108,9 @@ def header(analysis: Analysis | None) -> str:
     if analysis is None:
         return "*No sentence yet: translate one on the Translate tab, or type one here.*"
     notes = "".join(f"  \n*{md(clip(n, 300))}*" for n in analysis.notices)  # the maps show what the model read
+    target = "Target (forced on the What if tab)" if analysis.forced else "Translation"
     return (f"**Model:** {md(analysis.model)}  \n**Source:** {md(analysis.source)}{notes}  \n"
-            f"**Translation:** {md(analysis.translation)}")
+            f"**{target}:** {md(analysis.translation)}")
 
 
 def translated_with(current: Current, picked: str | None) -> str:
@@ -131,9 +133,10 @@ def show(registry: ModelRegistry, current: Current) -> tuple:
         bundle = current.bundle or registry.get(current.model)
     except UNAVAILABLE as exc:
         return None, f"**Cannot analyse:** {md(exc)}", gr.Slider(), gr.Slider()
-    analysis = analyse(bundle, current.model, current.source, current.ids)
+    analysis = analyse(bundle, current.model, current.source, current.target_ids)
     if analysis is None:
         return None, header(None), gr.Slider(), gr.Slider()
+    analysis.forced = current.forced is not None
     return (analysis, header(analysis), *slider_ranges(bundle.model.config))
 
 

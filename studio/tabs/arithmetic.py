@@ -1,0 +1,158 @@
+"""Attention arithmetic: one query's way through one head of a multi-head attention sub-layer, with
+the model's own numbers (core.attention_arithmetic), step by step, each step labelled with its
+equation of section 3.2: q = x·W^Q, the keys, q·k_j, ÷√d_k, the mask, the softmax, the weighted sum
+of the values, the concatenation of the heads, W^O, the residual connection and LayerNorm.
+
+The sentence pair is the session's current one (the last translation, or the What if tab's forced
+target), read by the weights that made it: a model training live is explained as its snapshot was.
+"""
+from __future__ import annotations
+
+from functools import partial
+
+import gradio as gr
+
+from core.arithmetic import AttentionArithmetic
+from core.scoring import prepare_pair
+
+from .. import plots
+from ..explain import Refused, arithmetic
+from ..limits import HEAVY
+from ..registry import ModelRegistry
+from ..shell import Current, Shell
+from ..text import clip, guard, md, md_table
+from ..widgets import Slider
+from .attention import STACKS
+from .looked_at import NOTHING_YET, Looked, looked_at
+
+TAB_ID = "arithmetic"
+FIRST_STACK = "Cross-attention (decoder → encoder)"
+INTRO = ("Section 3.2.1's scaled dot-product attention for **one query token** of the current sentence, with the "
+         "model's own numbers: Attention(Q, K, V) = softmax(QKᵀ / √d<sub>k</sub>)·V, one head of section 3.2.2's "
+         "MultiHead(Q, K, V) = Concat(head<sub>1</sub>, …, head<sub>h</sub>)·W<sup>O</sup>, then the residual "
+         "connection and LayerNorm (3.1). Long vectors are heat strips (purple above 0, orange below; hover for "
+         "each number); the per-key numbers are a table.")
+TABLE_HEADERS = ["j", "key", "q·k_j", "÷√d_k", "mask", "softmax w_j"]  # short: the table fits a phone
+
+
+def query_tokens(looked: Looked, stack: str) -> list[str]:
+    """The query positions of a stack: the source tokens with <eos> (encoder), or <bos> and the target's
+    tokens (the decoder's input: decoder self- and cross-attention)."""
+    pair = prepare_pair(looked.bundle, looked.source, looked.target)
+    return pair.source_tokens if stack == "encoder" else looked.bundle.tokenizer.tokens(pair.tgt_in)
+
+
+def query_picker(looked: Looked, stack: str, query: int | None) -> tuple[gr.Dropdown, int]:
+    """A choice per query position (shown from 1, valued from 0), keeping query where it still exists (the
+    decoder's positions say which token each predicts); and the query picked."""
+    tokens = query_tokens(looked, stack)
+    if stack == "encoder":
+        labels = [f"{i + 1} · {plots.shown(t)}" for i, t in enumerate(tokens)]
+    else:
+        after = tokens[1:] + ["<eos>"]
+        labels = [f"{i + 1} · {plots.shown(t)} (predicts {plots.shown(n)})"
+                  for i, (t, n) in enumerate(zip(tokens, after))]
+    default = min(1, len(tokens) - 1)  # the first real token: <bos> or the source's first word
+    value = query if isinstance(query, int) and 0 <= query < len(tokens) else default
+    return gr.Dropdown(choices=list(zip(labels, range(len(tokens)))), value=value), value
+
+
+def fitted(looked: Looked, stack: str, layer: float, head: float) -> tuple[int, int, gr.Slider, gr.Slider]:
+    """The layer and head within the stack's depth and the model's heads, and the sliders' updates for them
+    (maxima at least 2: Gradio refuses a maximum equal to the minimum)."""
+    c = looked.bundle.model.config
+    layers = c.encoder_layers if stack == "encoder" else c.decoder_layers
+    layer, head = min(max(int(layer), 1), layers), min(max(int(head), 1), c.n_heads)
+    return (layer, head, gr.Slider(maximum=max(layers, 2), value=layer),
+            gr.Slider(maximum=max(c.n_heads, 2), value=head))
+
+
+def steps_table(a: AttentionArithmetic) -> str:
+    """Steps 3-6 as numbers, a row per key: q·k_j, ÷√d_k, the mask, the softmax."""
+    rows = [[j + 1, plots.shown(token), f"{dot:.4f}", f"{scaled:.4f}", "0" if mask == 0 else "−∞", f"{w:.4f}"]
+            for j, (token, dot, scaled, mask, w) in enumerate(zip(a.key_tokens, a.dots, a.scaled, a.mask, a.weights))]
+    rows.append(["", "sum of the weights", "", "", "", f"{a.weights.sum():.4f}"])
+    masked = " The decoder's mask (3.2.3) sets −∞ after the query: those weights are 0." if a.stack == "decoder" else ""
+    caption = (f"Steps 3-6: q·k_j for every key j, divided by √d_k = √{a.q.shape[0]} = {a.scale:g}, plus the mask, "
+               f"then softmax: the weights w_j.{masked}")
+    return md_table(TABLE_HEADERS, rows, numeric=(0, 2, 3, 5), caption=caption)
+
+
+def draw(looked: Looked | None, stack_label: str, layer: float, head: float, query: int | None) -> tuple:
+    """(query and keys plot, steps table, weighted values plot, output plot, notices) for the picked head
+    and query; one core call."""
+    if looked is None:
+        blank = plots.empty("Translate a sentence first.")
+        return blank, "", blank, blank, ""
+    stack = STACKS.get(stack_label, "cross")
+    try:
+        a = arithmetic(looked.bundle, looked.source, looked.target, stack, int(layer) - 1, int(head) - 1,
+                       0 if query is None else query)
+    except Refused as why:
+        return gr.skip(), gr.skip(), gr.skip(), gr.skip(), f"**Cannot compute:** {md(clip(why, 300))}"
+    config = looked.bundle.model.config
+    name = looked.model
+
+    def title(step: str) -> str:
+        return plots.arithmetic_title(name, stack_label.split(" (")[0], a, step)
+    return (plots.query_and_keys(a, title("Steps 1-2: the query and the keys")), steps_table(a),
+            plots.weighted_values(a, title("Step 7: the weighted sum of the values")),
+            plots.concat_to_output(a, config.n_heads, config.norm_first, title("Steps 8-10: heads, W^O, residual, "
+                                                                                "LayerNorm")),
+            "\n".join(f"- {md(clip(n, 300))}" for n in a.notices))
+
+
+def refresh(registry: ModelRegistry, current: Current | None, drawn: tuple | None, on_screen: str,
+            picked: str | None, stack_label: str, layer: float, head: float, query: int | None) -> tuple:
+    """A sentence pair not shown yet, when this tab is on screen: (Looked, header, layer, head, query picker,
+    the four views, notices, drawn)."""
+    key = (current, registry.key(picked))
+    if on_screen != TAB_ID or key == drawn:
+        return (gr.skip(),) * 11
+    looked = looked_at(registry, current, picked)
+    if isinstance(looked, str):
+        blank = plots.empty("Translate a sentence first.")
+        return None, looked, gr.skip(), gr.skip(), gr.Dropdown(choices=[], value=None), blank, "", blank, blank, "", key
+    stack = STACKS.get(stack_label, "cross")
+    layer, head, layer_slider, head_slider = fitted(looked, stack, layer, head)
+    picker, query = query_picker(looked, stack, None)
+    views = draw(looked, stack_label, layer, head, query)
+    return looked, looked.header(), layer_slider, head_slider, picker, *views, key
+
+
+def restack(looked: Looked | None, stack_label: str, layer: float, head: float, query: int | None) -> tuple:
+    """Another stack: its layers and query positions (the query kept where it exists), then draw()."""
+    if looked is None:
+        return gr.skip(), gr.skip(), gr.skip(), *draw(None, stack_label, layer, head, query)
+    stack = STACKS.get(stack_label, "cross")
+    layer, head, layer_slider, head_slider = fitted(looked, stack, layer, head)
+    picker, query = query_picker(looked, stack, query)
+    return layer_slider, head_slider, picker, *draw(looked, stack_label, layer, head, query)
+
+
+def build(shell: Shell, current: gr.State, tab: gr.Tab, on_screen: gr.State) -> None:
+    looked, drawn = gr.State(None), gr.State(None)
+    header = gr.Markdown(NOTHING_YET)
+    gr.Markdown(INTRO)
+    with gr.Row():
+        stack = gr.Radio(list(STACKS), value=FIRST_STACK, label="Attention", scale=3, min_width=300)
+        query = gr.Dropdown(choices=[], value=None, label="Query token", scale=2, min_width=300,
+                            elem_id="arithmetic-query")
+    with gr.Row():
+        layer = Slider(1, 6, value=1, step=1, label="layer")
+        head = Slider(1, 8, value=1, step=1, label="head")
+    notices = gr.Markdown(elem_classes="announce")
+    first = gr.Plot(label="The query and the keys")
+    table = gr.Markdown(elem_id="arithmetic-steps")
+    second = gr.Plot(label="The weighted sum of the values")
+    third = gr.Plot(label="Heads, W^O, residual and LayerNorm")
+    views = [first, table, second, third, notices]
+    update = dict(fn=guard(partial(refresh, shell.registry)),
+                  inputs=[current, drawn, on_screen, shell.model, stack, layer, head, query],
+                  outputs=[looked, header, layer, head, query, *views, drawn], api_visibility="private", **HEAVY)
+    tab.select(lambda: TAB_ID, outputs=on_screen, show_progress="hidden", api_visibility="private").then(**update)
+    gr.on([current.change, shell.model_key.change], **update)
+    stack.input(guard(restack), inputs=[looked, stack, layer, head, query], outputs=[layer, head, query, *views],
+                api_name="arithmetic_stack", **HEAVY)
+    gr.on([layer.input, head.input, query.input], guard(draw), inputs=[looked, stack, layer, head, query],
+          outputs=views, trigger_mode="always_last", api_name="arithmetic_view", **HEAVY)
