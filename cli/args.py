@@ -144,6 +144,9 @@ EXAMPLES = {
   python train_cli.py score --source-file test.de --reference-file test.en > scores.tsv
   python train_cli.py score --data files:../shared/data/multi30k --split test --format jsonl --top-k 3 \\
       --output scores.jsonl""",
+    "export": """examples:
+  python train_cli.py export --format ctranslate2 --checkpoint runs/m30k/final m30k-ct2
+  python train_cli.py export --format transformers m30k-hf     # AutoModelForSeq2SeqLM.from_pretrained("m30k-hf")""",
     "average": """example:
   python train_cli.py average --run runs/m30k --last 5 --out runs/m30k/averaged""",
 }
@@ -315,7 +318,29 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--run", type=Path, required=True, help="run folder written by `train`")
     a.add_argument("--last", type=POSITIVE_INT, default=5, help="how many of the latest checkpoints")
     a.add_argument("--out", type=Path, required=True, help="checkpoint folder to write (refused if it exists)")
+    x = sub.add_parser("export", help="write a checkpoint for CTranslate2 or Hugging Face transformers",
+                       description=EXPORT_HELP, formatter_class=HelpFormatter, epilog=EXAMPLES["export"])
+    x.add_argument("out", type=Path, help="folder to write (refused if it exists)")
+    x.add_argument("--format", choices=("ctranslate2", "transformers"), required=True, help="the engine")
+    x.add_argument("--checkpoint", type=Path, default=DEFAULT_CHECKPOINT, help="checkpoint folder")
+    x.add_argument("--check-input", type=Path,
+                   help="sentences, one per line, that the export must translate as ours (the first 4; default: "
+                        "the checkpoint's examples, else words of its vocabulary)")
     return parser
+
+
+EXPORT_HELP = """Write a checkpoint for another inference engine, in a temporary folder renamed into place only once
+the written model translates a few sentences exactly as ours does (beam 4; for transformers, greedy too).
+
+  ctranslate2   a CTranslate2 model (model.bin and the vocabularies); run it with ctranslate2.Translator on the
+                tokens of our tokenizer (tokenizer.json of the checkpoint). CTranslate2's only length penalty is
+                log P / |Y|^alpha, ours "plain"; it takes one maximum output length per call. It cannot carry a
+                key size d_k other than d_model / n_heads; learned positions, pre-norm and separate
+                vocabularies go across.
+  transformers  a MarianMTModel folder with its tokenizer (AutoModelForSeq2SeqLM, AutoTokenizer; transformers
+                4's pipeline("translation", OUT)), ready for the Hub. Marian cannot carry learned positions (it
+                computes sinusoids on load), pre-norm (norm_first), separate source and target vocabularies (one
+                tokenizer) or d_k other than d_model / n_heads. Its beam search's length_penalty is ours "plain" too."""
 
 
 def parse_arguments(argv: list[str] | None) -> argparse.Namespace:

@@ -30,11 +30,6 @@ def export_ctranslate2(bundle: Any, out: str | Path, sentences: list[str] | None
     a few sentences (sentences, or check_sentences's) exactly as ours with beam 4."""
     import ctranslate2  # optional: the "export" extra
 
-    spec = transformer_spec(bundle.model)
-    spec.register_source_vocabulary(vocabulary(bundle.tokenizer))
-    spec.register_target_vocabulary(vocabulary(target_tokenizer(bundle)))
-    spec.validate()
-    spec.optimize(quantization=None)  # fp32 weights; CTranslate2 quantizes when it loads (compute_type)
     check = check_sentences(bundle, sentences)
 
     def verify(folder: Path) -> str | None:
@@ -42,7 +37,17 @@ def export_ctranslate2(bundle: Any, out: str | Path, sentences: list[str] | None
         theirs = translate_tokens(translator, bundle, check, DecodeOptions(**CHECK_OPTIONS))
         return mismatch(check, our_outputs(bundle, check), theirs, "CTranslate2")
 
-    return write_checked(out, lambda folder: spec.save(str(folder)), verify)
+    return write_checked(out, lambda folder: write_model(bundle, folder), verify)
+
+
+def write_model(bundle: Any, folder: Path) -> None:
+    """The CTranslate2 model of bundle, with its vocabularies, into the existing folder (unchecked)."""
+    spec = transformer_spec(bundle.model)
+    spec.register_source_vocabulary(vocabulary(bundle.tokenizer))
+    spec.register_target_vocabulary(vocabulary(target_tokenizer(bundle)))
+    spec.validate()
+    spec.optimize(quantization=None)  # fp32 weights; CTranslate2 quantizes when it loads (compute_type)
+    spec.save(str(folder))
 
 
 def transformer_spec(model: torch.nn.Module) -> Any:

@@ -1,6 +1,7 @@
 """Our Transformer (sections 3.1-3.5) as a Hugging Face transformers MarianMT model: the closest architecture
 there (post-norm, embeddings scaled by sqrt(d_model), sinusoidal positions, ReLU FFN), with our tokenizer as a
-PreTrainedTokenizerFast, so that ``pipeline("translation", folder)`` runs it.
+PreTrainedTokenizerFast, so that ``AutoModelForSeq2SeqLM.from_pretrained(folder).generate`` (and transformers 4's
+``pipeline("translation", folder)``) run it.
 
 Two differences are bridged exactly:
 - positions (3.5): ours interleave sin and cos (columns 2i, 2i+1), Marian puts every sin first and every cos
@@ -157,10 +158,11 @@ def generate_tokens(model: Any, tokenizer: Any, bundle: Any, sentences: list[str
         source = prepare_source(bundle.tokenizer, text, bundle.model.config.max_len)
         limit, _ = max_output_length(len(source.ids), options, bundle.model.config.max_len)
         batch = tokenizer([text], return_tensors="pt")
-        beams = options.beam_size if options.method == "beam" else 1
+        search = (dict(num_beams=options.beam_size, length_penalty=options.alpha, early_stopping=True)
+                  if options.method == "beam" else dict(num_beams=1))
         with torch.inference_mode():  # max_length counts the decoder's start token
-            ids = model.generate(**batch, num_beams=beams, do_sample=False, length_penalty=options.alpha,
-                                 early_stopping=True, max_length=limit + 1, min_new_tokens=options.min_len)[0]
+            ids = model.generate(**batch, **search, do_sample=False, max_length=limit + 1,
+                                 min_new_tokens=options.min_len)[0]
         ids = [i for i in ids.tolist()[1:] if i != bundle.model.config.pad_id]
         outputs.append(tokenizer.convert_ids_to_tokens(ids[:-1] if ids and ids[-1] == bundle.model.config.eos_id
                                                        else ids))
