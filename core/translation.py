@@ -17,7 +17,7 @@ from typing import Any, Callable, Iterable
 import torch
 
 from . import precision, tasks
-from .batching import pad_ids, source_ids
+from .batching import pad_ids
 from .decoding import (NEG_INF, DecodeOptions, Hypothesis, Sources, beam_search, greedy_decode, inference,
                        resolve_options)
 from .model import Transformer
@@ -82,11 +82,11 @@ def prepare_source(tokenizer: Tokenizer, text: str, max_len: int, info: dict[str
     if surrogate:  # what undecodable bytes become under errors="surrogateescape"; the tokenizer rejects them
         raise ValueError(f"character {surrogate.start() + 1} is U+{ord(surrogate[0]):04X}, not text: was it read "
                          f"from bytes that are not UTF-8?")
-    ids = source_ids(tokenizer, text) if text.strip() else []
-    if len(ids) <= 1:
+    ids, unknown = tokenizer.encode_with_unknown(text) if text.strip() else ([], [])
+    if not ids:
         return Source([], [], [EMPTY_INPUT])
+    ids = ids + [EOS_ID]  # as batching.source_ids gives training sources
     notices = []
-    unknown = tokenizer.unknown_pieces(text)
     if unknown:
         shown = ", ".join(repr(p) for p in dict.fromkeys(unknown))
         notices.append(f"{len(unknown)} unknown piece{'s' * (len(unknown) > 1)} mapped to <unk>: {shown}")
