@@ -73,4 +73,7 @@ def _build(model: Transformer, dtype: str) -> Transformer:
         return fast.to(torch.bfloat16)
     with warnings.catch_warnings():  # torch.ao.quantization says it moves to torchao; it still works here
         warnings.simplefilter("ignore")
-        return torch.ao.quantization.quantize_dynamic(fast, {nn.Linear}, dtype=torch.qint8, inplace=True)
+        # One scale per output row of each weight, as CTranslate2's int8 has: one per matrix cost 0.4 BLEU
+        # on the shipped model's test_2016 (beam 4), where per row costs about 0.1.
+        per_row = torch.ao.quantization.per_channel_dynamic_qconfig
+        return torch.ao.quantization.quantize_dynamic(fast, {nn.Linear: per_row}, dtype=torch.qint8, inplace=True)
