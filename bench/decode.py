@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import gzip
+import os
 import sys
 import tempfile
 import time
@@ -291,10 +292,11 @@ def main(argv: list[str] | None = None) -> int:
 
     bundle = load_checkpoint(args.checkpoint)
     if args.versus:
-        print(f"{bundle.name} vs CTranslate2 on {cpu_model()}, Multi30k test_2016 "
-              f"De->En, {len(sentences)} sentences, best of {args.rounds} interleaved rounds")
+        print(f"{bundle.name} vs CTranslate2 on {cpu_model()}, Multi30k test_2016 De->En, {len(sentences)} "
+              f"sentences, best of {args.rounds} interleaved rounds; load average {os.getloadavg()[0]:.1f}")
         versus_ctranslate2(bundle, sentences, read_references(args.data_dir, args.limit),
                            [n or 1 for n in threads], args.rounds)
+        print(f"load average at the end {os.getloadavg()[0]:.1f} (1 minute), {os.getloadavg()[2]:.1f} (15 minutes)")
         return 0
     if threads[0]:
         torch.set_num_threads(threads[0])
