@@ -74,3 +74,18 @@ def test_cli_dtype_option(tmp_path, capsys):
     with pytest.raises(SystemExit):
         parse_arguments(["evaluate", "--dtype", "fp8"])
     assert "invalid choice" in capsys.readouterr().err
+
+
+def test_cli_translate_and_evaluate_with_int8(bundle, tmp_path, capsys):
+    from cli.main import main
+    from core.checkpoint import save_checkpoint
+
+    checkpoint = str(save_checkpoint(tmp_path / "ckpt", bundle))
+    assert main(["translate", "--checkpoint", checkpoint, "--dtype", "int8", "--method", "greedy", "a b c d"]) == 0
+    assert capsys.readouterr().out.strip() == "d c b a"
+    sources, references = tmp_path / "src.txt", tmp_path / "ref.txt"
+    sources.write_text("a b c d\ne f g\n", encoding="utf-8")
+    references.write_text("d c b a\ng f e\n", encoding="utf-8")
+    assert main(["evaluate", "--checkpoint", checkpoint, "--dtype", "int8", "--source-file", str(sources),
+                 "--reference-file", str(references)]) == 0
+    assert "beam 4, int8" in capsys.readouterr().out

@@ -9,6 +9,8 @@ Two differences are bridged exactly:
   (embeddings, LayerNorms, the projections' d_model sides): column 2i goes to i, 2i+1 to d/2 + i. LayerNorm,
   attention and the FFN do not care about the order of coordinates, so the model computes the same function;
 - biases: Marian's W^Q, W^K, W^V, W^O have them; a model without (the paper's 3.2.2) gets zeros.
+One difference stays: our tokenizer spells out "<eos>" typed in a sentence, the exported one (tokenizers does
+not save that setting) reads it as the control token.
 """
 from __future__ import annotations
 
