@@ -25,7 +25,7 @@ from core.checkpoint import load_checkpoint
 from core.config import ModelConfig
 from core.translation import translate_detailed
 from core.model import Transformer
-from studio import plots, run_setup, shell, sources, training
+from studio import plots, run_setup, saving, shell, sources, training
 from studio.registry import ModelRegistry
 from studio.tabs import model_view
 from studio.tabs import train as tab
@@ -78,7 +78,8 @@ def panel(**changes) -> list:
                   tgt_lang="", limit=0, name="live-numbers", preset=d.preset, layers=layers, d_model=d_model,
                   n_heads=heads, d_ff=d_ff, dropout=dropout, vocab_size=d.vocab_size, max_steps=30, warmup=10,
                   lr_factor=d.lr_factor, label_smoothing=d.label_smoothing, max_tokens=256, clip_norm=0,
-                  eval_every=10, attention_every=5)
+                  eval_every=10, attention_every=5, positional="sinusoidal", separate_vocab=False, schedule="noam",
+                  peak_lr=d.peak_lr, keep_best="off", patience=0)
     values.update(changes)
     return [values[f] for f in form.FIELDS]
 
@@ -678,7 +679,7 @@ def test_a_saved_checkpoint_downloads_as_a_zip_the_studio_opens_again(job, monke
     def full_disk(*args, **kwargs):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(training.zipfile.ZipFile, "write", full_disk)
+    monkeypatch.setattr(saving.zipfile.ZipFile, "write", full_disk)
     message, picker, download = tab.save(job, "third", None)
     assert "Saved **third\\-step5**" in message and "No download" in message and "No space left" in message
     assert not download.visible and not list(archive.parent.glob("*.zip"))  # no half-written .zip offered

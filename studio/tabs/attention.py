@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import difflib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 
 import gradio as gr
@@ -63,8 +63,9 @@ def analyse(bundle: ModelBundle, name: str, source: str, ids: list[int]) -> Anal
         return None
     tgt_in = ([BOS_ID] + list(ids))[:max_len]
     maps = {k: v.numpy() for k, v in bundle.model.attention_maps(src, tgt_in).items()}  # (L, h, q, k)
-    tok = bundle.tokenizer.tokens
-    return Analysis(name, source, bundle.tokenizer.decode(ids), tok(src), tok(tgt_in), tok(tgt_in[1:] + [EOS_ID]),
+    tok = bundle.target_tokenizer.tokens  # the decoder's side; the source's tokens are the source tokenizer's
+    return Analysis(name, source, bundle.target_tokenizer.decode(ids), bundle.tokenizer.tokens(src), tok(tgt_in),
+                    tok(tgt_in[1:] + [EOS_ID]),
                     maps, prepared.notices)
 
 
@@ -294,10 +295,10 @@ def ablate(registry: ModelRegistry, current: Current, picked: str | None, encode
         model, lock = registry.ablation_model(current.model, bundle)
     except UNAVAILABLE as exc:
         return f"**Cannot ablate:** {md(exc)}"
-    twin = ModelBundle(model, bundle.tokenizer, bundle.info, bundle.path)
+    twin = replace(bundle, model=model)  # the same tokenizers (both, with separate vocabularies)
     with lock, model.heads_off(spec):
         after = translate_detailed(twin, [current.source], current.options or DecodeOptions())[0].text
-    before = bundle.tokenizer.decode(current.ids)
+    before = bundle.target_tokenizer.decode(current.ids)
     off = heads_named(spec, model.config)
     verdict = "unchanged" if after == before else "changed (differences in bold)"
     return (f"**With {md(off)} off** the translation is {verdict}:  \n{word_diff(before, after)}  \n"
