@@ -105,7 +105,8 @@ def parameter_shares(groups: dict[str, int]) -> go.Figure:
     styled(fig, f"Where the {total:,} parameters are", 120 + 34 * len(groups), margin=dict(l=230, r=30, t=60, b=60))
     # On a phone, long names on two lines ("Decoder masked" over "self-attention") in a narrower margin, and a
     # longer axis: the bars keep some width, and the shares written beside them stay on the plot.
-    narrow(fig, **{"height": 120 + 44 * len(groups), "margin.l": 105, "font.size": 10, "xaxis.range": [0, 2.4 * max(groups.values(), default=1)],
+    narrow(fig, **{"height": 120 + 44 * len(groups), "margin.l": 105, "font.size": 10,
+                   "xaxis.range": [0, 2.4 * max(groups.values(), default=1)],
                    "yaxis.tickmode": "array", "yaxis.tickvals": names, "yaxis.ticktext": [wrap(n, 15) for n in names]})
     return fig
 

@@ -80,17 +80,17 @@ def figures(analysis: Analysis | None, stack_label: str, average: bool, layer: f
     maps = analysis.maps[stack]
     rows, cols = analysis.axes(stack)
     n_layers, n_heads = maps.shape[:2]
-    l = min(max(int(layer), 1), n_layers) - 1
+    li = min(max(int(layer), 1), n_layers) - 1
     h = min(max(int(head), 1), n_heads) - 1
     if average:
         grid = plots.attention_grid(maps.mean(axis=1, keepdims=True), rows, cols,
                                     f"{model} · {stack_label}<br>mean over heads, per layer", ["mean of heads"])
-        big, which = maps[l].mean(axis=0), f"layer {l + 1}, mean of {n_heads} heads"
+        big, which = maps[li].mean(axis=0), f"layer {li + 1}, mean of {n_heads} heads"
     else:
         # Two lines: one would run past a 1280-pixel projector's edge in presenter mode's larger type.
         grid = plots.attention_grid(maps, rows, cols, f"{model} · {stack_label}<br>every layer (rows) × head (columns)",
                                     [f"H{i + 1}" for i in range(n_heads)])
-        big, which = maps[l, h], f"layer {l + 1}, head {h + 1}"
+        big, which = maps[li, h], f"layer {li + 1}, head {h + 1}"
     return grid, plots.attention_head(big, rows, cols, f"{model} · {stack_label}, {which}", *AXES[stack])
 
 
@@ -236,7 +236,8 @@ def head_choices(registry: ModelRegistry, name: str | None) -> tuple[gr.Checkbox
     except UNAVAILABLE:
         return tuple(gr.CheckboxGroup(choices=[], value=[]) for _ in ABLATION_STACKS)
     layers = {"encoder": c.encoder_layers, "decoder": c.decoder_layers, "cross": c.decoder_layers}
-    return tuple(gr.CheckboxGroup(choices=[f"L{l + 1} H{h + 1}" for l in range(layers[s]) for h in range(c.n_heads)],
+    return tuple(gr.CheckboxGroup(choices=[f"L{li + 1} H{h + 1}" for li in range(layers[s])
+                                           for h in range(c.n_heads)],
                                   value=[], elem_classes=["ablation-heads", f"heads-{c.n_heads}"])
                  for s in ABLATION_STACKS)
 
@@ -246,8 +247,8 @@ def parse_heads(encoder: list[str], decoder: list[str], cross: list[str]) -> dic
     order (the boxes come in the order they were ticked)."""
     spec: dict[str, dict[int, list[int]]] = {}
     for stack, labels in zip(ABLATION_STACKS, (encoder, decoder, cross)):
-        for l, h in sorted(tuple(int(part[1:]) - 1 for part in text.split()) for text in labels or []):
-            spec.setdefault(stack, {}).setdefault(l, []).append(h)
+        for li, h in sorted(tuple(int(part[1:]) - 1 for part in text.split()) for text in labels or []):
+            spec.setdefault(stack, {}).setdefault(li, []).append(h)
     return spec
 
 
@@ -260,12 +261,12 @@ def heads_named(spec: dict[str, dict[int, list[int]]], config: ModelConfig) -> s
     parts = []
     for stack, layers in spec.items():
         n_layers = config.encoder_layers if stack == "encoder" else config.decoder_layers
-        whole = {l for l, heads in layers.items() if len(heads) == config.n_heads}
+        whole = {li for li, heads in layers.items() if len(heads) == config.n_heads}
         if len(whole) == n_layers:
             parts.append(f"all {n_layers * config.n_heads} {STACK_WORDS[stack]} heads")
             continue
-        named = (f"L{l + 1} (all {config.n_heads} heads)" if l in whole else ", ".join(f"L{l + 1} H{h + 1}" for h in hs)
-                 for l, hs in layers.items())
+        named = (f"L{li + 1} (all {config.n_heads} heads)" if li in whole
+                 else ", ".join(f"L{li + 1} H{h + 1}" for h in hs) for li, hs in layers.items())
         parts.append(f"{STACK_WORDS[stack]} " + ", ".join(named))
     return "; ".join(parts)
 
