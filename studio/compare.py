@@ -182,7 +182,6 @@ def word_diff(a: str, b: str) -> list[tuple[str, list[str], list[str]]]:
 
 
 # ----- a corpus score --------------------------------------------------------------------------
-METRICS = ("bleu", "chrf", "accuracy", "perplexity")  # perplexity: lower is better, the others higher
 
 
 def corpus_score(bundle: ModelBundle, pairs: list[tuple[str, str]], decoding: str,

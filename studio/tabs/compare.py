@@ -151,19 +151,27 @@ def score_corpus(registry: ModelRegistry, name_a: str | None, name_b: str | None
 
 
 # ----- our Table 3 ---------------------------------------------------------------------------------
-def table3_view(path: Path = cmp.TABLE3_CSV) -> tuple:
-    """(plot, note): the plot when bench/table3.py has written its CSV, else a note pointing at the recipe."""
+def table3(path: Path = cmp.TABLE3_CSV) -> tuple:
+    """(figure or None, note): the plot when bench/table3.py has written its CSV, else a note pointing at the
+    recipe."""
     try:
         rows = cmp.table3_rows(path)
     except Refused as why:
-        return gr.Plot(visible=False), f"**Cannot show our Table 3:** {md(clip(why, 300))}"
+        return None, f"**Cannot show our Table 3:** {md(clip(why, 300))}"
     if not rows:
-        return gr.Plot(visible=False), TABLE3_NOTE
+        return None, TABLE3_NOTE
     figure = plots.table3(rows, "Our Table 3 on Multi30k De→En, beside the paper's (newstest2013)")
     note = (f"{len(rows)} runs scored (`docs/table3.csv`). Our perplexities are per token of an 8k BPE, the paper's "
             f"per wordpiece of a 37k BPE: compare each variant's change from its own base, not the absolute "
             f"values. The recipe: `docs/table3.md`.")
-    return gr.Plot(value=figure, visible=True), note
+    return figure, note
+
+
+def table3_view() -> tuple[gr.Plot, str]:
+    """The accordion's plot (hidden while there is none) and its note, read again each time the tab opens:
+    the Table 3 run writes its CSV while the studio is up."""
+    figure, note = table3()
+    return gr.Plot(value=figure, visible=figure is not None), note
 
 
 # ----- the models offered ---------------------------------------------------------------------------
@@ -230,8 +238,8 @@ def build(shell: Shell, tab: gr.Tab) -> None:
     translations = gr.HTML(elem_id="compare-translations")
     probabilities = gr.Plot(label="Output token probabilities, A and B")
     with gr.Row():
-        layer = gr.Dropdown([LAST], value=LAST, label="Decoder layer", scale=0, min_width=160)
-        head = gr.Dropdown([MEAN], value=MEAN, label="Head", scale=0, min_width=200)
+        layer = gr.Dropdown([LAST], value=LAST, label="Cross-attention: decoder layer", min_width=200)
+        head = gr.Dropdown([MEAN], value=MEAN, label="Cross-attention: head", min_width=200)
     attention = gr.Plot(label="Cross-attention, A and B")
     _corpus_score(shell, model_a, model_b, decoding)
     with gr.Accordion("Our Table 3", open=False, elem_id="compare-table3"):
