@@ -42,7 +42,9 @@ def probabilities_pair(sides: Sequence[tuple[str, Sequence[str], Sequence[float]
     fig = go.Figure(data=data, layout=dict(**layout, showlegend=False,
                                            annotations=_titles(names, (0.5, 0.5), (1.0, 0.4))))
     styled(fig, title + word_start_note(tokens), 560, margin=dict(l=60, r=20, t=80, b=90))
-    narrow(fig, **{f"annotations[{i}].text": wrap(text) for i, text in enumerate(names)})
+    # On a phone the slanted labels of A's tokens reached B's title: the panels further apart.
+    narrow(fig, **{f"annotations[{i}].text": wrap(text) for i, text in enumerate(names)},
+           **{"yaxis.domain": [0.64, 1.0], "yaxis2.domain": [0.0, 0.34], "annotations[1].y": 0.34})
     return fig
 
 
@@ -82,25 +84,34 @@ def table3(rows: Sequence[dict[str, Any]], title: str) -> go.Figure:
     names = [str(r["name"]) for r in rows]
     y = list(range(len(rows)))
     data = []
-    for i, (metric, axis) in enumerate((("bleu", ""), ("perplexity", "2"))):
+    reach = {}  # per metric the longest bar, and room beyond it for the figures written after the bars
+    for i, (metric, axis, digits) in enumerate((("bleu", "", 1), ("perplexity", "2", 2))):
         for who, key, colour, offset in (("ours (Multi30k dev)", f"dev_{metric}", COLOURS["A"], -0.2),
                                          ("paper (newstest2013 dev)", f"paper_{metric}", PAPER_COLOUR, 0.2)):
             values = [r.get(key) for r in rows]
+            reach[metric] = max([reach.get(metric, 0.0)] + [v for v in values if v is not None])
             data.append(dict(type="bar", orientation="h", x=values, y=[v + offset for v in y], width=0.38,
                              name=who, legendgroup=who, showlegend=i == 0, marker_color=colour,
-                             text=[f"{v:.2f}" if v is not None else "" for v in values], textposition="outside",
+                             text=[f"{v:.{digits}f}" if v is not None else "" for v in values],
+                             textposition="outside", cliponaxis=False,
                              customdata=[label(n) for n in names], xaxis=f"x{axis}", yaxis=f"y{axis}",
                              hovertemplate="%{customdata}: %{x:.2f}<extra>" + who + "</extra>"))
     y_axis = dict(tickmode="array", tickvals=y, ticktext=[label(n) for n in names], autorange="reversed",
                   showgrid=False)
-    layout = dict(xaxis=dict(domain=[0, 0.45], anchor="y", title="dev BLEU (higher is better)", rangemode="tozero"),
+    layout = dict(xaxis=dict(domain=[0, 0.45], anchor="y", title="dev BLEU (higher is better)",
+                             range=[0, 1.18 * (reach["bleu"] or 1)]),
                   xaxis2=dict(domain=[0.55, 1], anchor="y2", title="dev perplexity (lower is better)",
-                              rangemode="tozero"),
+                              range=[0, 1.18 * (reach["perplexity"] or 1)]),
                   yaxis={**y_axis, "anchor": "x", "domain": [0, 1]},
                   yaxis2={**y_axis, "anchor": "x2", "domain": [0, 1], "matches": "y", "showticklabels": False},
-                  legend=dict(orientation="h", x=0, y=-0.12, yanchor="top"), barmode="overlay",
+                  # The legend at the figure's foot, under the axis titles (in the plot's coordinates it met them).
+                  legend=dict(orientation="h", x=0, y=0, yref="container", yanchor="bottom"), barmode="overlay",
                   annotations=_titles(["BLEU", "Perplexity"], (0.225, 0.775), (1.0, 1.0)))
     fig = go.Figure(data=data, layout=layout)
-    styled(fig, title, int(max(360, 160 + 34 * len(rows))), margin=dict(l=100, r=30, t=80, b=110))
-    stacked(fig, 1, 2, int(2 * max(360, 160 + 34 * len(rows))), vertical_spacing=0.15, titles=["BLEU", "Perplexity"])
+    height = max(360, 160 + 34 * len(rows))
+    styled(fig, title, height, margin=dict(l=100, r=30, t=80, b=120))
+    # On a phone one panel above the other: the axis titles' words go into the panels' titles, which they met.
+    stacked(fig, 1, 2, 2 * height, vertical_spacing=0.15,
+            titles=["dev BLEU (higher is better)", "dev perplexity (lower is better)"])
+    narrow(fig, **{"xaxis.title.text": "", "xaxis2.title.text": ""})
     return fig

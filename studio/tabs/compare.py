@@ -121,7 +121,8 @@ def scores_html(names: tuple[str, str], a: dict[str, Any], b: dict[str, Any], co
 
 
 def score_corpus(registry: ModelRegistry, name_a: str | None, name_b: str | None, corpus: str, split: str,
-                 n: float | None, decoding: str, progress: gr.Progress = gr.Progress()) -> tuple[str, str]:  # noqa: B008 (how Gradio asks for a bar)
+                 n: float | None, decoding: str,
+                 progress: gr.Progress = gr.Progress()) -> tuple[str, str]:  # noqa: B008 (Gradio's way to ask for one)
     """Score: (the table, the notes under it)."""
     try:
         bundles = [cmp.model(registry, name, which) for name, which in ((name_a, "A"), (name_b, "B"))]
