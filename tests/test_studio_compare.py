@@ -191,3 +191,5 @@ def test_model_pickers_offer_every_model_and_start_on_two(registry):
     assert tab.defaults(only, A) == (A, A)
     a, b = tab.model_choices(registry, B, "removed")
     assert a.value == B and b.value is None and [n for _, n in a.choices] == [A, B]
+    assert tab.corpus_default(registry, "removed") == next(iter(cmp.CORPORA))
+    assert tab.corpus_default(ModelRegistry(), "numbers-en-de-tiny") == "synthetic: numbers"

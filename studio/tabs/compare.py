@@ -190,6 +190,14 @@ def defaults(registry: ModelRegistry, selected: str | None) -> tuple[str | None,
     return a, (others[0] if others else a)
 
 
+def corpus_default(registry: ModelRegistry, name: str | None) -> str:
+    """The corpus model A most likely learnt from (its synthetic task, or Multi30k); else the first offered."""
+    try:
+        return cmp.corpus_for(registry.get(name))
+    except UNAVAILABLE:  # no model, or one that no longer loads
+        return next(iter(cmp.CORPORA))
+
+
 # ----- /compare --------------------------------------------------------------------------------------
 def compare_api(registry: ModelRegistry, model_a: str, model_b: str, source: str, decoding: str = "greedy",
                 corpus: str = "", split: str = "valid", sentences: int = 0) -> dict:
@@ -255,24 +263,25 @@ def build(shell: Shell, tab: gr.Tab) -> None:
                show_progress="hidden", api_visibility="private").then(
         guard(table3_view), outputs=[table3_plot, table3_note], show_progress="hidden", api_visibility="private")
     # Model A follows the page's model picker: the model the other tabs show is the first one compared.
-    shell.model_key.change(lambda name: name, inputs=shell.model, outputs=model_a, show_progress="hidden",
-                           api_visibility="private")
+    # Model A follows the page's model picker (the model the other tabs show), with the choices as they are now:
+    # a run the Train tab just started is among them.
+    shell.model_key.change(guard(partial(model_choices, registry)), inputs=[shell.model, model_b],
+                           outputs=[model_a, model_b], show_progress="hidden", api_visibility="private")
     register(registry)
 
 
 def _corpus_score(shell: Shell, model_a: gr.Dropdown, model_b: gr.Dropdown, decoding: gr.Radio) -> None:
     """The corpus score panel: a corpus, a split, how many sentences, and a table of both models' scores."""
     gr.Markdown("### Corpus score")
-    try:
-        default = cmp.corpus_for(shell.registry.get(model_a.value))
-    except UNAVAILABLE:  # no model, or one that no longer loads: the first corpus
-        default = next(iter(cmp.CORPORA))
     with gr.Row(equal_height=True):
-        corpus = gr.Dropdown(list(cmp.CORPORA), value=default, label="Corpus", scale=2)
+        corpus = gr.Dropdown(list(cmp.CORPORA), value=corpus_default(shell.registry, model_a.value), label="Corpus",
+                             scale=2)
         split = gr.Radio(list(cmp.SPLITS), value="valid", label="Split", scale=2)
         n = Slider(1, cmp.MAX_SENTENCES, value=cmp.DEFAULT_SENTENCES, step=1, label="first N sentences", scale=2)
         go = gr.Button("Score both", scale=0, min_width=120, elem_id="compare-score")
     table = gr.HTML(elem_id="compare-scores")
     notes = gr.Markdown()
+    model_a.change(guard(partial(corpus_default, shell.registry)), inputs=model_a, outputs=corpus,
+                   show_progress="hidden", api_visibility="private")
     go.click(guard(partial(score_corpus, shell.registry)), inputs=[model_a, model_b, corpus, split, n, decoding],
              outputs=[table, notes], api_visibility="private", **HEAVY)
