@@ -30,7 +30,7 @@ def probabilities_pair(sides: Sequence[tuple[str, Sequence[str], Sequence[float]
     data, layout, names = [], {}, []
     for i, (which, (name, tokens, probs)) in enumerate(zip("AB", sides)):
         suffix = "" if i == 0 else "2"
-        low, high = (0.6, 1.0) if i == 0 else (0.0, 0.4)
+        low, high = (0.64, 1.0) if i == 0 else (0.0, 0.34)  # apart: A's slanted token labels reached B's title
         data.append(dict(type="bar", x=list(range(len(tokens))), y=list(probs), name=f"{which}: {name}",
                          marker_color=COLOURS[which], customdata=[hover_text(t) for t in tokens],
                          xaxis=f"x{suffix}", yaxis=f"y{suffix}",
@@ -40,11 +40,9 @@ def probabilities_pair(sides: Sequence[tuple[str, Sequence[str], Sequence[float]
         names.append(f"Model {which}: {label(name)}")
     tokens = [t for _, side_tokens, _ in sides for t in side_tokens]
     fig = go.Figure(data=data, layout=dict(**layout, showlegend=False,
-                                           annotations=_titles(names, (0.5, 0.5), (1.0, 0.4))))
-    styled(fig, title + word_start_note(tokens), 560, margin=dict(l=60, r=20, t=80, b=90))
-    # On a phone the slanted labels of A's tokens reached B's title: the panels further apart.
-    narrow(fig, **{f"annotations[{i}].text": wrap(text) for i, text in enumerate(names)},
-           **{"yaxis.domain": [0.64, 1.0], "yaxis2.domain": [0.0, 0.34], "annotations[1].y": 0.34})
+                                           annotations=_titles(names, (0.5, 0.5), (1.0, 0.34))))
+    styled(fig, title + word_start_note(tokens), 600, margin=dict(l=60, r=20, t=80, b=90))
+    narrow(fig, **{f"annotations[{i}].text": wrap(text) for i, text in enumerate(names)})
     return fig
 
 
