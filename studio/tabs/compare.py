@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import gradio as gr
+import plotly.graph_objects as go
 
 from .. import compare as cmp
 from ..compare import DECODINGS, Refused, Side
@@ -61,7 +62,7 @@ def _picks(layer: str | None, head: str | None) -> tuple[int | None, int | None]
     return index(layer, LAST), index(head, MEAN)
 
 
-def attention_figure(sides: tuple[Side, Side] | None, layer: str | None, head: str | None):
+def attention_figure(sides: tuple[Side, Side] | None, layer: str | None, head: str | None) -> go.Figure:
     """The two cross-attention maps side by side, on one colour scale."""
     if not sides:
         return empty("Press Compare to see both models' cross-attention.")
@@ -83,6 +84,7 @@ def pickers(sides: tuple[Side, Side]) -> tuple[gr.Dropdown, gr.Dropdown]:
 
 
 def notice_lines(notices: list[str]) -> str:
+    """Notices as a Markdown list, each once."""
     return "\n".join(f"- {md(clip(n, 300))}" for n in dict.fromkeys(notices))
 
 
@@ -242,7 +244,7 @@ def build(shell: Shell, tab: gr.Tab) -> None:
         source = gr.Textbox(label="Sentence for both", value=examples[0] if examples else "", lines=1, max_lines=4,
                             scale=3, placeholder="Type a sentence and press Enter", elem_id="compare-source")
         decoding = gr.Radio(list(DECODINGS), value="greedy", label="Decoding (both models)", scale=1)
-        go = gr.Button("Compare", variant="primary", scale=0, min_width=120, elem_id="compare-run")
+        compare_button = gr.Button("Compare", variant="primary", scale=0, min_width=120, elem_id="compare-run")
     notices = gr.Markdown(elem_classes="announce")
     translations = gr.HTML(elem_id="compare-translations")
     probabilities = gr.Plot(label="Output token probabilities, A and B")
@@ -254,15 +256,14 @@ def build(shell: Shell, tab: gr.Tab) -> None:
     with gr.Accordion("Our Table 3", open=False, elem_id="compare-table3"):
         table3_note = gr.Markdown(TABLE3_NOTE)
         table3_plot = gr.Plot(label="Our Table 3 and the paper's", visible=False)
-    go_event = dict(fn=guard(partial(run, registry)), inputs=[model_a, model_b, source, decoding, layer, head],
-                    outputs=[translations, probabilities, attention, layer, head, notices, sides], **HEAVY)
-    gr.on([go.click, source.submit], api_visibility="private", **go_event)
+    compare_event = dict(fn=guard(partial(run, registry)), inputs=[model_a, model_b, source, decoding, layer, head],
+                         outputs=[translations, probabilities, attention, layer, head, notices, sides], **HEAVY)
+    gr.on([compare_button.click, source.submit], api_visibility="private", **compare_event)
     gr.on([layer.input, head.input], guard(attention_figure), inputs=[sides, layer, head], outputs=attention,
           api_visibility="private", trigger_mode="always_last")
     tab.select(guard(partial(model_choices, registry)), inputs=[model_a, model_b], outputs=[model_a, model_b],
                show_progress="hidden", api_visibility="private").then(
         guard(table3_view), outputs=[table3_plot, table3_note], show_progress="hidden", api_visibility="private")
-    # Model A follows the page's model picker: the model the other tabs show is the first one compared.
     # Model A follows the page's model picker (the model the other tabs show), with the choices as they are now:
     # a run the Train tab just started is among them.
     shell.model_key.change(guard(partial(model_choices, registry)), inputs=[shell.model, model_b],
@@ -278,10 +279,11 @@ def _corpus_score(shell: Shell, model_a: gr.Dropdown, model_b: gr.Dropdown, deco
                              scale=2)
         split = gr.Radio(list(cmp.SPLITS), value="valid", label="Split", scale=2)
         n = Slider(1, cmp.MAX_SENTENCES, value=cmp.DEFAULT_SENTENCES, step=1, label="first N sentences", scale=2)
-        go = gr.Button("Score both", scale=0, min_width=120, elem_id="compare-score")
+        score_button = gr.Button("Score both", scale=0, min_width=120, elem_id="compare-score")
     table = gr.HTML(elem_id="compare-scores")
     notes = gr.Markdown()
     model_a.change(guard(partial(corpus_default, shell.registry)), inputs=model_a, outputs=corpus,
                    show_progress="hidden", api_visibility="private")
-    go.click(guard(partial(score_corpus, shell.registry)), inputs=[model_a, model_b, corpus, split, n, decoding],
-             outputs=[table, notes], api_visibility="private", **HEAVY)
+    score_button.click(guard(partial(score_corpus, shell.registry)),
+                       inputs=[model_a, model_b, corpus, split, n, decoding], outputs=[table, notes],
+                       api_visibility="private", **HEAVY)
