@@ -199,8 +199,9 @@ def test_the_tabs_redraw_on_the_picked_models_registry_key_not_its_name():
     on_key = {name(fn) for fn in fns if (key._id, "change") in fn.targets}
     assert on_key == {"status_line", "defaults", "head_choices", "picked_model_ranges", "example_choices",
                       "examples_update", "model_changed", "settings_changed", "model_width", "learned_view", "refresh",
-                      "<lambda>"}
-    # <lambda>: the Attention tab's redraw; refresh: Attention arithmetic's and Saliency's
+                      "model_choices", "<lambda>"}
+    # <lambda>: the Attention tab's redraw; refresh: Attention arithmetic's and Saliency's; model_choices: Compare's
+    # model A; learned_view: the Positional encoding tab's learned positions
     train_view = next(fn for fn in fns if fn.api_name == "train_view")
     assert train_view.outputs[-1] is key and train_view.inputs[-2] is key  # a run under the picked name
 
@@ -210,7 +211,7 @@ def test_app_builds_with_every_tab_and_no_model():
         demo = app.build_app(registry)
         labels = {b.label for b in demo.blocks.values() if isinstance(b, gr.Tab)}
         assert {"Translate", "What if", "Beam search", "Attention", "Attention arithmetic", "Saliency",
-                "Positional encoding", "Model"} <= labels
+                "Positional encoding", "Model", "Compare"} <= labels
 
 
 # ----- Translate ----------------------------------------------------------------------------------
