@@ -16,7 +16,7 @@ from core.decoding import LENGTH_PENALTIES, METHODS, SAMPLE_TEMPERATURE, SAMPLE_
 from core.keep_best import METRICS
 from core.schedule import SCHEDULES
 from core.tokenizer import KINDS
-from core.trainer import AMP_MODES
+from core.train_config import AMP_MODES
 
 from . import __doc__ as USAGE
 from .common import (DEFAULT_CHECKPOINT, NON_NEGATIVE_INT, NON_NEGATIVE_NUMBER, POSITIVE_INT, POSITIVE_NUMBER, PROG,
