@@ -102,7 +102,7 @@ class FigureWindow:
 
     def __init__(self, device: torch.device):
         self.device = device
-        # loss, nll, correct, target tokens, grad norm, finite steps, skipped steps, bad steps (of finite ones' sums)
+        # loss, nll, correct, target tokens (steps of a finite loss), grad norm, steps of a finite one, skipped, bad
         self._sums = torch.zeros(8, dtype=torch.float64, device=device)
         self._run = torch.zeros((), dtype=torch.float64, device=device)  # consecutive bad steps so far
         self._worst = torch.zeros((), dtype=torch.float64, device=device)
@@ -115,12 +115,13 @@ class FigureWindow:
             scale: torch.Tensor | None) -> torch.Tensor:
         """One step's (loss, nll, correct) sums and gradient norm; returns the device flag 'skip this update'.
         scale: fp16's loss scale before the step (an overflow above MIN_LOSS_SCALE is the scaler's business)."""
-        finite_loss = torch.isfinite(sums[0])
-        skip = ~(finite_loss & torch.isfinite(grad_norm))
+        finite_loss, finite_grad = torch.isfinite(sums[0]), torch.isfinite(grad_norm)
+        skip = ~(finite_loss & finite_grad)
         bad = skip if scale is None else ~finite_loss | (skip & (scale < MIN_LOSS_SCALE))
-        kept = (~skip).double()
+        # As the plain path reports them: the loss of a step whose gradients overflowed (fp16) is finite.
+        kept, normed = finite_loss.double(), finite_grad.double()
         step = torch.cat([torch.nan_to_num(sums.double()) * kept, (n_tokens * kept).view(1),
-                          (torch.nan_to_num(grad_norm.double()) * kept).view(1), kept.view(1),
+                          (torch.nan_to_num(grad_norm.double()) * normed).view(1), normed.view(1),
                           skip.double().view(1), bad.double().view(1)])
         self._sums += step
         self._run = torch.where(bad, self._run + 1, torch.zeros_like(self._run))

@@ -92,7 +92,8 @@ class Trainer:
         torch.manual_seed(config.seed)
         random.seed(config.seed)
         self.batcher = TokenBatcher(train, config.max_tokens, shuffle=True, seed=config.seed, bucket=config.bucket)
-        self.objective: nn.Module = Objective(self.model, config.label_smoothing)
+        # Bucketed batches have fixed shapes; the grid keeps them so (core/acceleration.py).
+        self.objective: nn.Module = Objective(self.model, config.label_smoothing, grid=config.bucket > 0)
         # Under DDP, accumulation's micro-batches skip the gradient all-reduce but the last (no_sync); the
         # DDP wrapper is kept apart, since torch.compile's wrapper around it is no DDP module.
         self._ddp: nn.parallel.DistributedDataParallel | None = None
