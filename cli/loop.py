@@ -54,7 +54,8 @@ def train_loop(trainer, args: argparse.Namespace, rank: int) -> None:
         if bar.disable and (event.step % LOG_EVERY == 0 or event.step == trainer.config.max_steps):
             print(f"step {event.step}/{trainer.config.max_steps}: "
                   + " ".join(f"{k} {v}" for k, v in status.items()), flush=True)
-        log(event)
+        if event.measured:  # --readback-every N: the N-th step's line holds the means of the N steps
+            log(event)
         if event.validation:
             shown = " ".join(f"{k} {v:.3f}" for k, v in event.validation.items() if isinstance(v, float))
             bar.write(f"step {event.step}: {shown}" + (f" (best: saved in {BEST}/)" if event.validation.get("best")

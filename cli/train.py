@@ -201,7 +201,8 @@ def train_config(args: argparse.Namespace, train: list, world: int, device: str 
     return TrainConfig(max_steps=max_steps, max_tokens=args.max_tokens, accum=args.accum, schedule=args.schedule,
                        warmup=args.warmup, lr_factor=args.lr_factor, peak_lr=args.lr,
                        label_smoothing=args.label_smoothing, weight_decay=args.weight_decay,
-                       clip_norm=args.clip_norm, amp=args.amp, compile=args.compile,
+                       clip_norm=args.clip_norm, amp=args.amp, compile=args.compile, bucket=args.bucket,
+                       cuda_graphs=args.cuda_graphs, readback_every=args.readback_every,
                        device=device or args.device, seed=args.seed, eval_every=args.eval_every,
                        bleu_sentences=args.bleu_sentences, keep_best=args.keep_best, patience=args.patience)
 
