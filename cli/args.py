@@ -236,8 +236,8 @@ def build_parser() -> argparse.ArgumentParser:
                         "such a run")
     o.add_argument("--bucket", type=NON_NEGATIVE_INT, default=0,
                    help="pad batch lengths to multiples of this, rows to --max-tokens / length, and train on the whole "
-                        "padded grid: a few fixed shapes, no host sync in the forward pass, one static graph per shape "
-                        "with --compile (0: off, the real tokens alone)")
+                        "padded grid: a few fixed shapes and no host sync in the forward pass (0: off: the real tokens "
+                        "alone, packed)")
     o.add_argument("--cuda-graphs", action="store_true",
                    help="with --compile and --bucket: replay each shape's compiled step as a CUDA graph")
     o.add_argument("--readback-every", type=POSITIVE_INT, default=1,

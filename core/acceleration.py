@@ -1,6 +1,6 @@
 """How a training step (section 5) uses the hardware, each choice beside the plain way it replaces:
-mixed precision (autocast), the fused Adam of section 5.3, torch.compile over fixed shape buckets
-(core.batching pads batches to them), and figures kept on the device and read back every N steps.
+mixed precision (autocast), the fused Adam of section 5.3, torch.compile (with CUDA graphs over the few
+shapes of bucketed batches, core/batching.py), and figures kept on the device, read back every N steps.
 
 On a GPU the host queues kernels ahead of the device; anything that reads a value back (`.item()`,
 `.tolist()`, a Python `if` on a tensor) waits for the queue to drain, so a small model spends its step
@@ -55,17 +55,13 @@ def precision(amp_dtype: torch.dtype | None, device: torch.device) -> contextlib
     return stack
 
 
-def compile_objective(objective: nn.Module, *, bucket: int, max_len: int, cuda_graphs: bool) -> nn.Module:
-    """torch.compile the training objective. Without buckets, batches differ in shape and packing's row
-    counts depend on the data: one graph with symbolic sizes rather than a recompile per shape. With
-    buckets (core.batching pads every batch to one of max_len / bucket shapes), one static graph per
-    shape, which Inductor specialises and CUDA graphs (mode reduce-overhead) can replay."""
-    if bucket < 1:
-        return torch.compile(objective, dynamic=True)
-    # Each bucket is a recompile of the same code: the default limit (8) would fall back to eager.
-    shapes = max_len // bucket + 2
-    torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, shapes)
-    return torch.compile(objective, dynamic=False, mode="reduce-overhead" if cuda_graphs else None)
+def compile_objective(objective: nn.Module, *, cuda_graphs: bool) -> nn.Module:
+    """torch.compile the training objective as one graph with symbolic sizes: batches of a new shape reuse
+    it rather than recompiling (token batches, 5.1, bring new shapes all the time). On the grid (bucketed
+    batches, Objective's grid mode) the graph is whole, with nothing read back inside it; packing's row
+    counts depend on the data and break it where they are read. With cuda_graphs (mode reduce-overhead),
+    each of the buckets' few shapes is recorded once as a CUDA graph and then replayed: one launch a step."""
+    return torch.compile(objective, dynamic=True, mode="reduce-overhead" if cuda_graphs else None)
 
 
 def step_unless(optimizer: torch.optim.Optimizer, skip: torch.Tensor) -> None:

@@ -29,8 +29,8 @@ class TrainConfig:
     clip_norm: float = 0.0  # 0 = no clipping
     amp: str = "auto"  # auto: bf16 on CUDA (fp16 on a GPU without bf16) and on CPUs with native bf16, else off
     compile: bool = False  # torch.compile the training step (CUDA)
-    # Pad every batch's lengths up to a multiple of bucket and its rows to max_tokens // length (0: off): a few
-    # fixed shapes, each compiled once as a static graph (core/acceleration.py), instead of one per batch.
+    # Pad every batch's lengths up to a multiple of bucket and its rows to max_tokens // length, and train on the
+    # whole grid (0: off): a few fixed shapes and no read-back in the forward pass (core/acceleration.py).
     bucket: int = 0
     cuda_graphs: bool = False  # with compile and bucket: replay each shape's graph as a CUDA graph
     # Steps between reading the figures (loss, accuracy, gradient norm) back from the device: 1 waits for the

@@ -49,6 +49,7 @@ class StepEvent:
     grad_norm: float
     padding_ratio: float
     skipped: bool = False  # non-finite loss or gradients (fp16: the scaler overflowed): no update made
+    tokens: int = 0  # this step's target tokens on this rank, known at every step (the figures may be a window's)
     # False: a step between read-backs (readback_every > 1), whose figures are the last read-back's (NaN before
     # the first); True: this step's figures, or with readback_every > 1 the means over the steps since the last.
     measured: bool = True
@@ -101,8 +102,7 @@ class Trainer:
             ids = [self.device.index] if self.device.type == "cuda" else None
             self.objective = self._ddp = nn.parallel.DistributedDataParallel(self.objective, device_ids=ids)
         if config.compile:
-            self.objective = compile_objective(self.objective, bucket=config.bucket,
-                                               max_len=self.model.config.max_len, cuda_graphs=config.cuda_graphs)
+            self.objective = compile_objective(self.objective, cuda_graphs=config.cuda_graphs)
         # readback_every > 1: the figures stay on the device between read-backs (core/acceleration.py).
         self.window = FigureWindow(self.device) if config.readback_every > 1 else None
         self._measured: StepEvent | None = None  # the last read-back's event, whose figures later steps repeat
@@ -233,7 +233,7 @@ class Trainer:
         return StepEvent(step=self.step_count, loss=loss_sum / denom,
                          perplexity=math.exp(min(nll_sum / denom, 50.0)), accuracy=correct / denom, lr=lr,
                          tokens_per_s=n_tokens * self.world_size / elapsed, grad_norm=grad_norm,
-                         padding_ratio=padding, skipped=skipped)
+                         padding_ratio=padding, skipped=skipped, tokens=n_tokens)
 
     def _deferred_update(self, sums: torch.Tensor, grad_norm: torch.Tensor, n_tokens: int, padding: float,
                          lr: float) -> StepEvent:
@@ -252,7 +252,7 @@ class Trainer:
             last = self._measured
             figures = {k: getattr(last, k) if last else math.nan
                        for k in ("loss", "perplexity", "accuracy", "tokens_per_s", "grad_norm", "padding_ratio")}
-            return StepEvent(step=step, lr=lr, measured=False, **figures)
+            return StepEvent(step=step, lr=lr, measured=False, tokens=n_tokens, **figures)
         f = self.window.read(self.world_size)
         self.bad_steps = f.bad_run
         if f.bad:
@@ -264,7 +264,7 @@ class Trainer:
         self._measured = StepEvent(step=step, loss=f.loss, perplexity=math.exp(min(f.nll, 50.0)), accuracy=f.accuracy,
                                    lr=lr, tokens_per_s=f.tokens_per_s, grad_norm=f.grad_norm,
                                    padding_ratio=f.padding_ratio, skipped=f.skipped > 0)
-        return self._measured
+        return replace(self._measured, tokens=n_tokens)
 
     def _total_tokens(self, n_tokens: int) -> float | torch.Tensor:
         """The target tokens of the whole step, all ranks; in the deferred path a device tensor, summed over
