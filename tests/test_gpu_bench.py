@@ -3,17 +3,21 @@ torch's own count of a training step, and bench/gpu_train.py and bench/lecture_g
 from __future__ import annotations
 
 import csv
+import subprocess
+from pathlib import Path
 
 import pytest
 import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
-from bench import gpu_train, lecture_gpu
+from bench import ddp_scaling, gpu_train, lecture_gpu
 from bench.flops import mfu, training_flops
 from core.config import ModelConfig
 from core.loss import Objective
 from core.model import Transformer
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.mark.parametrize("overrides", [{}, {"d_k": 8, "shared_vocab": False, "src_vocab_size": 40}])
@@ -54,3 +58,15 @@ def test_lecture_cpu_smoke_writes_the_curve(tmp_path):
     with open(tmp_path / "lecture.csv") as f:
         assert [r["step"] for r in csv.DictReader(f)] == [str(r["step"]) for r in rows]
     assert (tmp_path / "lecture.png").stat().st_size > 1000
+
+
+def test_the_device_script_parses():
+    """bench/gpu_check.sh runs once on a lent GPU machine: a syntax error there would cost the whole loan."""
+    done = subprocess.run(["bash", "-n", str(ROOT / "bench" / "gpu_check.sh")], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+
+
+@pytest.mark.slow
+def test_ddp_scaling_cpu_smoke_runs_one_and_two_processes(tmp_path):
+    rates = ddp_scaling.main(["--cpu-smoke", "--out", str(tmp_path / "ddp")])
+    assert set(rates) == {1, 2} and all(r > 0 for r in rates.values())
