@@ -271,7 +271,8 @@ class Trainer:
         ranks without a host sync."""
         if self.window is None or self.world_size == 1:
             return self._all_reduce_sum(float(n_tokens))
-        total = torch.tensor(float(n_tokens), device=self.device)
+        pinned = self.device.type == "cuda"  # a blocking copy to the GPU would wait for it
+        total = torch.tensor(float(n_tokens), pin_memory=pinned).to(self.device, non_blocking=pinned)
         dist.all_reduce(total)
         return total
 

@@ -5,12 +5,16 @@ device leaves the weights as a skipped update on the host does."""
 from __future__ import annotations
 
 import math
+import os
 import warnings
 
 import pytest
 import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
 
-from _trainers import losses, make_trainer
+from _trainers import ddp_trainer, losses, make_trainer
+from bench.serving import free_port
 from core.acceleration import FigureWindow, step_unless
 from core.batching import Example, TokenBatcher, pad_batch
 from core.loss import Objective
@@ -169,3 +173,27 @@ def test_cuda_graphs_need_compile_and_buckets():
     with pytest.raises(ValueError, match="readback_every must be > 0"):
         TrainConfig(readback_every=0)
     TrainConfig(cuda_graphs=True, compile=True, bucket=16)
+
+
+def _gloo_worker(rank: int, world: int, port: int, results) -> None:
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    try:
+        torch.manual_seed(rank)  # different initial weights per rank: DDP must broadcast rank 0's
+        trainer = ddp_trainer("cpu", "off", bucket=8, readback_every=2)
+        events = []
+        trainer.run(events.append)
+        results[rank] = (weights(trainer), [e.measured for e in events], events[-1].loss)
+    finally:
+        dist.destroy_process_group()
+
+
+def test_the_deferred_grid_path_under_ddp_keeps_the_ranks_alike():
+    """Two gloo ranks, bucketed batches on the grid, figures read back every 2 steps (and at the last, 3):
+    the token count all-reduced on the device, the skip decided alike, the same weights at the end."""
+    with mp.Manager() as manager:
+        results = manager.dict()
+        mp.spawn(_gloo_worker, args=(2, free_port(), results), nprocs=2, join=True)
+        (w0, measured, loss), (w1, _, _) = results[0], results[1]
+    assert torch.equal(w0, w1) and measured == [False, True, True] and math.isfinite(loss)
