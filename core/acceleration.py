@@ -104,6 +104,11 @@ class FigureWindow:
         self._worst = torch.zeros((), dtype=torch.float64, device=device)
         self._reset_host()
 
+    def resume_run(self, bad_steps: int) -> None:
+        """A resumed run's consecutive bad steps so far (Trainer.state_dict's bad_steps) go on counting."""
+        self._run.fill_(bad_steps)
+        self._worst.fill_(bad_steps)
+
     def _reset_host(self) -> None:
         self.steps, self.tokens, self.padding, self.started = 0, 0, 0.0, time.perf_counter()
 

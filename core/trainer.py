@@ -381,6 +381,8 @@ class Trainer:
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.step_count = int(state["step"])
         self.bad_steps = int(state.get("bad_steps", 0))  # a run saved in a row of NaN steps goes on counting it
+        if self.window is not None:
+            self.window.resume_run(self.bad_steps)
         self.optimizer.load_state_dict(state["optimizer"])
         for group in self.optimizer.param_groups:  # this run's setting (a resume may change it), not the saved one
             group["weight_decay"] = self.config.weight_decay

@@ -197,3 +197,25 @@ def test_the_deferred_grid_path_under_ddp_keeps_the_ranks_alike():
         mp.spawn(_gloo_worker, args=(2, free_port(), results), nprocs=2, join=True)
         (w0, measured, loss), (w1, _, _) = results[0], results[1]
     assert torch.equal(w0, w1) and measured == [False, True, True] and math.isfinite(loss)
+
+
+def test_a_resume_in_the_deferred_path_goes_on_counting_non_finite_steps(tmp_path):
+    """As tests/test_trainer.py's plain-path test: saved after two NaN steps in a row (read back at step 2),
+    a resumed run gives up at its first read-back after the third."""
+    from core.checkpoint import load_checkpoint, load_trainer_state
+
+    def poisoned(trainer):  # NaN activations, finite weights: every step is skipped
+        trainer.model.src_embed.register_forward_hook(lambda module, args, out: out * float("nan"))
+        return trainer
+
+    trainer = poisoned(make_trainer(max_bad_steps=3, readback_every=2))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        trainer.step()
+        assert trainer.step().skipped and trainer.bad_steps == 2
+        trainer.save(tmp_path / "ckpt")
+        resumed = poisoned(make_trainer(bundle=load_checkpoint(tmp_path / "ckpt"), max_bad_steps=3, readback_every=2))
+        resumed.load_state_dict(load_trainer_state(tmp_path / "ckpt"))
+        resumed.step()
+        with pytest.raises(TrainingStopped, match="4 steps in a row"):
+            resumed.step()
