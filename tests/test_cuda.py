@@ -216,7 +216,7 @@ def test_a_grid_run_saved_on_the_gpu_resumes_exactly(tmp_path):
 def test_the_fast_decoders_on_the_gpu_give_the_naive_decoders_outputs():
     """Batched, cached greedy and beam search on the GPU against bench/decode.py's naive reference (one
     sentence, the whole prefix each step), on the GPU too."""
-    from bench.decode import naive_beam, naive_greedy
+    from bench.decode import _naive, naive_beam, naive_greedy
     from core.decoding import DecodeOptions
 
     cpu = tiny_bundle()
@@ -229,8 +229,7 @@ def test_the_fast_decoders_on_the_gpu_give_the_naive_decoders_outputs():
         fast = [r.ids for r in translate_detailed(gpu, sources, method=method)]
         options = DecodeOptions(method=method)
         with torch.no_grad():
-            slow = [naive(model, cpu.tokenizer.encode(s) + [model.config.eos_id], len(s.split()) + 50, options)
-                    for s in sources]
+            slow = [_naive(naive, model, cpu.tokenizer, s, options) for s in sources]
         assert fast == slow
 
 
