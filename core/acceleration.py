@@ -132,8 +132,8 @@ class FigureWindow:
 
     def read(self, world_size: int = 1) -> Figures:
         """The window's figures (one read-back), then a fresh window; the run of bad steps carries over."""
-        values = torch.cat([self._sums, self._worst.view(1), self._run.view(1)]).tolist()
-        loss, nll, correct, tokens, grad_norm, finite, skipped, bad, worst, run = values
+        values = torch.cat([self._sums, self._worst.view(1)]).tolist()
+        loss, nll, correct, tokens, grad_norm, finite, skipped, bad, worst = values
         elapsed = time.perf_counter() - self.started
         nan = float("nan")
         figures = Figures(steps=self.steps, loss=loss / tokens if tokens else nan, nll=nll / tokens if tokens else nan,
