@@ -124,3 +124,11 @@ def test_the_learned_section_stays_hidden_for_sinusoids():
     registry.add("sinusoids", studio_bundle())
     shown, table, _ = positional.learned_view(registry, "sinusoids", 12)
     assert shown["visible"] is False and table == gr.skip()
+
+
+def test_a_recipe_fills_the_panel_and_none_leaves_it():
+    values = dict(zip(form.FIELDS, form.recipe_values("lecture-multi30k")))
+    assert values["path"].endswith("multi30k") and (values["src_lang"], values["tgt_lang"]) == ("de", "en")
+    assert (values["preset"], values["schedule"], values["max_tokens"]) == ("small", "inverse_sqrt", 12288)
+    assert values["name"] == "live-multi30k" and values["d_model"] == 256  # the preset's sizes, shown
+    assert form.recipe_values("") == (gr.skip(),) * len(form.FIELDS)

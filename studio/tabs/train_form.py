@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import gradio as gr
 
 from core.config import PRESETS
+from core.recipes import list_recipes
 from core.data import TSV_COLUMNS
 from core.hf_data import hub_offline
 from core.hf_disk import cached_datasets
@@ -171,6 +172,26 @@ def peak_lr(d_model: float | None, warmup: float | None, factor: float | None) -
     return f"Peak learning rate (eq. 3, at step {int(warmup)}): factor · d_model^−0.5 · warmup^−0.5 = **{lr:.2e}**"
 
 
+RECIPE_NONE = "none: the boxes as they are"
+
+
+def recipe_choices() -> list[tuple[str, str]]:
+    return [(RECIPE_NONE, "")] + [(f"{r['name']}: {r['description']}", r["name"]) for r in list_recipes()]
+
+
+def recipe_values(name: str) -> tuple:
+    """The set-up panel (FIELDS' order) filled with a recipe's settings (core.recipes): the data, the model and
+    the schedule it was tuned with; the boxes it does not set keep the tab's defaults. None picked: left as is."""
+    recipe = next((r["settings"] for r in list_recipes() if r["name"] == name), None)
+    if recipe is None:
+        return (gr.skip(),) * len(FIELDS)
+    chosen = {k: v for k, v in recipe.items() if k in Settings.__dataclass_fields__}
+    settings = replace(DEFAULTS, **chosen)
+    fields = form_values(settings)
+    kind, task, path, upload, hf_name = fields[:5]
+    return (*fields[:8], default_name(kind, task, path, upload, hf_name), *fields[9:])
+
+
 def cached_line() -> str:
     """The Hugging Face datasets this machine's cache holds (core.hf_disk), as the name box's hint."""
     found = [f"{d.name}:{d.config}" if d.config else d.name for d in cached_datasets()]
@@ -230,6 +251,8 @@ class SetupPanel:
 def build_setup() -> SetupPanel:
     """The panel, open; it folds away once a run starts, so the curves come up where it was."""
     with gr.Accordion("Set-up", open=True) as accordion:
+        recipe = gr.Dropdown(recipe_choices(), value="", label="Recipe (fills the boxes below)",
+                             info="Tuned for a GPU: on a CPU the same run takes far longer")
         with gr.Row():
             with gr.Column(scale=3):
                 data = _data_boxes()
@@ -240,6 +263,7 @@ def build_setup() -> SetupPanel:
         gr.Markdown(f"**Device:** {md(device_line('auto'))}")
     boxes = {**data, **model, **training}
     panel = SetupPanel({name: boxes[name] for name in FIELDS}, accordion)
+    recipe.input(guard(recipe_values), inputs=recipe, outputs=panel.inputs())
     _keep_consistent(panel, lr_line)
     return panel
 
