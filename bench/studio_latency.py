@@ -27,7 +27,8 @@ os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 SHIPPED = ROOT / "checkpoints" / "multi30k-de-en-small"
 CLOCK = "wall"
 CHILD_CPU_BEFORE = 0.0
-GERMAN_20 = "Ein junger Mann in einem blauen Hemd und eine Frau mit einem roten Hut sitzen auf einer Bank vor dem Haus ."
+GERMAN_20 = ("Ein junger Mann in einem blauen Hemd und eine Frau mit einem roten Hut sitzen auf einer Bank "
+             "vor dem Haus .")
 
 
 def small_random_bundle():
@@ -70,7 +71,8 @@ def start_to_first_page(checkpoints: Path) -> tuple[float, float]:
     """(wall seconds, CPU seconds of the studio process) from launch to its first page."""
     port = free_port()
     start = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-m", "studio", "--port", str(port), "--checkpoints-dir", str(checkpoints)],
+    proc = subprocess.Popen([sys.executable, "-m", "studio", "--port", str(port),
+                             "--checkpoints-dir", str(checkpoints)],
                             cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         while True:
@@ -81,7 +83,7 @@ def start_to_first_page(checkpoints: Path) -> tuple[float, float]:
                     break
             except OSError:
                 if proc.poll() is not None or time.perf_counter() - start > 120:
-                    raise RuntimeError("the studio did not start")
+                    raise RuntimeError("the studio did not start") from None
                 time.sleep(0.1)
     finally:
         proc.terminate()

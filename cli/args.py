@@ -14,9 +14,10 @@ from core import __version__
 from core.config import POSITIONAL, PRESETS
 from core.decoding import DTYPES, LENGTH_PENALTIES, METHODS, SAMPLE_TEMPERATURE, SAMPLE_TOP_P, DecodeOptions
 from core.keep_best import METRICS
+from core.recipes import RECIPES, Recipe, get_recipe
 from core.schedule import SCHEDULES
 from core.tokenizer import KINDS
-from core.trainer import AMP_MODES
+from core.train_config import AMP_MODES
 
 from . import __doc__ as USAGE
 from .common import (DEFAULT_CHECKPOINT, NON_NEGATIVE_INT, NON_NEGATIVE_NUMBER, POSITIVE_INT, POSITIVE_NUMBER, PROG,
@@ -178,6 +179,10 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--resume", action="store_true",
                    help="continue the run in --out from its latest checkpoint, with the run's options (run.json) "
                         "except those given again")
+    t.add_argument("--recipe", choices=list(RECIPES), metavar="NAME",
+                   help="a named set of options (core/recipes.py); options given as well override its values. "
+                        + "; ".join(f"{r.name}: {r.description} ({' '.join(recipe_options(r))})"
+                                    for r in RECIPES.values()))
     m = t.add_argument_group("model (a preset, then overrides)")
     m.add_argument("--preset", default="small", choices=list(PRESETS), help="model size (core/config.py)")
     m.add_argument("--d-model", type=POSITIVE_INT, help="model width (default: the preset's)")
@@ -236,6 +241,15 @@ def build_parser() -> argparse.ArgumentParser:
                    help="torch.compile the training step, for long GPU runs: its first steps compile for a minute "
                         "or two (docs/benchmarks.md: what it gave on an H100); --no-compile: off, e.g. resuming "
                         "such a run")
+    o.add_argument("--bucket", type=NON_NEGATIVE_INT, default=0,
+                   help="pad batch lengths to multiples of this, rows to --max-tokens / length, and train on the whole "
+                        "padded grid: a few fixed shapes and no host sync in the forward pass (0: off: the real tokens "
+                        "alone, packed)")
+    o.add_argument("--cuda-graphs", action="store_true",
+                   help="with --compile and --bucket: replay each shape's compiled step as a CUDA graph")
+    o.add_argument("--readback-every", type=POSITIVE_INT, default=1,
+                   help="steps between reading loss and accuracy back from the GPU (each read waits for it); the "
+                        "progress bar and metrics.jsonl then show the means over those steps")
     o.add_argument("--device", type=device_name, default="auto", help="auto (CUDA if present), cpu, cuda, cuda:1, ...")
     o.add_argument("--seed", type=SEED, default=0, help="initialisation, batch order and data split")
     o.add_argument("--limit", type=POSITIVE_INT, default=None,
@@ -329,6 +343,31 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+RECIPE_FLAGS = {"peak_lr": "--lr", "src_lang": "--src", "tgt_lang": "--tgt"}  # where dest and field differ
+
+
+def recipe_options(recipe: Recipe) -> list[str]:
+    """The train options a recipe stands for, as they would be typed."""
+    values = {"data": recipe.data, "src_lang": recipe.src_lang, "tgt_lang": recipe.tgt_lang, "preset": recipe.preset,
+              "vocab_size": recipe.vocab_size, **recipe.train}
+    options = []
+    for name, value in values.items():
+        flag = RECIPE_FLAGS.get(name, f"--{name.replace('_', '-')}")
+        options += [flag] if value is True else [flag, str(value)]
+    return options
+
+
+def with_recipe(parser: argparse.ArgumentParser, args: argparse.Namespace,
+                argv: list[str] | None) -> argparse.Namespace:
+    """--recipe NAME: its options first, then those given, which win (argparse keeps the later value)."""
+    given = list(sys.argv[1:] if argv is None else argv)
+    options = recipe_options(get_recipe(args.recipe))
+    if args.epochs is not None:  # --epochs replaces the recipe's --max-steps (argparse refuses the two together)
+        at = options.index("--max-steps")
+        del options[at:at + 2]
+    return parser.parse_args([given[0], *options, *given[1:]])
+
+
 EXPORT_HELP = """Write a checkpoint for another inference engine, in a temporary folder renamed into place only once
 the written model translates a few sentences exactly as ours does (beam 4; for transformers, greedy too).
 
@@ -348,6 +387,8 @@ def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
     args, unknown = parser.parse_known_args(argv)
     if unknown:  # argparse would answer with the top-level usage, which does not list the command's options
         parser.commands[args.command].error(f"unrecognized arguments: {' '.join(unknown)}")
+    if args.command == "train" and args.recipe:
+        args = with_recipe(parser, args, argv)
     if args.command == "train" and args.resume:
         args = with_run_options(parser, args, argv)
     return args

@@ -54,7 +54,8 @@ def train_loop(trainer, args: argparse.Namespace, rank: int) -> None:
         if bar.disable and (event.step % LOG_EVERY == 0 or event.step == trainer.config.max_steps):
             print(f"step {event.step}/{trainer.config.max_steps}: "
                   + " ".join(f"{k} {v}" for k, v in status.items()), flush=True)
-        log(event)
+        if event.measured:  # --readback-every N: the N-th step's line holds the means of the N steps
+            log(event)
         if event.validation:
             shown = " ".join(f"{k} {v:.3f}" for k, v in event.validation.items() if isinstance(v, float))
             bar.write(f"step {event.step}: {shown}" + (f" (best: saved in {BEST}/)" if event.validation.get("best")
@@ -82,8 +83,9 @@ def train_loop(trainer, args: argparse.Namespace, rank: int) -> None:
     except KeyboardInterrupt:
         bar.close()
         if rank == 0:
-            if trainer.last_event is not None and trainer.last_event.step > logged:  # stopped in its evaluation
-                log(trainer.last_event)  # the step is kept, logged without the evaluation
+            last = trainer.last_event
+            if last is not None and last.step > logged and last.measured:  # stopped in its evaluation
+                log(last)  # the step is kept, logged without the evaluation
             print("\ninterrupted: saving a checkpoint first (further Ctrl-C presses are ignored)", file=sys.stderr)
             path = save(trainer, args)
             # final/ too: one left from an earlier end of this run would otherwise be evaluated as its latest

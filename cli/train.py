@@ -196,12 +196,13 @@ def vocabulary_sizes(bundle: ModelBundle) -> str:
 def train_config(args: argparse.Namespace, train: list, world: int, device: str | None) -> TrainConfig:
     max_steps = 10_000 if args.max_steps is None else args.max_steps
     if args.epochs is not None:
-        per_epoch = len(TokenBatcher(train, args.max_tokens, seed=args.seed))
+        per_epoch = len(TokenBatcher(train, args.max_tokens, seed=args.seed, bucket=args.bucket))
         max_steps = max(1, round(args.epochs * per_epoch / (args.accum * world)))
     return TrainConfig(max_steps=max_steps, max_tokens=args.max_tokens, accum=args.accum, schedule=args.schedule,
                        warmup=args.warmup, lr_factor=args.lr_factor, peak_lr=args.lr,
                        label_smoothing=args.label_smoothing, weight_decay=args.weight_decay,
-                       clip_norm=args.clip_norm, amp=args.amp, compile=args.compile,
+                       clip_norm=args.clip_norm, amp=args.amp, compile=args.compile, bucket=args.bucket,
+                       cuda_graphs=args.cuda_graphs, readback_every=args.readback_every,
                        device=device or args.device, seed=args.seed, eval_every=args.eval_every,
                        bleu_sentences=args.bleu_sentences, keep_best=args.keep_best, patience=args.patience)
 

@@ -4,7 +4,9 @@ source tokens and 25000 target tokens."
 
 ``TokenBatcher`` sorts examples by length and cuts them into batches of at most
 ``max_tokens`` padded slots (fairseq's ``--max-tokens``), so sentences of similar length
-share a batch and little compute goes to padding. ``sentence_batches`` is the usual
+share a batch and little compute goes to padding. With a ``bucket``, every batch is padded to one of
+a few fixed shapes (lengths to a multiple of it, rows to max_tokens // length), so a compiled step
+meets each shape once. ``sentence_batches`` is the usual
 fixed number of random sentences per batch, kept for the throughput comparison.
 """
 from __future__ import annotations
@@ -81,23 +83,31 @@ class Batch:
     n_tgt_tokens: int  # non-pad positions of tgt_out: the tokens the loss is averaged over
     padding_ratio: float  # pad slots / all slots, over src and tgt together
 
-    def to(self, device: torch.device | str) -> "Batch":
-        return Batch(self.src.to(device), self.tgt_in.to(device), self.tgt_out.to(device),
-                     self.n_tgt_tokens, self.padding_ratio)
+    def to(self, device: torch.device | str, non_blocking: bool = False) -> "Batch":
+        """non_blocking: to a GPU from pinned memory, queued without waiting for the GPU to catch up."""
+        pin = non_blocking and torch.device(device).type == "cuda"
+        src, tgt_in, tgt_out = ((t.pin_memory() if pin else t).to(device, non_blocking=non_blocking)
+                                for t in (self.src, self.tgt_in, self.tgt_out))
+        return Batch(src, tgt_in, tgt_out, self.n_tgt_tokens, self.padding_ratio)
 
 
-def pad_ids(seqs: Sequence[Sequence[int]], device: torch.device | str | None = None) -> torch.Tensor:
-    """Right-pad id lists with PAD_ID into one (len(seqs), longest) tensor."""
-    width = max(map(len, seqs))
+def pad_ids(seqs: Sequence[Sequence[int]], device: torch.device | str | None = None,
+            width: int | None = None) -> torch.Tensor:
+    """Right-pad id lists with PAD_ID into one (len(seqs), width) tensor (width None: the longest)."""
+    width = width or max(map(len, seqs))
     return torch.tensor([list(seq) + [PAD_ID] * (width - len(seq)) for seq in seqs], dtype=torch.long,
                         device=device)
 
 
-def pad_batch(examples: Sequence[Example]) -> Batch:
-    """Stack examples into right-padded tensors."""
+def pad_batch(examples: Sequence[Example], width: int | None = None, rows: int | None = None) -> Batch:
+    """Stack examples into right-padded tensors. width: the source's and the decoder input's length (None: the
+    longest of each); rows: filled up with rows that hold no target token ([EOS] -> [BOS]: not one fully
+    masked attention row, so nothing NaN), which add nothing to the loss nor its gradient."""
     if not examples:
         raise ValueError("pad_batch needs at least one example")
-    src, tgt = pad_ids([e.src for e in examples]), pad_ids([e.tgt for e in examples])
+    filler = [Example([EOS_ID], [BOS_ID])] * max(0, (rows or 0) - len(examples))
+    src = pad_ids([e.src for e in [*examples, *filler]], width=width)
+    tgt = pad_ids([e.tgt for e in [*examples, *filler]], width=width and width + 1)
     n_src = sum(len(e.src) for e in examples)
     n_tgt = sum(len(e.tgt) for e in examples)
     slots = src.numel() + tgt.numel()
@@ -121,13 +131,20 @@ class TokenBatcher:
 
     Iterating gives one epoch and resumes where the last iteration stopped; a finished
     pass advances ``epoch``. ``state_dict()`` saved after a batch was used resumes with
-    the next one. Batch contents and order depend only on (seed, epoch)."""
+    the next one. Batch contents and order depend only on (seed, epoch).
 
-    def __init__(self, examples: Sequence[Example], max_tokens: int, *, shuffle: bool = True, seed: int = 0):
+    bucket > 0: a batch's length is its longest sentence rounded up to a multiple of bucket, and its rows
+    max_tokens // length (filled up with empty rows): at most max_len / bucket shapes in all."""
+
+    def __init__(self, examples: Sequence[Example], max_tokens: int, *, shuffle: bool = True, seed: int = 0,
+                 bucket: int = 0):
         _check_examples(examples)
         _check_positive("max_tokens", max_tokens)
+        if not isinstance(bucket, int) or isinstance(bucket, bool) or bucket < 0:
+            raise ValueError(f"bucket must be a whole number >= 0 (0: off), got {bucket!r}")
         self.examples = list(examples)
         self.max_tokens = max_tokens
+        self.bucket = bucket
         self.shuffle = shuffle
         self.seed = seed
         self.epoch = 0
@@ -136,7 +153,18 @@ class TokenBatcher:
 
     def _size(self, i: int) -> int:
         e = self.examples[i]
-        return max(len(e.src), len(e.tgt))
+        return self._width(max(len(e.src), len(e.tgt)))
+
+    def _width(self, length: int) -> int:
+        """length, rounded up to the bucket's multiple (unchanged without buckets)."""
+        return -(-length // self.bucket) * self.bucket if self.bucket else length
+
+    def _pad(self, batch: list[int]) -> Batch:
+        examples = [self.examples[i] for i in batch]
+        if not self.bucket:
+            return pad_batch(examples)
+        width = max(self._size(i) for i in batch)
+        return pad_batch(examples, width=width, rows=max(1, self.max_tokens // width))
 
     def _cut(self, order: list[int]) -> list[list[int]]:
         batches, batch, longest = [], [], 0
@@ -172,7 +200,7 @@ class TokenBatcher:
         batches = self.epoch_batches(self.epoch)
         while self.position < len(batches):
             self.position += 1  # before yielding: state saved while this batch is in use resumes after it
-            yield pad_batch([self.examples[i] for i in batches[self.position - 1]])
+            yield self._pad(batches[self.position - 1])
         self.epoch += 1
         self.position = 0
 
@@ -182,14 +210,15 @@ class TokenBatcher:
 
     def state_dict(self) -> dict[str, int]:
         return {"epoch": self.epoch, "position": self.position, "seed": self.seed,
-                "n_examples": len(self.examples), "max_tokens": self.max_tokens}
+                "n_examples": len(self.examples), "max_tokens": self.max_tokens, "bucket": self.bucket}
 
     def load_state_dict(self, state: dict[str, int]) -> None:
-        for key in ("n_examples", "max_tokens"):
-            mine = len(self.examples) if key == "n_examples" else self.max_tokens
-            if state.get(key) != mine:
-                raise ValueError(f"TokenBatcher state has {key}={state.get(key)!r} but this batcher has {mine}; "
-                                 f"resume with the same data and max_tokens")
+        mine = {"n_examples": len(self.examples), "max_tokens": self.max_tokens, "bucket": self.bucket}
+        for key in mine:
+            saved = state.get(key, 0 if key == "bucket" else None)  # states saved before buckets had none
+            if saved != mine[key]:
+                raise ValueError(f"TokenBatcher state has {key}={saved!r} but this batcher has {mine[key]}; "
+                                 f"resume with the same data, max_tokens and bucket")
         self.epoch, self.position, self.seed = state["epoch"], state["position"], state["seed"]
 
 

@@ -211,7 +211,8 @@ def resolve_checkpoint(path: str | Path) -> Path:
     """The directory to read: path, or the previous copy if a save died mid-swap."""
     path = Path(path)
     if not path.exists() and _backup_of(path).is_dir():
-        warnings.warn(f"{path} is missing (interrupted save); using the previous copy {_backup_of(path)}")
+        warnings.warn(f"{path} is missing (interrupted save); using the previous copy {_backup_of(path)}",
+                      stacklevel=2)
         return _backup_of(path)
     if not path.exists():
         raise FileNotFoundError(f"checkpoint {path} does not exist")
@@ -307,7 +308,8 @@ def _load_weights(model: Transformer, file: Path) -> None:
                              f"{tuple(expected[name].shape)}")
     broken = [name for name, tensor in state.items() if tensor.is_floating_point() and not tensor.isfinite().all()]
     if broken:  # a run that diverged saves NaNs; loading them would translate every sentence into nothing
-        raise ValueError(f"{file}: {len(broken)} weight tensor(s) hold NaN or infinite values ({', '.join(broken[:3])}); "
+        raise ValueError(f"{file}: {len(broken)} weight tensor(s) hold NaN or infinite values "
+                         f"({', '.join(broken[:3])}); "
                          f"the training that wrote it diverged: use an earlier checkpoint")
     model.load_state_dict({k: v.float() if v.is_floating_point() else v for k, v in state.items()}, strict=False)
 

@@ -105,7 +105,8 @@ def dropped_empty_note(description: dict) -> str:
     where = "; ".join(("" if split == "all" else f"{split} ") + "line" + "s" * (len(lines) > 1) + " "
                       + ", ".join(map(str, lines)) for split, lines in listed.items())
     more = ", …" if sum(map(len, listed.values())) < count else ""
-    return f"{count:,} pair{'s' * (count != 1)} with an empty side {'were' if count != 1 else 'was'} left out ({where}{more})"
+    were = "were" if count != 1 else "was"
+    return f"{count:,} pair{'s' * (count != 1)} with an empty side {were} left out ({where}{more})"
 
 
 # ----- languages and splits -----------------------------------------------------------
@@ -121,8 +122,8 @@ def pick_langs(available: list[str], src_lang: str | None, tgt_lang: str | None,
         if len(available) != 2:
             raise ValueError(f"{where}: cannot infer the language pair from {available}; "
                              f"pass src_lang and tgt_lang")
-        src_lang = src_lang or next(l for l in available if l != tgt_lang)
-        tgt_lang = tgt_lang or next(l for l in available if l != src_lang)
+        src_lang = src_lang or next(lang for lang in available if lang != tgt_lang)
+        tgt_lang = tgt_lang or next(lang for lang in available if lang != src_lang)
     if src_lang == tgt_lang:
         raise ValueError(f"{where}: src_lang and tgt_lang are both {src_lang!r}; languages: {available}")
     return src_lang, tgt_lang

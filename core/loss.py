@@ -35,15 +35,19 @@ class LossParts:
     correct: torch.Tensor  # number of argmax hits (token accuracy)
 
 
-def label_smoothed_loss(logits: torch.Tensor, target: torch.Tensor, eps: float) -> LossParts:
+def label_smoothed_loss(logits: torch.Tensor, target: torch.Tensor, eps: float,
+                        scored: torch.Tensor | None = None) -> LossParts:
     """logits (N, V) and target (N,) of the N non-padding positions; sums, not means,
-    so gradient accumulation can divide by the total token count."""
+    so gradient accumulation can divide by the total token count. scored (N,) bool: which positions
+    count, when padding's are given too (the grid, Objective's grid mode)."""
     log_probs = logits.float().log_softmax(dim=-1)
     nll = -log_probs.gather(1, target[:, None]).squeeze(1)
     uniform = -log_probs.mean(dim=-1)  # cross-entropy against the uniform distribution
     loss = (1.0 - eps) * nll + eps * uniform
-    correct = (ranking.argmax(log_probs) == target).sum()
-    return LossParts(loss.sum(), nll.detach().sum(), correct)
+    hits = ranking.argmax(log_probs) == target
+    if scored is not None:  # where, not a product: a padding position's values must not reach the sums
+        loss, nll, hits = (torch.where(scored, t, torch.zeros_like(t)) for t in (loss, nll, hits))
+    return LossParts(loss.sum(), nll.detach().sum(), hits.sum())
 
 
 class _ChunkedProjectedLoss(torch.autograd.Function):
@@ -123,10 +127,13 @@ class Objective(nn.Module):
     """Loss of one batch. A module of its own so DDP and torch.compile can wrap it:
     the output layer and the loss run on real target tokens only, not on padding."""
 
-    def __init__(self, model: "Transformer", label_smoothing: float):
+    def __init__(self, model: "Transformer", label_smoothing: float, grid: bool = False):
+        """grid: run on the whole padded grid, every shape the batch's and no read-back (hidden_grid; the GPU
+        path over bucketed batches), instead of on the real tokens alone. The same loss, more work."""
         super().__init__()
         self.model = model
         self.label_smoothing = label_smoothing
+        self.grid = grid
 
     def forward(self, src: torch.Tensor, tgt_in: torch.Tensor,
                 tgt_out: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -134,6 +141,10 @@ class Objective(nn.Module):
         # The last real input of a shorter sentence (its eos) predicts padding, which is never
         # scored; dropping it makes the decoder's rows exactly the scored positions.
         tgt_in = tgt_in.masked_fill(tgt_out.eq(pad), pad)
+        if self.grid:
+            logits = self.model.project(self.model.hidden_grid(src, tgt_in)).flatten(0, 1)
+            parts = label_smoothed_loss(logits, tgt_out.flatten(), self.label_smoothing, tgt_out.flatten().ne(pad))
+            return parts.loss, parts.nll, parts.correct
         hidden, target = self.model.hidden(src, tgt_in), tgt_out[tgt_out.ne(pad)]
         # The chunks are for CPUs, and for logits too large to hold whole (the paper's 25k-token batches
         # with a 37k vocabulary: ~4 GB, twice over with their gradient). The compiler fuses the plain form

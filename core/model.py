@@ -249,6 +249,20 @@ class Transformer(nn.Module):
         y, packing, _ = self._teacher_forced(src, tgt_in, need_weights=False, src_embeddings=src_embeddings)
         return y.flatten(0, 1) if packing is None else y
 
+    def hidden_grid(self, src: torch.Tensor, tgt_in: torch.Tensor) -> torch.Tensor:
+        """Final decoder states (B, T, d_model) of every position of tgt_in, padding's too (finite, never
+        scored): hidden() on the whole grid instead of the real tokens, so every tensor's shape is the batch's
+        and nothing is read back from the device (no packing, whose row count depends on the data, and no
+        input checks). For batches the trainer made (core/acceleration.py); the outputs are hidden()'s."""
+        self._check_length(src, "source")  # shapes only: no read-back
+        src_padding = src.eq(self.config.pad_id)
+        x = self._embed(src, self.src_embed)
+        for layer in self.encoder_layers:
+            x, _ = layer(x, src_padding)
+        cache = self.start_cache(src, self.encoder_norm(x))
+        # Right-padded targets: the causal mask alone keeps every real position away from padding (3.2.3).
+        return self._decode(tgt_in, cache, need_weights=False)[0]
+
     def forward(self, src: torch.Tensor, tgt_in: torch.Tensor,
                 return_attention: bool = False) -> torch.Tensor | tuple[torch.Tensor, Attention]:
         """Logits (B, T, V) for tgt_in given src; with return_attention also the

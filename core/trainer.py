@@ -11,94 +11,31 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import functools
 import math
 import random
 import threading
 import time
 import warnings
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any, Callable, Iterator, get_type_hints
+from typing import Any, Callable, Iterator
 
 import torch
 import torch.distributed as dist
 from torch import nn
-from torch.nn.attention import SDPBackend, sdpa_kernel
 
+from .acceleration import (MIN_LOSS_SCALE, FigureWindow, compile_objective, make_optimizer, precision, resolve_amp,
+                           step_unless)
 from .batching import Batch, Example, TokenBatcher
 from .bundle import ModelBundle, resolve_device
 from .checkpoint import save_checkpoint
-from .config import INT64_MAX
 from .evaluation import evaluate_bleu
 from .keep_best import BestKeeper, check_keep_best
 from .loss import Objective
-from .schedule import SCHEDULES, learning_rate
+from .schedule import learning_rate
 from .tasks import task_of
+from .train_config import TrainConfig
 from .translation import translate_detailed
-
-AMP_MODES = ("auto", "off", "bf16", "fp16")
-GPU_ATTENTION = [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH]
-
-
-@dataclass
-class TrainConfig:
-    max_steps: int = 1000
-    max_tokens: int = 4096  # per batch, padded source or target slots (section 5.1 used 25k + 25k)
-    accum: int = 1  # batches per optimizer step
-    schedule: str = "noam"  # "noam" (eq. 3) | "inverse_sqrt" (fairseq) | "constant" (after warm-up)
-    warmup: int = 4000
-    lr_factor: float = 1.0  # multiplies eq. 3
-    peak_lr: float = 5e-4  # inverse_sqrt's peak, constant's rate
-    label_smoothing: float = 0.1
-    weight_decay: float = 0.0
-    clip_norm: float = 0.0  # 0 = no clipping
-    amp: str = "auto"  # auto: bf16 on CUDA (fp16 on a GPU without bf16) and on CPUs with native bf16, else off
-    compile: bool = False  # torch.compile the training step (CUDA)
-    device: str = "auto"
-    seed: int = 0
-    eval_every: int = 0  # steps between validations (0 = never)
-    bleu_sentences: int = 100  # validation sentences decoded for BLEU at each evaluation
-    sample_translations: int = 3
-    max_bad_steps: int = 5  # consecutive non-finite losses before giving up
-    # core/keep_best.py: the validation metric ("bleu", "loss", "exact_match") whose best evaluation the run
-    # keeps (None: none), and the evaluations without a better one after which it stops (None: never).
-    keep_best: str | None = None
-    patience: int | None = None
-
-    def __post_init__(self) -> None:
-        hints = _field_types()
-        for f in fields(self):
-            value, kind = getattr(self, f.name), hints[f.name]
-            if kind is int and (not isinstance(value, int) or isinstance(value, bool)):
-                raise ValueError(f"TrainConfig.{f.name} must be a whole number, got {value!r}")
-            if kind is float and (not isinstance(value, (int, float)) or isinstance(value, bool)):
-                raise ValueError(f"TrainConfig.{f.name} must be a number, got {value!r}")
-            if kind is bool and not isinstance(value, bool):
-                raise ValueError(f"TrainConfig.{f.name} must be true or false, got {value!r}")
-        positive = ("max_steps", "max_tokens", "accum", "warmup", "lr_factor", "peak_lr", "max_bad_steps")
-        for name in positive:
-            if not getattr(self, name) > 0:
-                raise ValueError(f"TrainConfig.{name} must be > 0, got {getattr(self, name)}")
-        non_negative = ("weight_decay", "clip_norm", "eval_every", "bleu_sentences", "sample_translations")
-        for name in non_negative:
-            if not getattr(self, name) >= 0:
-                raise ValueError(f"TrainConfig.{name} must be >= 0, got {getattr(self, name)}")
-        if not 0 <= self.seed <= INT64_MAX:  # what torch.manual_seed takes
-            raise ValueError(f"TrainConfig.seed must be from 0 to 2**63 - 1, got {self.seed}")
-        if self.schedule not in SCHEDULES:
-            raise ValueError(f"TrainConfig.schedule {self.schedule!r}; allowed: {', '.join(SCHEDULES)}")
-        if self.amp not in AMP_MODES:
-            raise ValueError(f"TrainConfig.amp {self.amp!r}; allowed: {', '.join(AMP_MODES)}")
-        if not 0.0 <= self.label_smoothing < 1.0:
-            raise ValueError(f"TrainConfig.label_smoothing must be in [0, 1), got {self.label_smoothing}")
-        check_keep_best(self.keep_best, self.patience, eval_every=self.eval_every, bleu_sentences=self.bleu_sentences)
-
-
-@functools.cache
-def _field_types() -> dict[str, type]:
-    """TrainConfig's annotations as types (under __future__ annotations they are strings)."""
-    return get_type_hints(TrainConfig)
 
 
 @dataclass
@@ -112,40 +49,18 @@ class StepEvent:
     grad_norm: float
     padding_ratio: float
     skipped: bool = False  # non-finite loss or gradients (fp16: the scaler overflowed): no update made
+    tokens: int = 0  # this step's target tokens on this rank, known at every step (the figures may be a window's)
+    # False: a step between read-backs (readback_every > 1), whose figures are the last read-back's (NaN before
+    # the first); True: this step's figures, or with readback_every > 1 the means over the steps since the last.
+    measured: bool = True
     validation: dict[str, Any] | None = None  # val_loss, val_perplexity, bleu, samples (after evaluation)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
 
-MIN_LOSS_SCALE = 1.0  # fp16: below this scale, non-finite gradients count as divergence
-
-
 class TrainingStopped(RuntimeError):
     """Raised when training cannot go on (e.g. the loss kept being NaN)."""
-
-
-def resolve_amp(mode: str, device: torch.device) -> torch.dtype | None:
-    """The autocast dtype, or None for fp32. 'auto' uses bf16 only where the hardware has it:
-    on CPUs without native bf16 (e.g. AVX2-only) emulated bf16 is slower than fp32."""
-    if mode == "off":
-        return None
-    if mode == "fp16":
-        return torch.float16
-    if mode == "bf16":
-        return torch.bfloat16
-    if device.type == "cuda":
-        return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
-    return torch.bfloat16 if torch.cpu._is_avx512_bf16_supported() else None
-
-
-def make_optimizer(model: nn.Module, weight_decay: float = 0.0) -> torch.optim.Adam:
-    """Section 5.3: Adam with beta1 = 0.9, beta2 = 0.98, eps = 1e-9. The fused kernel updates
-    all parameters in one pass (same arithmetic, far fewer memory sweeps than the default).
-    The paper uses no weight decay; given one, it is decoupled from the gradient (AdamW, as
-    fairseq's Adam), not an L2 term that Adam would rescale per parameter."""
-    return torch.optim.Adam(model.parameters(), lr=0.0, betas=(0.9, 0.98), eps=1e-9,
-                            weight_decay=weight_decay, decoupled_weight_decay=True, fused=True)
 
 
 class Trainer:
@@ -177,8 +92,9 @@ class Trainer:
         self.rank, self.world_size = (dist.get_rank(), dist.get_world_size()) if dist.is_initialized() else (0, 1)
         torch.manual_seed(config.seed)
         random.seed(config.seed)
-        self.batcher = TokenBatcher(train, config.max_tokens, shuffle=True, seed=config.seed)
-        self.objective: nn.Module = Objective(self.model, config.label_smoothing)
+        self.batcher = TokenBatcher(train, config.max_tokens, shuffle=True, seed=config.seed, bucket=config.bucket)
+        # Bucketed batches have fixed shapes; the grid keeps them so (core/acceleration.py).
+        self.objective: nn.Module = Objective(self.model, config.label_smoothing, grid=config.bucket > 0)
         # Under DDP, accumulation's micro-batches skip the gradient all-reduce but the last (no_sync); the
         # DDP wrapper is kept apart, since torch.compile's wrapper around it is no DDP module.
         self._ddp: nn.parallel.DistributedDataParallel | None = None
@@ -186,9 +102,10 @@ class Trainer:
             ids = [self.device.index] if self.device.type == "cuda" else None
             self.objective = self._ddp = nn.parallel.DistributedDataParallel(self.objective, device_ids=ids)
         if config.compile:
-            # Batches differ in shape, and packing's row counts depend on the data: one graph with
-            # symbolic sizes, rather than a recompile for each new shape.
-            self.objective = torch.compile(self.objective, dynamic=True)
+            self.objective = compile_objective(self.objective, cuda_graphs=config.cuda_graphs)
+        # readback_every > 1: the figures stay on the device between read-backs (core/acceleration.py).
+        self.window = FigureWindow(self.device) if config.readback_every > 1 else None
+        self._measured: StepEvent | None = None  # the last read-back's event, whose figures later steps repeat
         self.optimizer = make_optimizer(self.model, config.weight_decay)
         self.scaler = torch.amp.GradScaler(self.device.type, enabled=self.amp_dtype == torch.float16)
         self.step_count = 0
@@ -254,15 +171,7 @@ class Trainer:
         return out
 
     def _precision(self) -> contextlib.ExitStack:
-        """Autocast (--amp) and, on a GPU, the attention kernels of training and validation steps."""
-        stack = contextlib.ExitStack()
-        if self.amp_dtype is not None:
-            stack.enter_context(torch.autocast(self.device.type, dtype=self.amp_dtype))
-        if self.device.type == "cuda":
-            # Not cuDNN's attention: it builds a plan for every new batch shape, and token batches (5.1)
-            # keep bringing new ones (bf16 on an H100, paper-base: 0.19x fp32's speed with it, 1.08x without).
-            stack.enter_context(sdpa_kernel(GPU_ATTENTION))
-        return stack
+        return precision(self.amp_dtype, self.device)
 
     def step(self) -> StepEvent:
         """One optimizer step over `accum` batches."""
@@ -274,9 +183,10 @@ class Trainer:
 
     def _step(self) -> StepEvent:
         started = time.perf_counter()
-        batches = [b.to(self.device) for b in self._next_batches()]
+        # Pinned host memory copies to the GPU without waiting for it (no host sync in the deferred path).
+        batches = [b.to(self.device, non_blocking=self.window is not None) for b in self._next_batches()]
         n_tokens = sum(b.n_tgt_tokens for b in batches)
-        total_tokens = self._all_reduce_sum(float(n_tokens))
+        total_tokens = self._total_tokens(n_tokens)
         self.model.train()
         # Loss, nll and correct tokens stay on the device until they are read back once, after the last
         # backward pass (on a GPU each .item() stalls the queue of kernels; fp16's loss scale and DDP's
@@ -286,6 +196,8 @@ class Trainer:
             self.optimizer.zero_grad(set_to_none=True)
             for i, b in enumerate(batches):
                 sync = i == len(batches) - 1 or self._ddp is None
+                if self.config.cuda_graphs:  # each call replays the graphs anew (torch.compile's CUDA graphs)
+                    torch.compiler.cudagraph_mark_step_begin()
                 with (contextlib.nullcontext() if sync else self._ddp.no_sync()), self._precision():
                     loss, nll, hits = self.objective(b.src, b.tgt_in, b.tgt_out)
                 # Divide by the tokens of the whole step (all ranks): DDP averages gradients over
@@ -299,6 +211,9 @@ class Trainer:
             self.scaler.unscale_(self.optimizer)
             grad_norm = nn.utils.clip_grad_norm_(self.model.parameters(),
                                                  self.config.clip_norm if self.config.clip_norm > 0 else math.inf)
+            padding = sum(b.padding_ratio for b in batches) / len(batches)
+            if self.window is not None:
+                return self._deferred_update(sums, grad_norm, n_tokens, padding, lr)
             loss_sum, nll_sum, correct, grad_norm = torch.cat([sums, grad_norm.double().view(1)]).tolist()
             # Every rank decides alike (DDP): a rank that gave up alone would leave the others waiting.
             loss_finite = self._all_reduce_sum(0.0 if math.isfinite(loss_sum) else 1.0) == 0
@@ -315,11 +230,51 @@ class Trainer:
         self._count_bad(skipped and not overflow, loss_sum)
         elapsed = time.perf_counter() - started
         denom = max(n_tokens, 1)
-        padding = sum(b.padding_ratio for b in batches) / len(batches)
         return StepEvent(step=self.step_count, loss=loss_sum / denom,
                          perplexity=math.exp(min(nll_sum / denom, 50.0)), accuracy=correct / denom, lr=lr,
                          tokens_per_s=n_tokens * self.world_size / elapsed, grad_norm=grad_norm,
-                         padding_ratio=padding, skipped=skipped)
+                         padding_ratio=padding, skipped=skipped, tokens=n_tokens)
+
+    def _deferred_update(self, sums: torch.Tensor, grad_norm: torch.Tensor, n_tokens: int, padding: float,
+                         lr: float) -> StepEvent:
+        """The update, skipped on the device when the loss or gradients are not finite, and the step's figures
+        added to the window; read back every readback_every steps and before an evaluation or the last step.
+        Under DDP the gradients are all-reduced, so every rank's gradient norm, and decision, is the same."""
+        scale = self.scaler._get_scale_async() if self.scaler.is_enabled() else None
+        skip = self.window.add(sums, grad_norm, n_tokens, padding, scale)
+        if self.scaler.is_enabled():
+            self.scaler.step(self.optimizer)  # fused Adam: the scaler's found_inf skips it on the device too
+            self.scaler.update()
+        else:
+            step_unless(self.optimizer, skip)
+        every, step = self.config.eval_every, self.step_count
+        if step % self.config.readback_every and step < self.config.max_steps and not (every and step % every == 0):
+            last = self._measured
+            figures = {k: getattr(last, k) if last else math.nan
+                       for k in ("loss", "perplexity", "accuracy", "tokens_per_s", "grad_norm", "padding_ratio")}
+            return StepEvent(step=step, lr=lr, measured=False, tokens=n_tokens, **figures)
+        f = self.window.read(self.world_size)
+        self.bad_steps = f.bad_run
+        if f.bad:
+            warnings.warn(f"steps {step - f.steps + 1}-{step}: {f.bad} with a non-finite loss or gradients; their "
+                          f"updates were skipped", stacklevel=2)
+        if f.bad_run >= self.config.max_bad_steps:
+            raise TrainingStopped(f"training stopped: the loss or gradients were NaN/inf {f.bad_run} steps in a row "
+                                  f"(by step {step}); try a lower learning rate, a longer warm-up or gradient clipping")
+        self._measured = StepEvent(step=step, loss=f.loss, perplexity=math.exp(min(f.nll, 50.0)), accuracy=f.accuracy,
+                                   lr=lr, tokens_per_s=f.tokens_per_s, grad_norm=f.grad_norm,
+                                   padding_ratio=f.padding_ratio, skipped=f.skipped > 0)
+        return replace(self._measured, tokens=n_tokens)
+
+    def _total_tokens(self, n_tokens: int) -> float | torch.Tensor:
+        """The target tokens of the whole step, all ranks; in the deferred path a device tensor, summed over
+        ranks without a host sync."""
+        if self.window is None or self.world_size == 1:
+            return self._all_reduce_sum(float(n_tokens))
+        pinned = self.device.type == "cuda"  # a blocking copy to the GPU would wait for it
+        total = torch.tensor(float(n_tokens), pin_memory=pinned).to(self.device, non_blocking=pinned)
+        dist.all_reduce(total)
+        return total
 
     def _count_bad(self, skipped: bool, loss: float) -> None:
         if not skipped:
@@ -426,6 +381,8 @@ class Trainer:
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.step_count = int(state["step"])
         self.bad_steps = int(state.get("bad_steps", 0))  # a run saved in a row of NaN steps goes on counting it
+        if self.window is not None:
+            self.window.resume_run(self.bad_steps)
         self.optimizer.load_state_dict(state["optimizer"])
         for group in self.optimizer.param_groups:  # this run's setting (a resume may change it), not the saved one
             group["weight_decay"] = self.config.weight_decay

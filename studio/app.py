@@ -27,8 +27,8 @@ from .limits import (DEFAULT_CONCURRENCY, MAX_UPLOAD_BYTES, MAX_UPLOAD_MB, PUBLI
                      PUBLIC_MAX_PARAMETERS, QUEUE_SIZE)
 from .registry import CHECKPOINTS, ModelRegistry  # noqa: E402
 from .shell import Shell, refresh, status_line  # noqa: E402
-from .tabs import (arithmetic, attention, beam, model_view, positional, saliency, train, train_live,  # noqa: E402
-                   translate, what_if)
+from .tabs import (arithmetic, attention, beam, compare, model_view, positional, saliency, train,  # noqa: E402
+                   train_live, translate, what_if)
 from .text import guard  # noqa: E402
 from .uploads import open_checkpoint  # noqa: E402
 
@@ -43,7 +43,7 @@ THEME = gr.themes.Default().set(
     color_accent="*primary_700", body_text_color_subdued="*neutral_500", input_placeholder_color="*neutral_500",
     input_placeholder_color_dark="*neutral_400", checkbox_border_color="*neutral_500",
     checkbox_border_color_dark="*neutral_500", input_border_color_dark="*neutral_500")
-CSS = stylesheet("studio.css") + attention.HEAD_COUNT_CSS
+CSS = stylesheet("studio.css") + stylesheet("compare.css") + attention.HEAD_COUNT_CSS
 # Presenter mode's plots: every figure's type and height times this (static/presenter.js).
 PRESENTER_PLOT_SCALE = 1.4
 PRESENTER_JS = script("presenter.js", SCALE=PRESENTER_PLOT_SCALE)
@@ -124,9 +124,11 @@ def _tabs(shell: Shell, job: training.TrainingJob) -> None:
             positional.build(shell)
         with gr.Tab("Model", id="model", elem_id="tab-model") as model_tab:
             model_view.build(shell)
+        with gr.Tab("Compare", id=compare.TAB_ID, elem_id="tab-compare") as compare_tab:
+            compare.build(shell, compare_tab)
         with gr.Tab("Train", id=train_live.TAB_ID, elem_id="tab-train") as train_tab:
             train.build(shell, job, train_tab, on_screen)
-    for other in (translate_tab, beam_tab, positional_tab, model_tab):
+    for other in (translate_tab, beam_tab, positional_tab, model_tab, compare_tab):
         other.select(partial(str, other.id), outputs=on_screen, show_progress="hidden")
 
 

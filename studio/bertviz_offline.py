@@ -139,7 +139,8 @@ def _open_on(view_html: str, attention: dict[str, Sequence[torch.Tensor]], stack
         return view_html
     index, name = present.index(stack), stack.capitalize()  # bertviz's names: Encoder, Decoder, Cross
     return (view_html.replace('"default_filter": "0"', f'"default_filter": "{index}"', 1)
-            .replace(f'<option value="{index}">{name}</option>', f'<option value="{index}" selected>{name}</option>', 1))
+            .replace(f'<option value="{index}">{name}</option>',
+                     f'<option value="{index}" selected>{name}</option>', 1))
 
 
 def model_view_height(attention: dict[str, Sequence[torch.Tensor]], rows: int) -> int:

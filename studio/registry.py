@@ -161,7 +161,10 @@ class ModelRegistry:
 
 def same_model(a: ModelBundle, b: ModelBundle) -> bool:
     """Equal configs, tokenizers and weights."""
-    if a.model.config != b.model.config or a.tokenizer.to_json() != b.tokenizer.to_json():
+    if a.model.config != b.model.config:
+        return False
+    pairs = ((a.tokenizer, b.tokenizer), (a.target_tokenizer, b.target_tokenizer))
+    if any(x.to_json() != y.to_json() for x, y in pairs):
         return False
     theirs = b.model.state_dict()
     return all(torch.equal(t, theirs[k].to(t.device)) for k, t in a.model.state_dict().items())

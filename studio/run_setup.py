@@ -14,6 +14,7 @@ import torch
 
 from core.bundle import parameter_count, resolve_device
 from core.config import ModelConfig
+from core.keep_best import check_keep_best
 from core.model import Transformer
 from core.run import RunNotes, RunPlan, prepare_run
 from core.tokenizer import BOS_ID
@@ -24,7 +25,8 @@ from .sources import check_hf_cached, in_users_words
 
 # The set-up panel's names for the model's fields, in messages from core's checks.
 FORM_NAMES = {"n_heads": "heads", "encoder_layers": "layers", "decoder_layers": "layers",
-              "src_vocab_size": "vocabulary", "tgt_vocab_size": "vocabulary"}
+              "src_vocab_size": "vocabulary", "tgt_vocab_size": "vocabulary", "keep_best": "keep best",
+              "eval_every": "evaluate every", "max_len": "the longest sentence (max_len)"}
 EVAL_SENTENCES = 100  # validation sentences decoded (greedy) at each evaluation
 SAMPLES_SHOWN = 5
 
@@ -48,32 +50,41 @@ class Settings:
     d_ff: int | None = None
     dropout: float | None = None
     vocab_size: int = 8000  # subword vocabulary for real corpora (synthetic tasks use whole words)
+    positional: str = "sinusoidal"  # section 3.5; "learned": Table 3's row E
+    separate_vocab: bool = False  # one vocabulary per language (each of vocab_size at most), not section 3.4's one
     max_steps: int = 600
     max_tokens: int = 1024
     warmup: int = 100
     lr_factor: float = 0.5  # peak lr = 0.5 * 64^-0.5 * 100^-0.5 = 6.3e-3 with the tiny preset
+    schedule: str = "noam"  # eq. 3; "inverse_sqrt" and "constant" take peak_lr instead of lr_factor
+    peak_lr: float = 1e-3
     label_smoothing: float = 0.1
     clip_norm: float = 0.0
     eval_every: int = 50
     attention_every: int = 10
+    keep_best: str | None = None  # core.keep_best's metric: the run also keeps its best evaluation's weights
+    patience: int | None = None  # evaluations without a better keep_best metric before the run stops
     device: str = "auto"
     seed: int = 0
 
     def plan(self) -> RunPlan:
         """The run core.run prepares: whole words for a synthetic task, BPE for a real corpus."""
         return RunPlan(self.data, self.src_lang, self.tgt_lang, seed=self.seed, limit=self.limit, preset=self.preset,
-                       model_overrides=self.model_overrides(), vocab_size=self.vocab_size)
+                       model_overrides=self.model_overrides(), vocab_size=self.vocab_size,
+                       separate_vocab=self.separate_vocab)
 
     def model_overrides(self) -> dict[str, Any]:
         chosen = {"encoder_layers": self.layers, "decoder_layers": self.layers, "d_model": self.d_model,
-                  "n_heads": self.n_heads, "d_ff": self.d_ff, "dropout": self.dropout}
+                  "n_heads": self.n_heads, "d_ff": self.d_ff, "dropout": self.dropout, "positional": self.positional}
         return {k: v for k, v in chosen.items() if v is not None}
 
     def train_config(self) -> TrainConfig:
         return TrainConfig(max_steps=self.max_steps, max_tokens=self.max_tokens, warmup=self.warmup,
-                           lr_factor=self.lr_factor, label_smoothing=self.label_smoothing, clip_norm=self.clip_norm,
+                           lr_factor=self.lr_factor, schedule=self.schedule, peak_lr=self.peak_lr,
+                           label_smoothing=self.label_smoothing, clip_norm=self.clip_norm,
                            device=self.device, seed=self.seed, eval_every=self.eval_every,
-                           bleu_sentences=EVAL_SENTENCES, sample_translations=SAMPLES_SHOWN)
+                           bleu_sentences=EVAL_SENTENCES, sample_translations=SAMPLES_SHOWN,
+                           keep_best=self.keep_best, patience=self.patience)
 
 
 @dataclass
@@ -110,8 +121,10 @@ def check_size(settings: Settings, public: bool) -> None:
     """Refuse, before anything is read or built, a model above this studio's parameter limit (or not valid)."""
     try:
         params = parameter_count(settings.plan().planned_config())
+        check_keep_best(settings.keep_best, settings.patience, eval_every=settings.eval_every,
+                        bleu_sentences=EVAL_SENTENCES, synthetic=settings.data.startswith("synthetic:"))
     except ValueError as exc:  # ModelConfig's own check, e.g. d_model not divisible by the heads
-        message = re.sub(r"\bModelConfig\.", "", str(exc))
+        message = re.sub(r"\b(ModelConfig|TrainConfig)\.", "", str(exc))
         message = re.sub(r"\b(" + "|".join(FORM_NAMES) + r")\b", lambda m: FORM_NAMES[m[1]], message)
         raise ValueError(f"Cannot start: {message}") from None
     if public and params > limits.PUBLIC_MAX_PARAMETERS:

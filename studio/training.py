@@ -12,26 +12,22 @@ from __future__ import annotations
 import bisect
 import logging
 import os
-import re
 import tempfile
 import threading
 import time
-import unicodedata
-import zipfile
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
 import torch
 
 from core.bundle import ModelBundle
-from core.checkpoint import FILES as CHECKPOINT_FILES
-from core.checkpoint import save_checkpoint
 from core.trainer import StepEvent, Trainer, TrainingStopped
 
 from . import limits
 from .registry import CHECKPOINTS, ModelRegistry
 from .run_setup import Settings, check_size, cross_attention, prepare
+from .saving import safe_name, write_checkpoint, zip_checkpoint
 
 TRAINING = ("running", "paused", "stopping")  # a run with a trainer (preparing: not yet)
 ACTIVE = ("preparing", *TRAINING)
@@ -86,19 +82,6 @@ class JobView:
 
 
 # ----- small helpers ---------------------------------------------------------------------
-def safe_name(text: str, fallback: str = "live-model") -> str:
-    """A checkpoint folder name: letters of any script with their marks (Übung, हिन्दी, مُعَلِّم), digits,
-    '.', '_' and '-'; everything else becomes '-'; no leading dot, nor two in a row; at most 120 bytes (a file name
-    holds 255, and the folder's -stepN follows)."""
-    def kept(ch: str) -> bool:  # a letter, mark or number; the joiners some scripts spell with
-        return ch in "._-\u200c\u200d" or unicodedata.category(ch)[0] in "LMN"
-    name = "".join(ch if kept(ch) else " " for ch in unicodedata.normalize("NFC", text or ""))
-    name = "-".join(name.split())  # a run of anything else: one '-'
-    name = re.sub(r"\.{2,}", ".", name)  # "my run/../x" is my-run-.-x: no ".." that reads as a path trick
-    name = name.encode()[:120].decode("utf-8", "ignore").strip(".-")
-    return name or fallback
-
-
 def weights_finite(bundle: ModelBundle) -> bool:
     return all(bool(torch.isfinite(p).all()) for p in bundle.model.parameters())
 
@@ -133,6 +116,7 @@ class _Run:
     frame_every: int = 10
     last_good: ModelBundle | None = None
     last_good_step: int | None = None
+    best: ModelBundle | None = None  # with keep_best: the weights of the best evaluation so far
     saved: tuple[int, str] | None = None  # (step, checkpoint name) of the run's last save
     started: float = field(default_factory=time.monotonic)
     owner: str | None = None  # the session that started it (public studio)
@@ -275,14 +259,17 @@ class TrainingJob:
             run = self._run if self._state in TRAINING else None
         return None if run is None else self._publish_latest(run)
 
-    def save(self, name: str = "", session: str | None = None) -> Path:
-        """Write the newest good weights to checkpoints_dir/NAME-stepN (name sanitised, never
-        replacing an existing folder); the last good snapshot after a NaN failure."""
+    def save(self, name: str = "", session: str | None = None, which: str = "latest") -> Path:
+        """Write the newest good weights (which="best": the best evaluation's, with keep_best) to
+        checkpoints_dir/NAME-stepN or NAME-best-stepN (name sanitised, never replacing an existing folder);
+        the last good snapshot after a NaN failure."""
         with self._lock:
             self._check_owner(session, "save")
             run, failed = self._run, self._state == "failed"
         if run is None:
             raise ValueError("Nothing to save yet: start a training run first.")
+        if which == "best":
+            return self._save_best(run, name)
         bundle, step = run.last_good, run.last_good_step
         if not failed:
             fresh = run.trainer.snapshot()
@@ -290,39 +277,33 @@ class TrainingJob:
                 bundle, step = fresh, fresh.info["step"]  # the step it was taken at: the run goes on
         if bundle is None:
             raise ValueError("There are no good weights to save (the loss was NaN from the start).")
-        self.checkpoints_dir.mkdir(parents=True, exist_ok=True)
-        base = f"{safe_name(name, fallback=safe_name(run.settings.name))}-step{step}"  # blank: the run's name
-        path, n = self.checkpoints_dir / base, 2
-        while path.exists():
-            path, n = self.checkpoints_dir / f"{base}-{n}", n + 1
-        if path.resolve().parent != self.checkpoints_dir.resolve():
-            raise ValueError(f"{name!r} is not a usable checkpoint name.")
-        # Named after its folder, the name it has in the picker: its .zip opens under it again.
-        info = {**bundle.info, "name": path.name, "step": step, "train": asdict(run.settings.train_config())}
-        saved = save_checkpoint(path, replace(bundle, info=info))
-        self.registry.add_folder(saved)  # offered in the picker at once, not after a restart
+        saved = self._write(run, bundle, name, f"step{step}")
         run.saved = (step, saved.name)
         if run.settings.name in self.registry.names():  # the run's own entry: these weights, "saved as"
             self._publish(run, bundle)
         return saved
 
+    def _save_best(self, run: _Run, name: str) -> Path:
+        if not run.settings.keep_best:
+            raise ValueError("This run keeps no best weights: choose a metric under \"keep best\" in the set-up "
+                             "before starting a run, or save the latest.")
+        if run.best is None:
+            raise ValueError("No evaluation has been scored yet, so there is no best to save: save the latest, "
+                             "or wait for the first evaluation.")
+        return self._write(run, run.best, name, f"best-step{run.best.info['step']}")
+
+    def _write(self, run: _Run, bundle: ModelBundle, name: str, suffix: str) -> Path:
+        base = f"{safe_name(name, fallback=safe_name(run.settings.name))}-{suffix}"  # blank: the run's name
+        saved = write_checkpoint(self.checkpoints_dir, bundle, base,
+                                 {"step": bundle.info["step"], "train": asdict(run.settings.train_config())})
+        self.registry.add_folder(saved)  # offered in the picker at once, not after a restart
+        return saved
+
     def zip_saved(self, folder: Path) -> Path:
-        """A .zip of a saved checkpoint (members NAME/config.json, ...), to download: a Space
-        visitor keeps the model, and the studio's "Open another checkpoint" takes it back.
-        Only the newest .zip is kept, in a temporary folder of this job's own."""
+        """The saved checkpoint's .zip to download, in a temporary folder of this job's own (saving.zip_checkpoint)."""
         if self._downloads is None:
             self._downloads = Path(tempfile.mkdtemp(prefix="studio-downloads-"))
-        for old in self._downloads.glob("*.zip"):
-            old.unlink()
-        target = self._downloads / f"{folder.name}.zip"
-        try:
-            with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as archive:
-                for name in CHECKPOINT_FILES:
-                    archive.write(folder / name, f"{folder.name}/{name}")
-        except BaseException:
-            target.unlink(missing_ok=True)  # never offer half a .zip
-            raise
-        return target
+        return zip_checkpoint(folder, self._downloads)
 
     # ----- reading ------------------------------------------------------------------------
     def view(self) -> JobView:
@@ -333,9 +314,9 @@ class TrainingJob:
             if run is None or self._state == "preparing":  # the last run's figures are not the new one's
                 return JobView(self._version, self._state, self._message, None, {}, 0, 0, 0.0, None, [], [], [],
                                None, None, run=self._runs)
-            tok = run.trainer.bundle.tokenizer.tokens
+            bundle = run.trainer.bundle
             src, tgt_in = run.example
-            example = (tok(tgt_in[1:]) + ["<eos>"], tok(src))
+            example = (bundle.target_tokenizer.tokens(tgt_in[1:]) + ["<eos>"], bundle.tokenizer.tokens(src))
             return JobView(self._version, self._state, self._message, run.settings, dict(run.facts),
                            run.trainer.step_count, run.settings.max_steps, run.elapsed(), self._eta(run),
                            list(run.history), list(run.evaluations), list(run.frames), example, run.last_good_step,
@@ -395,7 +376,9 @@ class TrainingJob:
         if event.step % run.frame_every == 0:
             frame = Frame(event.step, cross_attention(run.trainer.model, *run.example))
         if event.validation:
-            self._publish_latest(run)
+            snapshot = self._publish_latest(run)
+            if event.validation.get("best") and snapshot is not None:
+                run.best = snapshot
         with self._lock:
             run.history.append(record)
             if len(run.history) > MAX_POINTS:

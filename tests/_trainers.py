@@ -26,11 +26,11 @@ def losses(trainer: Trainer, n: int) -> list[float]:
     return [trainer.step().loss for _ in range(n)]
 
 
-def ddp_trainer(device: str, amp: str) -> Trainer:
+def ddp_trainer(device: str, amp: str, **overrides) -> Trainer:
     """Three steps of `reverse` for a DDP rank; accum 2: the first micro-batch of each step skips the
-    all-reduce (no_sync), the second syncs. The caller seeds the initial weights."""
+    all-reduce (no_sync), the second syncs. The caller seeds the initial weights; overrides: TrainConfig's."""
     corpus = make_task("reverse", seed=0, n_train=200, n_valid=10, n_test=10)
     bundle = new_bundle(corpus.train, "tiny", vocab_size=100, tokenizer_kind="word")
     examples, _ = encode_pairs(corpus.train, bundle.tokenizer, 256)
     return Trainer(bundle, examples, TrainConfig(max_steps=3, max_tokens=200, warmup=5, device=device, amp=amp,
-                                                 seed=0, accum=2))
+                                                 seed=0, accum=2, **overrides))

@@ -281,7 +281,7 @@ def test_studio_in_headless_chromium(studio):
         page.wait_for_function(f"{plot}.layout.studioWas.narrow !== undefined && {plot}._fullLayout.title.text.includes('<br>')"
                                f" && {plot}._fullLayout.font.size === {NARROW_FONT}", timeout=5000)
         tabs = page.get_by_role("tab")  # every tab in sight, wrapped onto a second row, none behind a menu
-        assert tabs.count() == 9 and all(tabs.nth(i).is_visible() for i in range(9))
+        assert tabs.count() == 10 and all(tabs.nth(i).is_visible() for i in range(10))
         page.set_viewport_size({"width": 1400, "height": 1000})
         page.wait_for_function(f"{plot}.layout.studioWas.narrow === undefined && !{plot}._fullLayout.title.text.includes('<br>')"
                                f" && {plot}._fullLayout.font.size === {FONT['size']}", timeout=5000)
@@ -357,6 +357,29 @@ def test_explaining_tabs_and_a_download(studio):
         assert Path(got.value.path()).read_text(encoding="utf-8").startswith("<svg")
         browser.close()
     print("screenshots:", *sorted(str(p) for p in shots.iterdir()), sep="\n  ")
+    assert not outside, f"requests to non-local addresses: {outside}"
+    assert not errors, f"console errors: {errors}"
+
+
+def test_compare_tab(studio):
+    """Two models (here the one model twice) on one sentence: both translations, the probabilities and the two
+    attention maps on one colour scale, each plot with its Download menu."""
+    sync_api = pytest.importorskip("playwright.sync_api")
+    outside, errors = [], []
+    with sync_api.sync_playwright() as p:
+        browser, page = _watched_page(p, outside, errors)
+        page.goto(studio)
+        page.get_by_role("tab", name="Compare").click()
+        page.locator("#compare-source textarea").fill(SENTENCES[0])
+        page.locator("#compare-run").click()
+        page.locator("#compare-translations").get_by_text("The two translations are the same.").wait_for(timeout=20000)
+        _plots_in(page, "compare", 2)
+        heatmaps = page.locator("#tab-compare .js-plotly-plot").nth(1)
+        heatmaps.locator(".heatmaplayer").first.wait_for(timeout=10000)
+        scales = heatmaps.evaluate("(gd) => gd._fullData.map((t) => [t.zmin, t.zmax])")
+        assert scales[0] == scales[1] and scales[0][0] == 0
+        assert page.locator("#tab-compare .studio-download").count() >= 2
+        browser.close()
     assert not outside, f"requests to non-local addresses: {outside}"
     assert not errors, f"console errors: {errors}"
 

@@ -81,8 +81,8 @@ def test_a_bundle_whose_tokenizer_is_not_its_models_is_refused_and_never_saved(t
     # It would translate garbage without a word, and saved, could never be loaded again (a checkpoint
     # holds one tokenizer for both sides).
     tokenizer = tiny_bundle().tokenizer
-    config = ModelConfig.from_preset("tiny", src_vocab_size=tokenizer.vocab_size, tgt_vocab_size=tokenizer.vocab_size + 5,
-                                     shared_vocab=False)
+    config = ModelConfig.from_preset("tiny", src_vocab_size=tokenizer.vocab_size,
+                                     tgt_vocab_size=tokenizer.vocab_size + 5, shared_vocab=False)
     with pytest.raises(ValueError, match=f"the tokenizer has {tokenizer.vocab_size} entries"):
         ModelBundle(Transformer(config), tokenizer)
     bundle = copy.copy(tiny_bundle())

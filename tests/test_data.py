@@ -52,7 +52,8 @@ def test_tatoeba_direction():
     en_de = load_corpus(f"files:{TATOEBA}:en-de")
     de_en = load_corpus(f"files:{TATOEBA}:en-de", "de", "en")
     assert (en_de.src_lang, de_en.src_lang) == ("en", "de")
-    everything = lambda c: sorted(c.train + c.valid + c.test)
+    def everything(c):
+        return sorted(c.train + c.valid + c.test)
     assert everything(de_en) == sorted((t, s) for s, t in everything(en_de))
     assert de_en.train[:2] == [("Geh.", "Go."), ("Hallo!", "Hi.")]
     assert (len(de_en.valid), len(de_en.test)) == (500, 500)  # 1% of 50,001
@@ -287,7 +288,8 @@ def _json_dataset(tmp_path: Path, splits: dict[str, list[dict]]):
 
 
 def test_datasets_path_on_local_json(tmp_path):
-    row = lambda i: {"translation": {"de": f"Ein Hund läuft {i}.", "en": f"A dog runs {i}."}}
+    def row(i):
+        return {"translation": {"de": f"Ein Hund läuft {i}.", "en": f"A dog runs {i}."}}
     blank = {"translation": {"de": " ", "en": "x"}}
     dd = _json_dataset(tmp_path, {"train": [row(i) for i in range(20)] + [blank],
                                   "validation": [row(i) for i in range(20, 24)],
@@ -313,7 +315,8 @@ def test_datasets_columns_per_language_and_train_only(tmp_path):
 def test_datasets_with_one_held_out_split_keep_it_and_carve_the_other(tmp_path):
     """A test split but no validation (or the reverse): the official split stays whole and only the
     missing one is carved from train (both were carved, the official test set unused)."""
-    rows = lambda name, n: [{"en": f"{name} {i}", "de": f"{name}-de {i}"} for i in range(n)]
+    def rows(name, n):
+        return [{"en": f"{name} {i}", "de": f"{name}-de {i}"} for i in range(n)]
     (tmp_path / "t").mkdir(), (tmp_path / "v").mkdir()
     dd = _json_dataset(tmp_path / "t", {"train": rows("cat", 200), "test": rows("test", 7)})
     c = corpus_from_dataset_dict(dd, "en", "de", "hf:local", seed=1)

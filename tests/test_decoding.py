@@ -206,7 +206,8 @@ def test_top_k_1_or_tiny_top_p_sampling_equals_greedy(bundle, sentences, cut):
 
 def test_top_k_and_top_p_filters():
     logits = torch.tensor([[0.5, 0.3, 0.15, 0.05]]).log()
-    kept = lambda **cut: torch.isfinite(filter_logits(logits, **cut))[0].tolist()
+    def kept(**cut):
+        return torch.isfinite(filter_logits(logits, **cut))[0].tolist()
     assert kept(top_k=3, top_p=1.0) == [True, True, True, False]
     assert kept(top_k=0, top_p=0.75) == [True, True, False, False]  # 0.5 < 0.75 <= 0.5 + 0.3
     assert kept(top_k=0, top_p=0.8) == [True, True, False, False]

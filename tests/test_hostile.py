@@ -37,7 +37,7 @@ from core.checkpoint import load_checkpoint, load_trainer_state, save_checkpoint
 from core.config import ModelConfig
 from core.model import Transformer
 from core.tokenizer import Tokenizer
-from studio import app, assets, limits, run_setup, shell, sources, training, uploads
+from studio import app, assets, limits, run_setup, saving, shell, sources, training, uploads
 from studio.registry import ModelRegistry
 from studio.tabs import attention, beam
 from studio.tabs import train as train_tab
@@ -249,8 +249,8 @@ def test_names_from_the_ui_cannot_reach_files(registry, tmp_path, toasts):
                        ("..", "live-model"), ("my run/../x", "my-run-.-x"), ("<script>", "script"), ("Übung", "Übung"),
                        ("Ünïcödé 🙂 name", "Ünïcödé-name"), ("   ", "live-model"), ("हिन्दी", "हिन्दी"),
                        ("مُعَلِّم", "مُعَلِّم"), ("می\u200cخواهم", "می\u200cخواهم")):
-        assert training.safe_name(name) == safe
-    long = training.safe_name("𝐁" * 64)  # 4 bytes a letter: cut to what a file name can hold
+        assert saving.safe_name(name) == safe
+    long = saving.safe_name("𝐁" * 64)  # 4 bytes a letter: cut to what a file name can hold
     assert len(long.encode()) <= 120 and long == "𝐁" * 30
 
 
@@ -358,7 +358,8 @@ def panel(upload: str) -> list:
     values = dict(kind=sources.SOURCES[2], task="numbers", path="", upload=upload, hf_name="", src_lang="",
                   tgt_lang="", limit=0, name="tsv <b>run</b>", preset="tiny", layers=1, d_model=32, n_heads=2,
                   d_ff=64, dropout=0.0, vocab_size=64, max_steps=2, warmup=1, lr_factor=0.5, label_smoothing=0.1,
-                  max_tokens=256, clip_norm=0, eval_every=100, attention_every=1)
+                  max_tokens=256, clip_norm=0, eval_every=100, attention_every=1, positional="sinusoidal",
+                  separate_vocab=False, schedule="noam", peak_lr=1e-3, keep_best="off", patience=0)
     return [values[f] for f in train_tab.FIELDS]
 
 

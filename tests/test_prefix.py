@@ -84,7 +84,8 @@ def test_beam_keeps_the_prefix_in_every_hypothesis_and_scores_it():
 
 def test_whitespace_is_read_as_single_spaces_and_a_prefix_must_be_writable(shipped):
     tokenizer = shipped.tokenizer
-    assert prefix_ids(tokenizer, "  Two   young ") == tokenizer.encode("Two young") == prefix_ids(tokenizer, "Two young")
+    spaced = prefix_ids(tokenizer, "  Two   young ")
+    assert spaced == tokenizer.encode("Two young") == prefix_ids(tokenizer, "Two young")
     assert prefix_ids(tokenizer, " \t ") == []
     with pytest.raises(ValueError, match="prefix 'Ææ 漢字': this model's vocabulary cannot write 'Æ'.*<unk>"):
         core.translate(shipped, ["Ein Hund."], prefix="Ææ 漢字")

@@ -206,8 +206,10 @@ def test_the_tabs_redraw_on_the_picked_models_registry_key_not_its_name():
     key = on_picker["key"].outputs[0]
     on_key = {name(fn) for fn in fns if (key._id, "change") in fn.targets}
     assert on_key == {"status_line", "defaults", "head_choices", "picked_model_ranges", "example_choices",
-                      "examples_update", "model_changed", "settings_changed", "model_width", "refresh",
-                      "<lambda>"}  # <lambda>: the Attention tab's redraw; refresh: Attention arithmetic's and Saliency's
+                      "examples_update", "model_changed", "settings_changed", "model_width", "learned_view", "refresh",
+                      "model_choices", "<lambda>"}
+    # <lambda>: the Attention tab's redraw; refresh: Attention arithmetic's and Saliency's; model_choices: Compare's
+    # model A; learned_view: the Positional encoding tab's learned positions
     train_view = next(fn for fn in fns if fn.api_name == "train_view")
     assert train_view.outputs[-1] is key and train_view.inputs[-2] is key  # a run under the picked name
 
@@ -217,7 +219,7 @@ def test_app_builds_with_every_tab_and_no_model():
         demo = app.build_app(registry)
         labels = {b.label for b in demo.blocks.values() if isinstance(b, gr.Tab)}
         assert {"Translate", "What if", "Beam search", "Attention", "Attention arithmetic", "Saliency",
-                "Positional encoding", "Model"} <= labels
+                "Positional encoding", "Model", "Compare"} <= labels
 
 
 # ----- Translate ----------------------------------------------------------------------------------
@@ -318,7 +320,8 @@ def test_switching_the_decoding_method_translates_again(registry):
     assert now.options.method == "greedy" and (text, table) == (greedy[0], greedy[2])
     assert table.count("\n| 1 |") == 1 and "\n| 2 |" not in table  # greedy's one line, not the beam's list
     # Nothing shown yet, the same method, or an empty box: nothing to redo.
-    for args in ((translate.Current(), SENTENCES[0], "greedy"), (current, SENTENCES[0], "beam"), (current, " ", "greedy")):
+    for args in ((translate.Current(), SENTENCES[0], "greedy"), (current, SENTENCES[0], "beam"),
+                 (current, " ", "greedy")):
         c, text, method = args
         assert all(v == gr.skip() for v in translate.redecode(registry, c, "studio-tiny", text, method, *rest))
 
@@ -362,7 +365,8 @@ def test_a_synthetic_tasks_model_says_its_task_over_its_examples():
     """It reads only its task's form ("forty - two"; "forty two" gave "zwei"): the examples' label says it."""
     registry = ModelRegistry()  # the shipped checkpoints
     label = translate.examples_update(registry, "numbers-en-de-tiny").label
-    assert label.startswith("Examples (click one) · its task: English number 0-999, as lower-case words ('twenty - one')")
+    assert label.startswith("Examples (click one) · its task: English number 0-999, as lower-case words "
+                            "('twenty - one')")
     assert translate.examples_update(registry, "multi30k-de-en-small").label == "Examples (click one)"
 
 
@@ -405,8 +409,8 @@ def test_a_long_source_shows_its_truncation_and_labels_one_token_in_k(registry):
 
 def test_attention_grid_names_tokens_on_hover_unless_that_would_swamp_the_page():
     heads = ["H1", "H2", "H3", "H4"]
-    small = plots.attention_grid(np.random.rand(3, 4, 20, 20), list("abcdefghijklmnopqrst"), list("abcdefghijklmnopqrst"),
-                                 "t", heads)
+    letters = list("abcdefghijklmnopqrst")
+    small = plots.attention_grid(np.random.rand(3, 4, 20, 20), letters, letters, "t", heads)
     assert small.data[0].customdata[0][0] == "L1 H1: a → a" and "customdata" in small.data[0].hovertemplate
     tokens = [f"t{i}" for i in range(256)]
     long = plots.attention_grid(np.random.rand(3, 4, 256, 256), tokens, tokens, "t", heads)
@@ -440,7 +444,7 @@ def test_head_ablation_switches_heads_off_only_on_the_copy(registry, current):
     every = [0, 1, 2, 3]
     for encoder, cross, spec, verdict in (
             (["L1 H1", "L1 H2", "L1 H3", "L1 H4"], [], {"encoder": {0: every}}, "unchanged"),
-            ([], [f"L{l} H{h}" for l in (1, 2) for h in (1, 2, 3, 4)], {"cross": {0: every, 1: every}}, "changed")):
+            ([], [f"L{li} H{h}" for li in (1, 2) for h in (1, 2, 3, 4)], {"cross": {0: every, 1: every}}, "changed")):
         twin = copy.deepcopy(bundle.model)
         with twin.heads_off(spec):
             after = translate_detailed(ModelBundle(twin, bundle.tokenizer, bundle.info), [current.source],
@@ -449,7 +453,7 @@ def test_head_ablation_switches_heads_off_only_on_the_copy(registry, current):
         report = attention.ablate(registry, current, "studio-tiny", encoder, [], cross)
         assert f"the translation is {verdict}" in report and all(w in report for w in md(after).split())
     config = registry.get("studio-tiny").model.config  # a stack's or layer's every head: named as such
-    every_cross = [f"L{l + 1} H{h + 1}" for l in range(config.decoder_layers) for h in range(config.n_heads)]
+    every_cross = [f"L{li + 1} H{h + 1}" for li in range(config.decoder_layers) for h in range(config.n_heads)]
     assert attention.heads_named(attention.parse_heads([], [], every_cross), config) == (
         f"all {len(every_cross)} cross-attention heads")
     assert attention.heads_named(attention.parse_heads([], ["L1 H2"], []), config) == "decoder self-attention L1 H2"
@@ -584,7 +588,8 @@ def test_a_new_d_model_is_drawn_after_its_dimensions_are_offered():
 def test_model_tab_counts_every_parameter_once(registry):
     bundle = studio_bundle()
     assert sum(n for _, n, _ in model_view.parameter_rows(bundle)) == bundle.model.num_parameters()
-    summary, shares, table, lr, schedule, smoothing, masks = model_view.render(registry, "studio-tiny", 4000, 20000, 0.1)
+    summary, shares, table, lr, schedule, smoothing, masks = model_view.render(registry, "studio-tiny", 4000, 20000,
+                                                                               0.1)
     assert sum(shares.data[0].x) == bundle.model.num_parameters()  # every parameter in one bar or another
     assert set(shares.data[0].y) == {"Embeddings", "Encoder self-attention", "Encoder feed-forward", "LayerNorms",
                                      "Decoder masked self-attention", "Decoder cross-attention", "Decoder feed-forward"}
@@ -756,6 +761,7 @@ def test_figures_carry_their_phone_layout():
 def test_sampling_starts_from_a_tempered_nucleus():
     """T = 1 with no cut-off read as nonsense on stage with the small model; the sliders start lower."""
     demo = app.build_app(studio_registry())
-    value = {b.label: b.value for b in demo.blocks.values() if getattr(b, "label", None) in ("temperature", "top-p (1: off)")}
+    labels = ("temperature", "top-p (1: off)")
+    value = {b.label: b.value for b in demo.blocks.values() if getattr(b, "label", None) in labels}
     assert value == {"temperature": translate.SAMPLE_TEMPERATURE, "top-p (1: off)": translate.SAMPLE_TOP_P}
     assert translate.SAMPLE_TEMPERATURE < 1 and translate.SAMPLE_TOP_P < 1

@@ -25,7 +25,7 @@ from core.checkpoint import load_checkpoint
 from core.config import ModelConfig
 from core.translation import translate_detailed
 from core.model import Transformer
-from studio import plots, run_setup, shell, sources, training
+from studio import plots, run_setup, saving, shell, sources, training
 from studio.registry import ModelRegistry
 from studio.tabs import model_view
 from studio.tabs import train as tab
@@ -78,7 +78,8 @@ def panel(**changes) -> list:
                   tgt_lang="", limit=0, name="live-numbers", preset=d.preset, layers=layers, d_model=d_model,
                   n_heads=heads, d_ff=d_ff, dropout=dropout, vocab_size=d.vocab_size, max_steps=30, warmup=10,
                   lr_factor=d.lr_factor, label_smoothing=d.label_smoothing, max_tokens=256, clip_norm=0,
-                  eval_every=10, attention_every=5)
+                  eval_every=10, attention_every=5, positional="sinusoidal", separate_vocab=False, schedule="noam",
+                  peak_lr=d.peak_lr, keep_best="off", patience=0)
     values.update(changes)
     return [values[f] for f in form.FIELDS]
 
@@ -194,7 +195,8 @@ def test_a_new_run_under_the_picked_name_is_another_model_for_every_tab(job):
     job.start(replace(QUICK, max_steps=3, layers=1))  # the same name, another model
     renewed = job.registry.key("live-numbers")
     assert renewed != first and renewed[0] == "live-numbers"
-    assert live.tick(job, None, 2, 0, live.Following(True), "live-numbers", first)[-1] == renewed  # -> shell.model_key.change
+    # -> shell.model_key.change
+    assert live.tick(job, None, 2, 0, live.Following(True), "live-numbers", first)[-1] == renewed
     # The user has picked another model (its key set by the picker); a tick queued before still names this one.
     assert live.tick(job, None, 2, 0, live.Following(True), "live-numbers", ("another model", 0))[-1] == gr.skip()
     analysis, title, *_ = attention.refresh(job.registry, current, (current, first), attention.TAB_ID, "live-numbers")
@@ -252,7 +254,8 @@ def test_corpus_paths_outside_the_data_folders_are_refused(tmp_path):
     with pytest.raises(ValueError, match="not uploaded through the studio"):
         sources.uploaded_tsv_spec(str(tmp_path / "up2" / "pairs.tsv"), root=tmp_path / "up")
     # Resolved: ../shared may be a link.
-    assert sources.corpus_path_spec("../shared/data/multi30k") == f"files:{(sources.ROOT.parent / 'shared/data/multi30k').resolve()}"
+    multi30k = (sources.ROOT.parent / "shared/data/multi30k").resolve()
+    assert sources.corpus_path_spec("../shared/data/multi30k") == f"files:{multi30k}"
 
 
 def test_uploaded_tsv_with_malformed_lines_is_refused_with_line_numbers(job, tmp_path):
@@ -372,7 +375,8 @@ def test_a_model_above_a_billion_parameters_is_refused_in_one_line(job, toasts):
     assert picker == gr.skip()  # the picker stays as it was
     assert line == tab.md("**Not started:** this model has 103.7B parameters; the studio trains at most 1B (paper-big "
                           "has 0.18B). Choose fewer layers or a smaller d_model or d_ff.").replace("\\*", "*")
-    picker, line, download = tab.start(job, *panel(d_model=64, n_heads=3))  # ModelConfig's own check, in the panel's words
+    # ModelConfig's own check, in the panel's words
+    picker, line, download = tab.start(job, *panel(d_model=64, n_heads=3))
     assert picker == download == gr.skip() and line.startswith("**Not started:** d\\_model \\(64\\)")
     assert "allowed heads for this d\\_model: 1, 2, 4, 8, 16, 32, 64" in line  # the set-up panel's names
     assert toasts == []  # on the line under the buttons only: a toast covered the boxes it named
@@ -537,7 +541,8 @@ class Page:
 
 
 def test_buttons_follow_the_jobs_state_and_pause_says_so_at_once(job):
-    assert enabled(live.tick(job, None, 2, 0, live.Following(True), None, None)[8:13]) == {"start"}  # idle: nothing to pause or save
+    # Idle: nothing to pause or save.
+    assert enabled(live.tick(job, None, 2, 0, live.Following(True), None, None)[8:13]) == {"start"}
     tab.start(job, *panel(max_steps=10_000))
     wait_for(job, lambda v: v.step >= 2)
     assert enabled(live.tick(job, None, 2, 0, live.Following(True), None, None)[8:13]) == {"pause", "stop", "save"}
@@ -590,7 +595,8 @@ def test_a_late_reply_to_a_button_leaves_the_page_on_the_runs_true_state(job, ac
 
 def test_callbacks_start_pause_resume_stop_save(job):
     picker, line, download = tab.start(job, *panel(max_steps=10_000))
-    assert picker.value == "live-numbers" and picker.choices == [("live-numbers (unsaved)", "live-numbers")] and line == ""
+    assert picker.value == "live-numbers" and line == ""
+    assert picker.choices == [("live-numbers (unsaved)", "live-numbers")]
     assert download.visible is False  # the last save's line and download go together
     assert tab.fold_setup(line).open is False  # started: the set-up folds away for the curves
     refused = tab.start(job, *panel())[1]  # another run is going: this page's set-up stays open
@@ -678,7 +684,7 @@ def test_a_saved_checkpoint_downloads_as_a_zip_the_studio_opens_again(job, monke
     def full_disk(*args, **kwargs):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(training.zipfile.ZipFile, "write", full_disk)
+    monkeypatch.setattr(saving.zipfile.ZipFile, "write", full_disk)
     message, picker, download = tab.save(job, "third", None)
     assert "Saved **third\\-step5**" in message and "No download" in message and "No space left" in message
     assert not download.visible and not list(archive.parent.glob("*.zip"))  # no half-written .zip offered
@@ -700,7 +706,8 @@ def test_evaluations_are_read_out_now_and_then_not_at_every_one():
     due = 2.0 + live.HEARD_EVERY_S
     said, heard = live.evaluation_heard(view(1, "running", (50, 2.0), (400, due)), seen)
     assert said == "Evaluation at step 400: validation loss 1.500, exact match 50%." and heard == (1, 400, due)
-    assert live.evaluation_heard(view(1, "finished", (50, 2.0), (100, 4.0)), seen)[0].startswith("Evaluation at step 100")
+    heard_last = live.evaluation_heard(view(1, "finished", (50, 2.0), (100, 4.0)), seen)[0]
+    assert heard_last.startswith("Evaluation at step 100")
     assert live.evaluation_heard(view(2, "running", (50, 1.0)), seen)[1] == (2, 50, 1.0)  # another run: at once
     assert live.evaluation_heard(view(1, "finished", (50, 2.0)), seen)[0] == ""  # heard already
 
@@ -753,7 +760,8 @@ def test_the_plots_are_drawn_only_with_the_train_tab_on_screen(job, monkeypatch)
     shown = live.tick(job, seen, 2, 1, live.Following(True), None, None, live.TAB_ID)  # the tab is opened
     assert isinstance(shown[3], go.Figure) and "| " in shown[5] and isinstance(shown[-4], go.Figure)
     assert shown[3].layout.uirevision == "run-1"  # a zoom into the curves stays while the run draws on
-    assert all(out == gr.skip() for out in live.tick(job, shown[0], 2, 1, live.Following(True), None, None, "translate"))
+    ticked = live.tick(job, shown[0], 2, 1, live.Following(True), None, None, "translate")
+    assert all(out == gr.skip() for out in ticked)
 
 
 def test_timeline_scrubs_to_the_nearest_snapshot(job):

@@ -72,20 +72,20 @@ def attention_grid(maps: np.ndarray, rows: Sequence[str], cols: Sequence[str], t
     labelled = maps.size <= GRID_HOVER_CELLS
     hover = np.full(z.shape, "", dtype=object) if labelled else None
     pairs = _pairs(rows, cols) if labelled else None
-    for l in range(n_layers):
+    for li in range(n_layers):
         for h in range(n_cols):
-            block = np.s_[l * (q + 1):l * (q + 1) + q, h * (k + 1):h * (k + 1) + k]
-            z[block] = maps[l, h]
+            block = np.s_[li * (q + 1):li * (q + 1) + q, h * (k + 1):h * (k + 1) + k]
+            z[block] = maps[li, h]
             if labelled:
-                hover[block] = f"L{l + 1} {column_names[h]}: " + pairs
+                hover[block] = f"L{li + 1} {column_names[h]}: " + pairs
     template = ("%{customdata}<br>weight %{z:.3f}" if labelled else
                 "weight %{z:.3f}<br>(tokens: in the large view below)") + "<extra></extra>"
     fig = go.Figure(go.Heatmap(z=z, customdata=hover, colorscale=ATTENTION_SCALE, zmin=0.0, zmax=1.0,
                                hoverongaps=False, hovertemplate=template))
     fig.update_xaxes(tickmode="array", tickvals=[h * (k + 1) + (k - 1) / 2 for h in range(n_cols)],
                      ticktext=list(column_names), side="top", showgrid=False, zeroline=False)
-    fig.update_yaxes(tickmode="array", tickvals=[l * (q + 1) + (q - 1) / 2 for l in range(n_layers)],
-                     ticktext=[f"layer {l + 1}" for l in range(n_layers)], autorange="reversed", showgrid=False,
+    fig.update_yaxes(tickmode="array", tickvals=[li * (q + 1) + (q - 1) / 2 for li in range(n_layers)],
+                     ticktext=[f"layer {li + 1}" for li in range(n_layers)], autorange="reversed", showgrid=False,
                      zeroline=False)
     styled(fig, title, 160 + 190 * n_layers, margin=dict(l=80, r=30, t=110, b=30))
     # Two lines at the top of the figure, clear of the head labels above the blocks (centred in the
@@ -116,7 +116,7 @@ def attention_head(weights: np.ndarray, rows: Sequence[str], cols: Sequence[str]
 # ----- Beam search ------------------------------------------------------------------------
 def cross_attention_rows(layers: Sequence[np.ndarray], source: Sequence[str], title: str) -> go.Figure:
     """layers: per decoder layer (heads, S). One row per layer and head, plus their mean on top."""
-    rows = [np.mean([l.mean(axis=0) for l in layers], axis=0)]
+    rows = [np.mean([heads.mean(axis=0) for heads in layers], axis=0)]
     names = ["mean"]
     for i, layer in enumerate(layers):
         for h, weights in enumerate(layer):

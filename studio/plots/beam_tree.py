@@ -8,7 +8,8 @@ import plotly.graph_objects as go
 from .layout import LINE_PX, hover_text, label, narrow, styled, title_room, word_start_note
 
 NODE_STYLE = {  # status -> (name in legend, marker)
-    "root": ("start", dict(symbol="circle", size=12, color="#111", line=dict(color="#fff", width=1.5))),  # dark theme too
+    # The root's white ring keeps it visible on the dark theme too.
+    "root": ("start", dict(symbol="circle", size=12, color="#111", line=dict(color="#fff", width=1.5))),
     "live": ("kept (live)", dict(symbol="circle", size=13, color="#1b6ca8")),
     "finished": ("finished (<eos>)", dict(symbol="star", size=17, color="#1a9850")),
     "pruned": ("pruned", dict(symbol="x", size=8, color="#b0b0b0")),

@@ -73,6 +73,26 @@ def pe_similarity(table: np.ndarray) -> go.Figure:
     return styled(fig, "Dot product PE(p)·PE(q): depends only on the distance |p − q|", 460)
 
 
+def learned_heatmap(table: np.ndarray, name: str) -> go.Figure:
+    """A learned position table (Table 3, row E), on a colour scale symmetric about 0 like the sinusoids'."""
+    bound = float(np.abs(table).max()) or 1.0
+    fig = go.Figure(go.Heatmap(z=table, colorscale="RdBu", zmin=-bound, zmax=bound,
+                               hovertemplate="position %{y}<br>dimension %{x}<br>value %{z:.3f}<extra></extra>"))
+    fig.update_xaxes(title="dimension")
+    fig.update_yaxes(_positions(len(table)), autorange="reversed")
+    return styled(fig, f"{name}'s learned positions: {table.shape[0]} positions × {table.shape[1]} dimensions", 460)
+
+
+def learned_similarity(table: np.ndarray) -> go.Figure:
+    """Cosine similarity of the learned vectors: their lengths differ, which raw dot products would draw instead."""
+    unit = table / np.maximum(np.linalg.norm(table, axis=1, keepdims=True), 1e-12)
+    fig = go.Figure(go.Heatmap(z=unit @ unit.T, colorscale="Viridis", zmin=-1, zmax=1,
+                               hovertemplate="pos %{y} · pos %{x}<br>cosine %{z:.2f}<extra></extra>"))
+    fig.update_xaxes(_positions(len(table)))
+    fig.update_yaxes(_positions(len(table)), autorange="reversed")
+    return styled(fig, "Learned: cosine of position p's vector with q's (bands along the diagonal: learnt order)", 460)
+
+
 # ----- Model ---------------------------------------------------------------------------
 def parameter_shares(groups: dict[str, int]) -> go.Figure:
     """One bar per kind of part (embeddings, each attention, feed-forward, LayerNorms), largest first."""
@@ -85,7 +105,8 @@ def parameter_shares(groups: dict[str, int]) -> go.Figure:
     styled(fig, f"Where the {total:,} parameters are", 120 + 34 * len(groups), margin=dict(l=230, r=30, t=60, b=60))
     # On a phone, long names on two lines ("Decoder masked" over "self-attention") in a narrower margin, and a
     # longer axis: the bars keep some width, and the shares written beside them stay on the plot.
-    narrow(fig, **{"height": 120 + 44 * len(groups), "margin.l": 105, "font.size": 10, "xaxis.range": [0, 2.4 * max(groups.values(), default=1)],
+    narrow(fig, **{"height": 120 + 44 * len(groups), "margin.l": 105, "font.size": 10,
+                   "xaxis.range": [0, 2.4 * max(groups.values(), default=1)],
                    "yaxis.tickmode": "array", "yaxis.tickvals": names, "yaxis.ticktext": [wrap(n, 15) for n in names]})
     return fig
 

@@ -85,10 +85,10 @@ def training_attention(view: JobView, step: float | None, layer: float, head: fl
     if frame is None or view.example is None:
         return empty("Press Start: snapshots of the attention appear as the model trains.", 420)
     n_layers, n_heads = frame.cross.shape[:2]
-    l = min(max(int(layer), 1), n_layers) - 1
+    li = min(max(int(layer), 1), n_layers) - 1
     h = min(max(int(head), 0), n_heads)
-    weights = frame.cross[l].mean(axis=0) if h == 0 else frame.cross[l, h - 1]
+    weights = frame.cross[li].mean(axis=0) if h == 0 else frame.cross[li, h - 1]
     which = f"mean of {n_heads} heads" if h == 0 else f"head {h}"
     rows, cols = view.example
-    return attention_head(weights, rows, cols, f"Step {frame.step}: cross-attention, layer {l + 1}, {which}",
+    return attention_head(weights, rows, cols, f"Step {frame.step}: cross-attention, layer {li + 1}, {which}",
                           "reference token<br>being predicted", "source token")

@@ -39,7 +39,7 @@ def query_tokens(looked: Looked, stack: str) -> list[str]:
     """The query positions of a stack: the source tokens with <eos> (encoder), or <bos> and the target's
     tokens (the decoder's input: decoder self- and cross-attention)."""
     pair = prepare_pair(looked.bundle, looked.source, looked.target)
-    return pair.source_tokens if stack == "encoder" else looked.bundle.tokenizer.tokens(pair.tgt_in)
+    return pair.source_tokens if stack == "encoder" else looked.bundle.target_tokenizer.tokens(pair.tgt_in)
 
 
 def query_picker(looked: Looked, stack: str, query: int | None) -> tuple[gr.Dropdown, int]:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import difflib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 
 import gradio as gr
@@ -63,8 +63,9 @@ def analyse(bundle: ModelBundle, name: str, source: str, ids: list[int]) -> Anal
         return None
     tgt_in = ([BOS_ID] + list(ids))[:max_len]
     maps = {k: v.numpy() for k, v in bundle.model.attention_maps(src, tgt_in).items()}  # (L, h, q, k)
-    tok = bundle.tokenizer.tokens
-    return Analysis(name, source, bundle.tokenizer.decode(ids), tok(src), tok(tgt_in), tok(tgt_in[1:] + [EOS_ID]),
+    tok = bundle.target_tokenizer.tokens  # the decoder's side; the source's tokens are the source tokenizer's
+    return Analysis(name, source, bundle.target_tokenizer.decode(ids), bundle.tokenizer.tokens(src), tok(tgt_in),
+                    tok(tgt_in[1:] + [EOS_ID]),
                     maps, prepared.notices)
 
 
@@ -79,17 +80,17 @@ def figures(analysis: Analysis | None, stack_label: str, average: bool, layer: f
     maps = analysis.maps[stack]
     rows, cols = analysis.axes(stack)
     n_layers, n_heads = maps.shape[:2]
-    l = min(max(int(layer), 1), n_layers) - 1
+    li = min(max(int(layer), 1), n_layers) - 1
     h = min(max(int(head), 1), n_heads) - 1
     if average:
         grid = plots.attention_grid(maps.mean(axis=1, keepdims=True), rows, cols,
                                     f"{model} · {stack_label}<br>mean over heads, per layer", ["mean of heads"])
-        big, which = maps[l].mean(axis=0), f"layer {l + 1}, mean of {n_heads} heads"
+        big, which = maps[li].mean(axis=0), f"layer {li + 1}, mean of {n_heads} heads"
     else:
         # Two lines: one would run past a 1280-pixel projector's edge in presenter mode's larger type.
         grid = plots.attention_grid(maps, rows, cols, f"{model} · {stack_label}<br>every layer (rows) × head (columns)",
                                     [f"H{i + 1}" for i in range(n_heads)])
-        big, which = maps[l, h], f"layer {l + 1}, head {h + 1}"
+        big, which = maps[li, h], f"layer {li + 1}, head {h + 1}"
     return grid, plots.attention_head(big, rows, cols, f"{model} · {stack_label}, {which}", *AXES[stack])
 
 
@@ -235,7 +236,8 @@ def head_choices(registry: ModelRegistry, name: str | None) -> tuple[gr.Checkbox
     except UNAVAILABLE:
         return tuple(gr.CheckboxGroup(choices=[], value=[]) for _ in ABLATION_STACKS)
     layers = {"encoder": c.encoder_layers, "decoder": c.decoder_layers, "cross": c.decoder_layers}
-    return tuple(gr.CheckboxGroup(choices=[f"L{l + 1} H{h + 1}" for l in range(layers[s]) for h in range(c.n_heads)],
+    return tuple(gr.CheckboxGroup(choices=[f"L{li + 1} H{h + 1}" for li in range(layers[s])
+                                           for h in range(c.n_heads)],
                                   value=[], elem_classes=["ablation-heads", f"heads-{c.n_heads}"])
                  for s in ABLATION_STACKS)
 
@@ -245,8 +247,8 @@ def parse_heads(encoder: list[str], decoder: list[str], cross: list[str]) -> dic
     order (the boxes come in the order they were ticked)."""
     spec: dict[str, dict[int, list[int]]] = {}
     for stack, labels in zip(ABLATION_STACKS, (encoder, decoder, cross)):
-        for l, h in sorted(tuple(int(part[1:]) - 1 for part in text.split()) for text in labels or []):
-            spec.setdefault(stack, {}).setdefault(l, []).append(h)
+        for li, h in sorted(tuple(int(part[1:]) - 1 for part in text.split()) for text in labels or []):
+            spec.setdefault(stack, {}).setdefault(li, []).append(h)
     return spec
 
 
@@ -259,12 +261,12 @@ def heads_named(spec: dict[str, dict[int, list[int]]], config: ModelConfig) -> s
     parts = []
     for stack, layers in spec.items():
         n_layers = config.encoder_layers if stack == "encoder" else config.decoder_layers
-        whole = {l for l, heads in layers.items() if len(heads) == config.n_heads}
+        whole = {li for li, heads in layers.items() if len(heads) == config.n_heads}
         if len(whole) == n_layers:
             parts.append(f"all {n_layers * config.n_heads} {STACK_WORDS[stack]} heads")
             continue
-        named = (f"L{l + 1} (all {config.n_heads} heads)" if l in whole else ", ".join(f"L{l + 1} H{h + 1}" for h in hs)
-                 for l, hs in layers.items())
+        named = (f"L{li + 1} (all {config.n_heads} heads)" if li in whole
+                 else ", ".join(f"L{li + 1} H{h + 1}" for h in hs) for li, hs in layers.items())
         parts.append(f"{STACK_WORDS[stack]} " + ", ".join(named))
     return "; ".join(parts)
 
@@ -294,10 +296,10 @@ def ablate(registry: ModelRegistry, current: Current, picked: str | None, encode
         model, lock = registry.ablation_model(current.model, bundle)
     except UNAVAILABLE as exc:
         return f"**Cannot ablate:** {md(exc)}"
-    twin = ModelBundle(model, bundle.tokenizer, bundle.info, bundle.path)
+    twin = replace(bundle, model=model)  # the same tokenizers (both, with separate vocabularies)
     with lock, model.heads_off(spec):
         after = translate_detailed(twin, [current.source], current.options or DecodeOptions())[0].text
-    before = bundle.tokenizer.decode(current.ids)
+    before = bundle.target_tokenizer.decode(current.ids)
     off = heads_named(spec, model.config)
     verdict = "unchanged" if after == before else "changed (differences in bold)"
     return (f"**With {md(off)} off** the translation is {verdict}:  \n{word_diff(before, after)}  \n"

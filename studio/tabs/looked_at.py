@@ -28,7 +28,7 @@ class Looked:
         which = "Target (forced on the What if tab)" if self.forced else "Translation"
         notes = "".join(f"  \n*{md(clip(n, 300))}*" for n in notices)
         return (f"**Model:** {md(self.model)}  \n**Source:** {md(self.source)}{notes}  \n"
-                f"**{which}:** {md(self.bundle.tokenizer.decode(self.target)) or '*(empty)*'}")
+                f"**{which}:** {md(self.bundle.target_tokenizer.decode(self.target)) or '*(empty)*'}")
 
 
 def looked_at(registry: ModelRegistry, current: Current | None, picked: str | None) -> Looked | str:

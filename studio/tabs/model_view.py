@@ -167,7 +167,7 @@ def smoothing_figure(bundle: ModelBundle, eps: float, target_ids: list[int]) -> 
     lo = max(0, min(target - 5, vocab - 12))
     ids = list(range(lo, min(vocab, lo + 12)))
     dist = smoothed_target_distribution(target, vocab, float(eps)).numpy()
-    return plots.label_smoothing(dist[ids], bundle.tokenizer.tokens(ids), ids.index(target), float(eps))
+    return plots.label_smoothing(dist[ids], bundle.target_tokenizer.tokens(ids), ids.index(target), float(eps))
 
 
 def mask_figure(bundle: ModelBundle, sentences: list[str], first: Translation) -> go.Figure:

@@ -1,4 +1,5 @@
-"""Section 3.5: the sinusoidal positional encoding, as a table, as curves and as similarities."""
+"""Section 3.5: the sinusoidal positional encoding, as a table, as curves and as similarities; and a
+model's learned positions (Table 3, row E) beside them when it has them."""
 from __future__ import annotations
 
 from functools import partial
@@ -30,6 +31,24 @@ SIMILARITY_CAPTION = (
     "**Section 3.5:** the authors chose sinusoids because \"for any fixed offset k, PE(pos+k) can be "
     "represented as a linear function of PE(pos)\". The dot product of two encodings depends only on their "
     "distance, so the bands run parallel to the diagonal: nearby positions look alike, far ones less so.")
+
+LEARNED_CAPTION = (
+    "**Table 3, row E:** this model learned its positions — one trained vector per position, added to the "
+    "embeddings in place of the sinusoids above (\"nearly identical results\", section 3.5). A learned table has "
+    "no row past the longest sentence it was built for (max_len); the sinusoids extend to any length.")
+
+
+def learned_view(registry: ModelRegistry, name: str | None, length: float) -> tuple:
+    """(the learned section shown or hidden, its table, its similarity) for the picked model."""
+    try:
+        model = registry.get(name).model
+    except UNAVAILABLE:
+        return gr.update(visible=False), gr.skip(), gr.skip()
+    if model.config.positional != "learned":
+        return gr.update(visible=False), gr.skip(), gr.skip()
+    table = model.positions.table.detach()[: max(1, int(length))].float().numpy()
+    return gr.update(visible=True), plots.learned_heatmap(table, name), plots.learned_similarity(table)
+
 
 def even_width(d_model: float) -> int:
     """The slider's d_model as the encoding takes it: an even number of dimensions, at least 2."""
@@ -91,6 +110,10 @@ def build(shell: Shell) -> None:
     gr.Markdown(CURVES_CAPTION)
     similarity = gr.Plot(first[2], label="Position-to-position similarity")
     gr.Markdown(SIMILARITY_CAPTION)
+    with gr.Column(visible=False) as learned:
+        gr.Markdown(LEARNED_CAPTION)
+        learned_table = gr.Plot(label="The picked model's learned positions")
+        learned_sim = gr.Plot(label="Similarity of the learned positions")
     # .input, not .release: a slider's number box typed into (Enter, no drag) fires no release.
     # While dragging, always_last drops the values passed over before the last one is drawn.
     picked = gr.State(False)  # the user chose dimensions: keep them when d_model changes
@@ -103,3 +126,6 @@ def build(shell: Shell) -> None:
     gr.on([length.input, dims.input], **draw, trigger_mode="always_last")
     gr.on([shell.demo.load, shell.model_key.change], guard(partial(model_width, shell.registry)),
           inputs=[shell.model, dims, picked], outputs=[d_model, dims], show_progress="hidden").then(**draw)
+    gr.on([shell.demo.load, shell.model_key.change, length.input], guard(partial(learned_view, shell.registry)),
+          inputs=[shell.model, length], outputs=[learned, learned_table, learned_sim], show_progress="hidden",
+          trigger_mode="always_last")

@@ -69,14 +69,18 @@ def control(job: TrainingJob, action: str, session: str | None = None) -> None:
         warn(exc)
 
 
-def save(job: TrainingJob, name: str, picked: str | None,
-         session: str | None = None) -> tuple[str, gr.Dropdown, gr.DownloadButton]:
-    """(message, the model picker with the saved checkpoint among its choices, its download)."""
+def save(job: TrainingJob, name: str, picked: str | None, session: str | None = None,
+         which: str = "latest") -> tuple[str, gr.Dropdown, gr.DownloadButton]:
+    """(message, the model picker with the saved checkpoint among its choices, its download). which:
+    "latest" (the newest good weights) or "best" (the best evaluation's, when the run keeps it)."""
     try:
-        path = job.save(name, session)
+        path = job.save(name, session, which)
     except (ValueError, OSError) as exc:  # said on the line under the buttons, as a success is
         return f"**Not saved:** {md(exc)}", picker_update(job.registry, picked), gr.DownloadButton(visible=False)
-    message = (f"Saved **{md(path.name)}** in {md(shown_path(path))}: it is in the model picker, and "
+    settings = job.view().settings
+    kind = (f"the best evaluation's weights (by {settings.keep_best.replace('_', ' ')}), not the latest"
+            if which == "best" and settings else "the latest weights")
+    message = (f"Saved **{md(path.name)}**, {kind}, in {md(shown_path(path))}: it is in the model picker, and "
                f"`train_cli.py` takes it as `--checkpoint`.")
     try:
         archive = job.zip_saved(path)
@@ -115,6 +119,7 @@ class Controls:
     resume: gr.Button
     stop: gr.Button
     save_name: gr.Textbox
+    save_which: gr.Radio
     save: gr.Button
     outcome: gr.Markdown  # a refused start, a saved checkpoint: read out
     download: gr.DownloadButton  # the last saved checkpoint's .zip
@@ -149,13 +154,15 @@ def build_controls(public: bool) -> Controls:
         # One line high, as the buttons beside it: the curves start higher on a 720-line projector.
         save_name = gr.Textbox(label="Checkpoint name", show_label=False, container=False, max_lines=1, scale=2,
                                placeholder="Checkpoint name (saved as NAME-stepN)")  # blank: the model's
+        save_which = gr.Radio([("latest", "latest"), ("best", "best")], value="latest", show_label=False,
+                              container=False, min_width=150)  # best: with "keep best by" in the set-up
         save_button = gr.Button("Save checkpoint", interactive=False, min_width=210)  # on one line
     if public:
         gr.Markdown(f"*A public studio: one training run at a time for every visitor. Only the page that "
                     f"starts a run can pause, resume, stop or save it, while it stays open (closed or reloaded, "
                     f"it leaves the run to everyone); a run ends {PUBLIC_MAX_MINUTES:.0f} minutes after it starts, "
                     f"and models have at most {PUBLIC_MAX_PARAMETERS / 1e6:.0f}M parameters.*")
-    return Controls(start_button, pause_button, resume_button, stop_button, save_name, save_button,
+    return Controls(start_button, pause_button, resume_button, stop_button, save_name, save_which, save_button,
                     gr.Markdown(elem_classes="announce"), gr.DownloadButton(visible=False))
 
 
@@ -165,8 +172,8 @@ def wire_controls(shell: Shell, job: TrainingJob, controls: Controls, setup: Set
     def start_run(request: gr.Request, *values):
         return start(job, *values, session=session_of(request))
 
-    def save_run(request: gr.Request, name: str, picked: str | None):
-        return save(job, name, picked, session_of(request))
+    def save_run(request: gr.Request, name: str, which: str, picked: str | None):
+        return save(job, name, picked, session_of(request), which)
 
     def release_page(request: gr.Request) -> None:  # its session, from Gradio
         job.release(session_of(request))
@@ -182,5 +189,6 @@ def wire_controls(shell: Shell, job: TrainingJob, controls: Controls, setup: Set
     clicks = [button.click(guard(controller(job, action)), api_name=f"train_{action}", concurrency_limit=None,
                            show_progress="hidden")
               for button, action in ((c.pause, "pause"), (c.resume, "resume"), (c.stop, "stop"))]
-    c.save.click(guard(save_run), inputs=[c.save_name, shell.model], outputs=[c.outcome, shell.model, c.download])
+    c.save.click(guard(save_run), inputs=[c.save_name, c.save_which, shell.model],
+                 outputs=[c.outcome, shell.model, c.download])
     return clicks

@@ -5,14 +5,16 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 import gradio as gr
 
 from core.config import PRESETS
+from core.recipes import list_recipes
 from core.data import TSV_COLUMNS
 from core.hf_data import hub_offline
+from core.hf_disk import cached_datasets
 from core.schedule import noam_lr
 from core.tasks import TASKS
 
@@ -20,13 +22,22 @@ from ..limits import MAX_NAME_CHARS, clean_input
 from ..sources import ROOT, SOURCES, UPLOAD_COPY_PREFIX, corpus_spec, discard_upload_copy
 from ..text import guard, md
 from ..run_setup import Settings, device_line
-from ..training import TrainingJob, safe_name
+from ..saving import safe_name
+from ..training import TrainingJob
 
 DEFAULTS = Settings()
 # The set-up panel's inputs, in the order the callbacks receive them.
 FIELDS = ("kind", "task", "path", "upload", "hf_name", "src_lang", "tgt_lang", "limit", "name", "preset",
-          "layers", "d_model", "n_heads", "d_ff", "dropout", "vocab_size", "max_steps", "warmup", "lr_factor",
-          "label_smoothing", "max_tokens", "clip_norm", "eval_every", "attention_every")
+          "layers", "d_model", "n_heads", "d_ff", "dropout", "vocab_size", "positional", "separate_vocab",
+          "max_steps", "warmup", "lr_factor", "schedule", "peak_lr", "label_smoothing", "max_tokens", "clip_norm",
+          "eval_every", "attention_every", "keep_best", "patience")
+# Table 3's variations (section 3.5's learned positions, row E), the schedules and keeping the best.
+POSITIONAL_CHOICES = [("sinusoidal (section 3.5)", "sinusoidal"), ("learned (Table 3, row E)", "learned")]
+SCHEDULE_CHOICES = [("eq. 3: warm-up, then 1/√step (lr factor)", "noam"),
+                    ("inverse square root (fairseq; peak lr)", "inverse_sqrt"),
+                    ("constant after warm-up (peak lr)", "constant")]
+KEEP_BEST_CHOICES = [("off", "off"), ("validation BLEU", "bleu"), ("validation loss", "loss"),
+                     ("exact match (synthetic tasks)", "exact_match")]
 # What decides the model's default name (data_picked's inputs).
 NAMING = ("kind", "task", "path", "upload", "hf_name", "name")
 # The studio sets HF_HUB_OFFLINE=1 unless told otherwise: then only cached datasets load.
@@ -92,6 +103,10 @@ def settings_from(values: dict) -> Settings:
         vocab_size=_int(v["vocab_size"], "vocabulary size", 8), max_steps=_int(v["max_steps"], "steps"),
         warmup=_int(v["warmup"], "warm-up steps"), lr_factor=_float(v["lr_factor"], "lr factor", above_zero=True),
         label_smoothing=_float(v["label_smoothing"], "label smoothing", 0.9),
+        positional=v["positional"], separate_vocab=bool(v["separate_vocab"]), schedule=v["schedule"],
+        peak_lr=_float(v["peak_lr"], "peak lr", 1.0, above_zero=True),
+        keep_best=None if v["keep_best"] in (None, "off") else v["keep_best"],
+        patience=_int(v["patience"] or 0, "patience", 0) or None,  # 0: never stop early
         max_tokens=_int(v["max_tokens"], "max tokens", 16),
         clip_norm=_float(v["clip_norm"], "gradient clipping"), eval_every=_int(v["eval_every"], "evaluate every"),
         attention_every=_int(v["attention_every"], "attention snapshot every"))
@@ -133,7 +148,7 @@ def form_values(settings: Settings) -> tuple:
     chosen = dict(zip(("layers", "d_model", "n_heads", "d_ff", "dropout"), preset_values(settings.preset)))
     chosen.update({k: s[k] for k in chosen if s[k] is not None})
     values = {**s, **chosen, "src_lang": s["src_lang"] or "", "tgt_lang": s["tgt_lang"] or "",
-              "limit": s["limit"] or 0}
+              "limit": s["limit"] or 0, "keep_best": s["keep_best"] or "off", "patience": s["patience"] or 0}
     return (*data_fields(settings.data), *(values[f] for f in FIELDS[5:]))
 
 
@@ -155,6 +170,35 @@ def peak_lr(d_model: float | None, warmup: float | None, factor: float | None) -
         return "Peak learning rate (eq. 3): the lr factor, d_model and warm-up must all be above 0."
     lr = noam_lr(warmup, d_model, warmup, factor)
     return f"Peak learning rate (eq. 3, at step {int(warmup)}): factor · d_model^−0.5 · warmup^−0.5 = **{lr:.2e}**"
+
+
+RECIPE_NONE = "none: the boxes as they are"
+
+
+def recipe_choices() -> list[tuple[str, str]]:
+    return [(RECIPE_NONE, "")] + [(f"{r['name']}: {r['description']}", r["name"]) for r in list_recipes()]
+
+
+def recipe_values(name: str) -> tuple:
+    """The set-up panel (FIELDS' order) filled with a recipe's settings (core.recipes): the data, the model and
+    the schedule it was tuned with; the boxes it does not set keep the tab's defaults. None picked: left as is."""
+    recipe = next((r["settings"] for r in list_recipes() if r["name"] == name), None)
+    if recipe is None:
+        return (gr.skip(),) * len(FIELDS)
+    chosen = {k: v for k, v in recipe.items() if k in Settings.__dataclass_fields__}
+    settings = replace(DEFAULTS, **chosen)
+    fields = form_values(settings)
+    kind, task, path, upload, hf_name = fields[:5]
+    return (*fields[:8], default_name(kind, task, path, upload, hf_name), *fields[9:])
+
+
+def cached_line() -> str:
+    """The Hugging Face datasets this machine's cache holds (core.hf_disk), as the name box's hint."""
+    found = [f"{d.name}:{d.config}" if d.config else d.name for d in cached_datasets()]
+    if not found:
+        return "No dataset in this machine's Hugging Face cache."
+    more = f" and {len(found) - 8} more" if len(found) > 8 else ""
+    return "In this machine's cache: " + ", ".join(found[:8]) + more
 
 
 def task_described(task: str) -> gr.Dropdown:
@@ -207,6 +251,8 @@ class SetupPanel:
 def build_setup() -> SetupPanel:
     """The panel, open; it folds away once a run starts, so the curves come up where it was."""
     with gr.Accordion("Set-up", open=True) as accordion:
+        recipe = gr.Dropdown(recipe_choices(), value="", label="Recipe (fills the boxes below)",
+                             info="Tuned for a GPU: on a CPU the same run takes far longer")
         with gr.Row():
             with gr.Column(scale=3):
                 data = _data_boxes()
@@ -217,6 +263,7 @@ def build_setup() -> SetupPanel:
         gr.Markdown(f"**Device:** {md(device_line('auto'))}")
     boxes = {**data, **model, **training}
     panel = SetupPanel({name: boxes[name] for name in FIELDS}, accordion)
+    recipe.input(guard(recipe_values), inputs=recipe, outputs=panel.inputs())
     _keep_consistent(panel, lr_line)
     return panel
 
@@ -235,7 +282,7 @@ def _data_boxes() -> dict[str, gr.components.Component]:
         upload=gr.File(label="TSV file: source<TAB>target, one pair a line", file_types=[".tsv", ".txt", ".gz"],
                        type="filepath", visible=False),
         hf_name=gr.Textbox(label=HF_LABEL_OFFLINE if hub_offline() else HF_LABEL_ONLINE,
-                           placeholder="bentrevett/multi30k", visible=False))
+                           placeholder="bentrevett/multi30k", info=cached_line(), visible=False))
     with gr.Row():
         boxes.update(src_lang=gr.Textbox(label="Source language (blank: from the data)", max_lines=1),
                      tgt_lang=gr.Textbox(label="Target language (blank: from the data)", max_lines=1),
@@ -257,6 +304,10 @@ def _model_boxes() -> dict[str, gr.components.Component]:
         boxes.update(d_ff=gr.Number(d_ff, precision=0, label="d_ff"),
                      dropout=gr.Number(dropout, label="dropout", step=0.05),
                      vocab_size=gr.Number(DEFAULTS.vocab_size, precision=0, label="vocabulary (real corpora)"))
+    with gr.Row():
+        boxes.update(positional=gr.Dropdown(POSITIONAL_CHOICES, value=DEFAULTS.positional, label="positions"),
+                     separate_vocab=gr.Checkbox(DEFAULTS.separate_vocab, label="a vocabulary per language",
+                                                info="Section 3.4 shares one; separate ones tie only the decoder's"))
     return boxes
 
 
@@ -273,6 +324,13 @@ def _training_boxes() -> dict[str, gr.components.Component]:
             clip_norm=gr.Number(d.clip_norm, label="gradient clipping (0: off)"),
             eval_every=gr.Number(d.eval_every, precision=0, label="evaluate every N steps"),
             attention_every=gr.Number(d.attention_every, precision=0, label="attention snapshot every K steps"))
+    with gr.Row():
+        boxes.update(
+            schedule=gr.Dropdown(SCHEDULE_CHOICES, value=d.schedule, label="learning rate schedule"),
+            peak_lr=gr.Number(d.peak_lr, label="peak lr (inverse sqrt, constant)", step=1e-4),
+            keep_best=gr.Dropdown(KEEP_BEST_CHOICES, value="off", label="keep best by",
+                                  info="Save can then write the best evaluation's weights, not only the latest"),
+            patience=gr.Number(0, precision=0, label="patience (evaluations; 0: never stop early)"))
     return boxes
 
 

@@ -126,7 +126,7 @@ def smoothing_ceiling(bundle: ModelBundle) -> float | None:
     eps = train.get("label_smoothing") if isinstance(train, dict) else None
     if not isinstance(eps, (int, float)) or isinstance(eps, bool) or not 0 < eps < 1:
         return None
-    return float(smoothed_target_distribution(0, bundle.tokenizer.vocab_size, float(eps)).max())
+    return float(smoothed_target_distribution(0, bundle.target_tokenizer.vocab_size, float(eps)).max())
 
 
 def cannot_translate(exc: Exception) -> tuple:

@@ -97,7 +97,7 @@ def _scored(registry: ModelRegistry, kept: Scored | None, current: Current | Non
     """Score target for source beside the model's own translation (one core.score call for both)."""
     bundle, key, options = _model_of(registry, current, name, source)
     own, notices = _own_translation(bundle, source, options, current, kept)
-    if isinstance(target, str) and target.strip() == bundle.tokenizer.decode(own):
+    if isinstance(target, str) and target.strip() == bundle.target_tokenizer.decode(own):
         target = own  # the translation's very tokens: its text could tokenize otherwise
     mine, theirs = score(bundle, source, [target, own])
     return Scored(str(name), key, bundle, source, options, own, theirs, mine), notices + mine.notices
@@ -109,7 +109,7 @@ def totals_table(s: Scored) -> str:
         t = totals(score_)
         return [label, *(f"{t[k]:.3f}" if t[k] is not None else "–" for k in ("logprob", "mean", "perplexity")),
                 f"{t['mean_rank']:.2f}" if t["mean_rank"] is not None else "–", len(score_.tokens)]
-    own_text = s.bundle.tokenizer.decode(s.own) or "(empty)"
+    own_text = s.bundle.target_tokenizer.decode(s.own) or "(empty)"
     rows = [row("your target", s.target), row("the model's translation", s.own_score)]
     return (md_table(TOTALS_HEADERS, rows, numeric=(1, 2, 3, 4, 5)) +
             f"\n\nThe model's translation, by {md(describe(s.options))}: “{md(own_text)}”  \n" + verdict(s))
@@ -195,7 +195,7 @@ def _is_kept(kept: Scored | None, key: tuple | None, source: str, target: str) -
     if kept is None or kept.key != key or not (source or "").strip():
         return False
     text = target_text(target)[0]
-    ids = kept.bundle.tokenizer.encode(text) if text.strip() else []
+    ids = kept.bundle.target_tokenizer.encode(text) if text.strip() else []
     return kept.source == source_text(source)[0] and kept.forced == ids
 
 
@@ -207,7 +207,7 @@ def refresh(registry: ModelRegistry, kept: Scored | None, current: Current | Non
         return (gr.skip(),) * 8
     if not current.source or current.bundle is None:
         return (gr.skip(),) * 5 + (NOTHING_YET, gr.skip(), current)
-    target = current.bundle.tokenizer.decode(current.target_ids)
+    target = current.bundle.target_tokenizer.decode(current.target_ids)
     view = score_target(registry, kept, current, name, current.source, target)
     return current.source, target, *view, current
 

@@ -1,0 +1,99 @@
+"""Named training recipes: a corpus, a model preset (section 6.2's sizes, core/config.py) and section 5's
+training settings chosen together for one purpose, so a lecturer or a script asks for them by name
+(`train_cli.py train --recipe NAME`, the studio's Train tab) instead of a dozen options.
+
+"lecture-multi30k" trains a real De->En translator while a lecture explains section 3: the small preset
+on Multi30k in bf16 on a GPU, token batches sized for it (5.1), a short warm-up of fairseq's inverse
+square root schedule (5.3) and evaluations often enough to watch BLEU rise. Its aim (issue 45): >= 36
+sacreBLEU on test_2016 (greedy) within 3 minutes of training on one H100 (bench/lecture_gpu.py).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from .config import PRESETS
+from .train_config import TrainConfig
+
+# Beside the repository, where this project's data lives (README: Set up); a device machine's copy
+# travels inside the checkout, in shared/data (docs/gpu.md).
+REPOSITORY = Path(__file__).resolve().parents[1]
+DATA_ROOTS = (REPOSITORY / "shared" / "data", REPOSITORY.parent / "shared" / "data")
+
+
+def data_folder(name: str) -> Path:
+    """The first of DATA_ROOTS holding the corpus folder `name` (the last one if none does, for the message)."""
+    return next((root / name for root in DATA_ROOTS if (root / name).is_dir()), DATA_ROOTS[-1] / name)
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """What a recipe fixes; every key of `train` is a TrainConfig field. Frozen (recipes are shared): use
+    train_config() and settings(), which copy, rather than changing `train` in place."""
+
+    name: str
+    description: str  # one line, for lists and --help
+    corpus: str  # a folder name under the data roots, read as files:FOLDER
+    src_lang: str
+    tgt_lang: str
+    preset: str
+    vocab_size: int
+    train: dict[str, Any] = field(default_factory=dict)
+    attention_every: int = 10  # the studio's attention timeline: steps between snapshots of the example's map
+
+    def __post_init__(self) -> None:
+        if self.preset not in PRESETS:
+            raise ValueError(f"recipe {self.name}: unknown preset {self.preset!r}")
+        TrainConfig(**self.train)  # a typo in a recipe fails at import, not in a lecture
+
+    @property
+    def data(self) -> str:
+        """The corpus as a core.data spec."""
+        return f"files:{data_folder(self.corpus)}"
+
+    def train_config(self, **overrides: Any) -> TrainConfig:
+        """The recipe's TrainConfig; overrides (TrainConfig fields) win over the recipe's values."""
+        known = {f.name for f in fields(TrainConfig)}
+        unknown = sorted(set(overrides) - known)
+        if unknown:
+            raise ValueError(f"unknown TrainConfig field(s) {unknown}; allowed: {sorted(known)}")
+        return TrainConfig(**{**self.train, **overrides})
+
+    def settings(self) -> dict[str, Any]:
+        """Everything the recipe sets, flat, for a UI to show."""
+        return {"data": self.data, "src_lang": self.src_lang, "tgt_lang": self.tgt_lang, "preset": self.preset,
+                "vocab_size": self.vocab_size, **self.train, "attention_every": self.attention_every}
+
+
+LECTURE_MULTI30K = Recipe(
+    name="lecture-multi30k",
+    description="Multi30k De→En, small preset, bf16 on a GPU: a real translator in about 3 minutes",
+    corpus="multi30k", src_lang="de", tgt_lang="en", preset="small", vocab_size=8000,
+    train=dict(
+        # 12k padded slots a side: ~7.6k target tokens a step in buckets of 8, 56 steps an epoch of Multi30k's
+        # 29k pairs; 1,200 steps are ~21 epochs (the shipped small model: 1,600 steps of 4k, ~14 epochs, 37.0
+        # BLEU greedy).
+        max_tokens=12288, max_steps=1200, amp="bf16",
+        # Larger batches than the paper's base recipe per parameter allow a higher peak; a short warm-up
+        # because the whole run is short, clipping because a lecture cannot restart a diverged run.
+        schedule="inverse_sqrt", peak_lr=2e-3, warmup=300, clip_norm=1.0, label_smoothing=0.1,
+        # No host sync per step: batches padded to multiples of 8 train on the grid, figures read every 10.
+        bucket=8, readback_every=10,
+        eval_every=200, bleu_sentences=200),
+    attention_every=50,
+)
+
+RECIPES: dict[str, Recipe] = {r.name: r for r in (LECTURE_MULTI30K,)}
+
+
+def get_recipe(name: str) -> Recipe:
+    """The recipe called name; ValueError listing the known ones."""
+    if name not in RECIPES:
+        raise ValueError(f"unknown recipe {name!r}; known recipes: {', '.join(RECIPES)}")
+    return RECIPES[name]
+
+
+def list_recipes() -> list[dict[str, Any]]:
+    """Every recipe as {name, description, settings}: what the studio's Train tab offers."""
+    return [{"name": r.name, "description": r.description, "settings": r.settings()} for r in RECIPES.values()]
