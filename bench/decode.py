@@ -12,17 +12,26 @@ the set: one from each of that many equal strata of source length, so that its s
 for the whole set's (the set's first 100 hold its longest output; their greedy outputs are 6% longer
 than the set's mean).
 
+With --versus ctranslate2 it instead times ours against CTranslate2 on the same weights (the checkpoint
+exported by core.export, which checks itself): ours fp32, ours int8 and bf16 (core.precision), CTranslate2
+fp32 and int8, side by side in one process (each round runs every engine once, so load from other processes
+falls on all alike; the best round counts), with CTranslate2's length penalty (ours "plain"), printing
+sentences/s, the ratios and BLEU against the references.
+
 To show how far the batched decoder could still go, it also counts the floating-point work of its
 matrix products (torch's FlopCounterMode, one untimed pass) and times a large matrix product on
 this CPU: were everything but those products free, the speed-up could be at most "ceiling".
 
     python bench/decode.py [--checkpoint DIR] [--naive-limit N] [--limit M] [--rounds R] [--threads T]
+    python bench/decode.py --versus ctranslate2 [--threads 1,2] [--limit M] [--rounds R]
 """
 from __future__ import annotations
 
 import argparse
 import gzip
+import os
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any, Callable
@@ -38,6 +47,7 @@ from core.model import Transformer  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared/data/multi30k"
 TEST_FILE = "test_2016_flickr.de.gz"
+REFERENCE_FILE = "test_2016_flickr.en.gz"
 
 
 # ----- the naive reference -------------------------------------------------------------------
@@ -175,6 +185,73 @@ def _naive(decode: Callable, model: Transformer, tokenizer: Any, text: str, opti
     return decode(model, source.ids, max_out, options)
 
 
+# ----- against CTranslate2 --------------------------------------------------------------------
+def versus_ctranslate2(bundle: Any, sentences: list[str], references: list[str], threads: list[int],
+                       rounds: int, out: Callable[[str], None] = print) -> dict[str, dict[str, float]]:
+    """Time ours (fp32, int8, bf16) and CTranslate2 (fp32, int8) for beam 4 and greedy at each thread count;
+    print and return sentences/s and BLEU per engine, keyed "method threads"."""
+    import ctranslate2
+
+    from core.evaluation import evaluate_bleu
+    from core.export.ctranslate2 import export_ctranslate2, translate_tokens
+
+    target = bundle.target_tokenizer
+    figures: dict[str, dict[str, float]] = {}
+    with tempfile.TemporaryDirectory() as folder:
+        exported = export_ctranslate2(bundle, Path(folder) / "ct2")  # refuses unless it translates as ours
+        for n in threads:
+            torch.set_num_threads(n)
+            engines: dict[str, Callable[[DecodeOptions], list[str]]] = {
+                f"ours {dtype}": lambda o, d=dtype: [t.text for t in translate_detailed(bundle, sentences, o, dtype=d)]
+                for dtype in ("fp32", "int8", "bf16")}
+            for compute in ("float32", "int8"):
+                translator = ctranslate2.Translator(str(exported), device="cpu", compute_type=compute, intra_threads=n)
+                engines[f"CT2 {compute.replace('float32', 'fp32')}"] = (
+                    lambda o, t=translator: [target.decode([target.hf.token_to_id(p) for p in tokens])
+                                             for tokens in translate_tokens(t, bundle, sentences, o)])
+            for method in ("beam", "greedy"):
+                options = DecodeOptions(method=method, length_penalty="plain")
+                rates, texts = _race(engines, options, rounds, len(sentences))
+                key = f"{method} {n}"
+                figures[key] = {name: rates[name] for name in engines}
+                figures[key].update({f"{name} BLEU": evaluate_bleu(texts[name], references).bleu for name in engines})
+                same = sum(a == b for a, b in zip(texts["ours fp32"], texts["CT2 fp32"]))
+                out(f"{method:>6}, {n} thread{'s' * (n > 1)}: " + " | ".join(
+                    f"{name} {rates[name]:6.1f} sent/s BLEU {figures[key][name + ' BLEU']:.2f}" for name in engines))
+                out(f"{'':>17}ours fp32 / CT2 fp32 {rates['ours fp32'] / rates['CT2 fp32']:.2f}x, ours int8 / CT2 int8 "
+                    f"{rates['ours int8'] / rates['CT2 int8']:.2f}x, ours bf16 / CT2 int8 "
+                    f"{rates['ours bf16'] / rates['CT2 int8']:.2f}x; fp32 outputs identical {same}/{len(sentences)}")
+    return figures
+
+
+def _race(engines: dict[str, Callable[[DecodeOptions], list[str]]], options: DecodeOptions, rounds: int,
+          count: int) -> tuple[dict[str, float], dict[str, list[str]]]:
+    """Each round runs every engine once, in turn; an engine's rate is its best round's."""
+    best = {name: float("inf") for name in engines}
+    texts: dict[str, list[str]] = {}
+    for _ in range(rounds):
+        for name, run in engines.items():
+            start = time.perf_counter()
+            texts[name] = run(options)
+            best[name] = min(best[name], time.perf_counter() - start)
+    return {name: count / seconds for name, seconds in best.items()}, texts
+
+
+def cpu_model() -> str:
+    try:
+        lines = Path("/proc/cpuinfo").read_text().splitlines()
+        return next(line.split(":", 1)[1].strip() for line in lines if line.startswith("model name"))
+    except (OSError, StopIteration):
+        import platform
+
+        return platform.processor() or platform.machine()
+
+
+def read_references(data_dir: Path, limit: int | None) -> list[str]:
+    with gzip.open(data_dir / REFERENCE_FILE, "rt", encoding="utf-8") as f:
+        return [line.rstrip("\n") for line in f][:limit]
+
+
 def read_sentences(data_dir: Path, limit: int | None) -> list[str]:
     path = data_dir / TEST_FILE
     if not path.exists():
@@ -196,16 +273,33 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=3,
                         help="alternate the two decoders over R rounds (default 3; see run_benchmark)")
     parser.add_argument("--data-dir", type=Path, default=DATA, help=f"Multi30k folder (default {DATA})")
-    parser.add_argument("--threads", type=int, default=0,
-                        help="torch CPU threads for both decoders (default: torch's choice)")
+    parser.add_argument("--threads", default="0",
+                        help="torch CPU threads for both decoders (default: torch's choice; with --versus: 1); "
+                             "with --versus a list such as 1,2 runs each")
+    parser.add_argument("--versus", choices=("ctranslate2",),
+                        help="time ours against CTranslate2 on the same weights instead of the naive decoder")
     parser.add_argument("--device", default="cpu", help="where both decoders run: cpu (default), cuda, cuda:1, ...")
     args = parser.parse_args(argv)
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    try:
+        threads = [int(n) for n in args.threads.split(",")]
+    except ValueError:
+        parser.error(f"--threads takes a number or a list such as 1,2; got {args.threads!r}")
+    if args.rounds < 1 or args.naive_limit < 1 or min(threads) < 0:
+        parser.error(f"--rounds and --naive-limit must be at least 1, --threads at least 0; got {args.rounds}, "
+                     f"{args.naive_limit} and {args.threads}")
     sentences = read_sentences(args.data_dir, args.limit)
     from core.checkpoint import load_checkpoint
 
     bundle = load_checkpoint(args.checkpoint)
+    if args.versus:
+        print(f"{bundle.name} vs CTranslate2 on {cpu_model()}, Multi30k test_2016 De->En, {len(sentences)} "
+              f"sentences, best of {args.rounds} interleaved rounds; load average {os.getloadavg()[0]:.1f}")
+        versus_ctranslate2(bundle, sentences, read_references(args.data_dir, args.limit),
+                           [n or 1 for n in threads], args.rounds)
+        print(f"load average at the end {os.getloadavg()[0]:.1f} (1 minute), {os.getloadavg()[2]:.1f} (15 minutes)")
+        return 0
+    if threads[0]:
+        torch.set_num_threads(threads[0])
     bundle.model.to(args.device)
     device = next(bundle.model.parameters()).device
     where = (torch.cuda.get_device_name(device) if device.type == "cuda"
@@ -215,8 +309,6 @@ def main(argv: list[str] | None = None) -> int:
     print(f"The naive decoder runs one sentence at a time, each hypothesis re-decoding its whole prefix; "
           f"it is timed and compared on {min(args.naive_limit, len(sentences))} sentences only, one from each "
           f"stratum of source length.")
-    if args.rounds < 1 or args.naive_limit < 1:
-        parser.error(f"--rounds and --naive-limit must be at least 1; got {args.rounds} and {args.naive_limit}")
     run_benchmark(bundle, sentences, args.naive_limit, args.rounds)
     return 0
 

@@ -147,7 +147,7 @@ def visitor(url: str, model: str, sentences: list[str], method: str, deadline: f
         n += 1
         started = time.perf_counter()
         try:
-            client.predict(model, text, method, 4, 0.6, 50, 4, 1.0, 0, 1.0, None, api_name="/translate")
+            client.predict(model, text, method, 4, 0.6, 50, 4, 1.0, 0, 1.0, None, "fp32", api_name="/translate")
         except Exception as exc:  # every failure is counted, by kind
             with results.lock:
                 if "Queue is full" in str(exc):
@@ -187,7 +187,7 @@ def run(args: argparse.Namespace) -> dict:
     try:
         started_in = wait_for(url, proc, timeout=90.0)
         control = make_client(url, "gradio_client")
-        control.predict(model, sentences[0], args.method, 4, 0.6, 50, 4, 1.0, 0, 1.0, None,
+        control.predict(model, sentences[0], args.method, 4, 0.6, 50, 4, 1.0, 0, 1.0, None, "fp32",
                         api_name="/translate")  # loads the model once, before the clock starts
         step_before = None
         if args.train:

@@ -36,7 +36,8 @@ def command_evaluate(args: argparse.Namespace) -> None:
     if args.output:
         write_output(args.output, "".join(t.text + "\n" for t in translations))
     print(f"{bundle.name}: {len(sources)} sentences, {options.method}"
-          f"{f' {options.beam_size}' if options.method == 'beam' else ''}, {elapsed:.1f} s")
+          f"{f' {options.beam_size}' if options.method == 'beam' else ''}"
+          f"{f', {options.dtype}' if options.dtype != 'fp32' else ''}, {elapsed:.1f} s")
     print(f"BLEU = {result.bleu:.2f}   {result.bleu_signature}")
     print(f"chrF = {result.chrf:.2f}   {result.chrf_signature}")
     forced = teacher_forced_metrics(bundle, sources, references)  # seed 004's metrics: no decoding, the references read

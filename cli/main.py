@@ -10,6 +10,7 @@ from .args import option_names, parse_arguments
 from .average import command_average
 from .common import CLIError, in_words, refusal
 from .decode import command_evaluate, command_translate
+from .export import command_export
 from .score import command_score
 from .train import command_train
 
@@ -18,7 +19,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args = parse_arguments(argv)
         commands = {"train": command_train, "evaluate": command_evaluate, "translate": command_translate,
-                    "score": command_score, "average": command_average}
+                    "score": command_score, "average": command_average, "export": command_export}
         try:
             commands[args.command](args)
         except (CLIError, ValueError, OSError, TrainingStopped) as exc:

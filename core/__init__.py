@@ -4,12 +4,14 @@ decodes and evaluates it. No UI imports here.
     import core
     bundle = core.load_checkpoint("checkpoints/multi30k-de-en-small")
     core.translate(bundle, ["Ein Hund läuft."], beam_size=4)
+    core.translate(bundle, ["Ein Hund läuft."], dtype="int8")  # faster, nearly the same (core.supported_dtypes())
     core.score(bundle, ["Ein Hund läuft."], ["A dog runs."])[0].token_logprobs
 """
 from .bundle import ModelBundle
 from .checkpoint import average_checkpoints, load_checkpoint, save_checkpoint
 from .config import PRESETS, SPECIAL_TOKENS, ModelConfig
 from .decoding import DecodeOptions
+from .precision import supported_dtypes
 from .translation import Translation, translate, translate_detailed
 from .evaluation import EvalResult, TeacherForcedResult, evaluate_bleu, evaluate_bundle, teacher_forced_metrics
 from .scoring import Score, score
@@ -23,7 +25,7 @@ __version__ = "0.1.0"  # printed by `train_cli.py --version`, for bug reports
 
 __all__ = ["__version__", "PRESETS", "SPECIAL_TOKENS", "ModelConfig", "DecoderCache", "Transformer", "sinusoidal_encoding",
            "ModelBundle", "load_checkpoint", "save_checkpoint", "average_checkpoints",
-           "DecodeOptions", "Translation", "translate", "translate_detailed",
+           "DecodeOptions", "supported_dtypes", "Translation", "translate", "translate_detailed",
            "EvalResult", "evaluate_bleu", "evaluate_bundle", "TeacherForcedResult", "teacher_forced_metrics",
            "Score", "score", "attribution", "alignment", "cross_attention", "rank_correlation",
            "AttentionArithmetic", "attention_arithmetic"]

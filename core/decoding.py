@@ -41,6 +41,7 @@ from .model import Transformer
 
 METHODS = ("greedy", "beam", "sample")
 LENGTH_PENALTIES = ("gnmt", "plain")
+DTYPES = ("fp32", "int8", "bf16")  # core/precision.py builds the last two
 # Sampling that reads as language (DecodeOptions' defaults draw from the plain distribution, T = 1, no
 # cut-off). On the shipped model, test_2016's first 300 sentences, 3 seeds: T = 1 scores 23-25 BLEU and
 # reads as nonsense ("People repair floor at truck.i a house."); T = 0.8 with top-p 0.9 scores 34-36
@@ -72,6 +73,9 @@ class DecodeOptions:
     # and sampling, 256 for beam search, about 1,024 rows either way (2-core CPU, bench/decode.py:
     # greedy gains from 1,024 sentences over 256, beam search from more than 256 does not).
     batch_size: int | None = None
+    # core.translate's arithmetic (core/precision.py): "fp32" exact, "int8" or "bf16" faster, nearly the same
+    # outputs. The tensor-level decoders here run the model they are given.
+    dtype: str = "fp32"
 
     @property
     def sentences_per_batch(self) -> int:
@@ -87,6 +91,8 @@ class DecodeOptions:
         if self.length_penalty not in LENGTH_PENALTIES:
             raise ValueError(f"DecodeOptions.length_penalty must be one of {', '.join(LENGTH_PENALTIES)}; "
                              f"got {self.length_penalty!r}")
+        if self.dtype not in DTYPES:
+            raise ValueError(f"DecodeOptions.dtype must be one of {', '.join(DTYPES)}; got {self.dtype!r}")
         for name, low in (("beam_size", 1), ("max_len_b", 0), ("min_len", 0), ("n_best", 1),
                           ("no_repeat_ngram", 0), ("top_k", 0)):
             _check_int(name, getattr(self, name), low)

@@ -16,8 +16,8 @@ from typing import Any, Callable, Iterable
 
 import torch
 
-from . import tasks
-from .batching import pad_ids, source_ids
+from . import precision, tasks
+from .batching import pad_ids
 from .decoding import (NEG_INF, DecodeOptions, Hypothesis, Sources, beam_search, greedy_decode, inference,
                        resolve_options)
 from .model import Transformer
@@ -82,11 +82,11 @@ def prepare_source(tokenizer: Tokenizer, text: str, max_len: int, info: dict[str
     if surrogate:  # what undecodable bytes become under errors="surrogateescape"; the tokenizer rejects them
         raise ValueError(f"character {surrogate.start() + 1} is U+{ord(surrogate[0]):04X}, not text: was it read "
                          f"from bytes that are not UTF-8?")
-    ids = source_ids(tokenizer, text) if text.strip() else []
-    if len(ids) <= 1:
+    ids, unknown = tokenizer.encode_with_unknown(text) if text.strip() else ([], [])
+    if not ids:
         return Source([], [], [EMPTY_INPUT])
+    ids = ids + [EOS_ID]  # as batching.source_ids gives training sources
     notices = []
-    unknown = tokenizer.unknown_pieces(text)
     if unknown:
         shown = ", ".join(repr(p) for p in dict.fromkeys(unknown))
         notices.append(f"{len(unknown)} unknown piece{'s' * (len(unknown) > 1)} mapped to <unk>: {shown}")
@@ -141,7 +141,8 @@ def translate_detailed(bundle: Any, sentences: list[str], options: DecodeOptions
     if on_batch is not None and not callable(on_batch):
         raise TypeError(f"on_batch must be a function taking a number of sentences, got {type(on_batch).__name__}")
     opts = resolve_options(options, overrides)
-    model, tokenizer, target = bundle.model, bundle.tokenizer, target_tokenizer(bundle)
+    tokenizer, target = bundle.tokenizer, target_tokenizer(bundle)
+    model = precision.prepared(bundle.model, opts.dtype)  # bundle.model itself for fp32
     max_len = model.config.max_len
     sources = []
     for number, text in enumerate(sentences):
@@ -156,8 +157,8 @@ def translate_detailed(bundle: Any, sentences: list[str], options: DecodeOptions
     with inference(model):
         for start in range(0, len(order), opts.sentences_per_batch):
             batch = order[start:start + opts.sentences_per_batch]
-            translated = _translate_batch(bundle, [sources[i] for i in batch], [prefixes[i] for i in batch], opts,
-                                          generator)
+            translated = _translate_batch(model, target, [sources[i] for i in batch], [prefixes[i] for i in batch],
+                                          opts, generator)
             for i, translation in zip(batch, translated):
                 results[i] = translation
             if on_batch:
@@ -165,10 +166,10 @@ def translate_detailed(bundle: Any, sentences: list[str], options: DecodeOptions
     return results
 
 
-def _translate_batch(bundle: Any, sources: list[Source], prefixes: list[list[int]], opts: DecodeOptions,
-                     generator: torch.Generator | None) -> list[Translation]:
-    """One batch of non-empty sources, each with the ids its prefix forces ([]: none)."""
-    model, tokenizer, max_len = bundle.model, target_tokenizer(bundle), bundle.model.config.max_len
+def _translate_batch(model: Transformer, tokenizer: Tokenizer, sources: list[Source], prefixes: list[list[int]],
+                     opts: DecodeOptions, generator: torch.Generator | None) -> list[Translation]:
+    """One batch of non-empty sources, each with the ids its prefix forces ([]: none); tokenizer writes the outputs."""
+    max_len = model.config.max_len
     device = next(model.parameters()).device
     limits = [_output_limit(len(s.ids), len(p), opts, max_len) for s, p in zip(sources, prefixes)]
     src = [pad_ids([s.ids for s in sources[g:g + SOURCE_GROUP]], device) for g in range(0, len(sources), SOURCE_GROUP)]

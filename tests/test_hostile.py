@@ -526,7 +526,7 @@ def test_a_full_queue_answers_busy_at_once(monkeypatch):
     demo = app.build_app(studio_registry(), MODEL)
     url = _launch(demo, max_size=2, default_concurrency_limit=1)
     try:
-        data = [MODEL, SENTENCES[0], "greedy", 1, 0.6, 5, 1, 1.0, 0, 1.0, None]
+        data = [MODEL, SENTENCES[0], "greedy", 1, 0.6, 5, 1, 1.0, 0, 1.0, None, "fp32"]
 
         def post(_) -> int:
             request = urllib.request.Request(f"{url}gradio_api/call/translate", json.dumps({"data": data}).encode(),

@@ -34,17 +34,25 @@ DEFAULTS = dict(method="beam", beam_size=4, alpha=0.6, max_extra=10, n_best=3, t
                 top_p=1.0, seed=None)
 
 
-def run_translate(registry, text, **changes):
+def run_translate(registry, text, precision="fp32", **changes):
     o = {**DEFAULTS, **changes}
     return translate.translate(registry, "studio-tiny", text, o["method"], o["beam_size"], o["alpha"],
-                               o["max_extra"], o["n_best"], o["temperature"], o["top_k"], o["top_p"], o["seed"])
-
-
+                               o["max_extra"], o["n_best"], o["temperature"], o["top_k"], o["top_p"], o["seed"],
+                               precision)
 
 
 @pytest.fixture
 def registry():
     return studio_registry()
+
+
+@pytest.mark.parametrize("precision", ["int8", "bf16"])
+def test_translate_tab_precision_says_its_path(registry, precision):
+    exact = run_translate(registry, "a b c d")
+    fast = run_translate(registry, "a b c d", precision)
+    assert fast[0] == exact[0]
+    assert f"decoded in {precision}" in fast[3] and "decoded in" not in exact[3]
+    assert "decoded in" not in translate.translate(registry, "studio-tiny", "a b c d", *DEFAULTS.values(), None)[3]
 
 
 # ----- shell and registry ----------------------------------------------------------------------

@@ -131,3 +131,34 @@ _ALPHABET = sorted({c for line in SAMPLE.read_text(encoding="utf-8").splitlines(
 @given(text=_ordinary_text("".join(_ALPHABET)))
 def test_round_trip_property(subword, text):
     assert subword.decode(subword.encode(text)) == text
+
+
+
+class CountingEncoder:
+    """A tokenizers.Tokenizer that counts its encode() calls."""
+
+    def __init__(self, hf):
+        self.hf, self.calls = hf, 0
+
+    def encode(self, *args, **kwargs):
+        self.calls += 1
+        return self.hf.encode(*args, **kwargs)
+
+    def __getattr__(self, name):
+        return getattr(self.hf, name)
+
+
+@pytest.mark.parametrize("text", ["Ein Hund läuft.", "Zwölf ☃ Äpfel <pad> und 日本", "", "  ", "<eos>"])
+def test_encode_with_unknown_is_encode_and_unknown_pieces_in_one_pass(subword, text, monkeypatch):
+    """Translation's one-pass reading of a source, beside the two calls it replaces."""
+    from core.batching import source_ids
+    from core.translation import prepare_source
+
+    assert subword.encode_with_unknown(text) == (subword.encode(text), subword.unknown_pieces(text))
+    expected = prepare_source(subword, text, 256)
+    counting = CountingEncoder(subword.hf)
+    monkeypatch.setattr(subword, "hf", counting)
+    source = prepare_source(subword, text, 256)
+    assert counting.calls == (1 if text.strip() else 0)
+    assert (source.ids, source.notices) == (expected.ids, expected.notices)
+    assert source.ids == (source_ids(subword, text) if text.strip() else [])
