@@ -256,7 +256,8 @@ def read_sentences(data_dir: Path, limit: int | None) -> list[str]:
     path = data_dir / TEST_FILE
     if not path.exists():
         raise SystemExit(f"Multi30k test set not found: {path} is absent. Put the Multi30k files in "
-                         f"{data_dir} (task 1's raw text from the multi30k/dataset repository on GitHub, data/task1/raw; "
+                         f"{data_dir} (task 1's raw text from the multi30k/dataset repository on GitHub, "
+                         f"data/task1/raw; "
                          f"the README's 'Command line' section) or pass --data-dir.")
     with gzip.open(path, "rt", encoding="utf-8") as f:
         lines = [line.rstrip("\n") for line in f]

@@ -197,7 +197,8 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--dropout", type=float, help="residual dropout (default: the preset's)")
     m.add_argument("--norm-first", action="store_true", help="pre-norm instead of the paper's post-norm")
     m.add_argument("--attention-bias", action="store_true",
-                   help="a bias on each attention projection, as fairseq has (the paper's W^Q, W^K, W^V, W^O have none)")
+                   help="a bias on each attention projection, as fairseq has "
+                        "(the paper's W^Q, W^K, W^V, W^O have none)")
     # <bos> and <eos> take two positions.
     m.add_argument("--max-len", type=number(int, "an integer >= 2", lambda v: v >= 2), default=256,
                    help="longest sequence in tokens")
@@ -234,7 +235,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="peak learning rate (inverse_sqrt), the rate (constant)")
     o.add_argument("--label-smoothing", type=float, default=0.1, help="section 5.4, in [0, 1)")
     o.add_argument("--clip-norm", type=NON_NEGATIVE_NUMBER, default=0.0, help="gradient norm clipping (0: off)")
-    o.add_argument("--weight-decay", type=NON_NEGATIVE_NUMBER, default=0.0, help="weight decay, decoupled from Adam's update (AdamW, as fairseq's Adam; the paper uses none)")
+    o.add_argument("--weight-decay", type=NON_NEGATIVE_NUMBER, default=0.0,
+                   help="weight decay, decoupled from Adam's update (AdamW, as fairseq's Adam; the paper uses none)")
     o.add_argument("--amp", choices=AMP_MODES, default="auto",
                    help="auto: bf16 on CUDA (fp16 on a GPU without bf16) and on CPUs with native bf16, else fp32")
     o.add_argument("--compile", action=argparse.BooleanOptionalAction, default=False,
@@ -303,7 +305,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_decoding_options(tr)
 
     sc = sub.add_parser("score", help="score given translations: each one's log-probability (teacher forcing)",
-                        description="Score each reference as a translation of its source by teacher forcing (fairseq's\n"
+                        description="Score each reference as a translation of its source by teacher forcing "
+                                    "(fairseq's\n"
                                     "--score-reference): per pair, log P(reference | source), the mean log-prob per\n"
                                     "token (<eos> included), perplexity = exp(-mean) and the mean rank of its tokens\n"
                                     "among the model's choices (1: the model's own top choice).",

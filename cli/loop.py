@@ -92,7 +92,7 @@ def train_loop(trainer, args: argparse.Namespace, rank: int) -> None:
             final = copy_checkpoint(path, args.out / "final")
             print(f"saved {path} (and {final.name}/); continue with: python {sys.argv[0]} train --out "
                   f"{args.out.resolve()} --resume", file=sys.stderr)
-        raise SystemExit(130)
+        raise SystemExit(130) from None
     finally:
         if not trainer.stopped:
             signal.signal(signal.SIGINT, previous)

@@ -23,7 +23,8 @@ from .positional import sinusoidal_encoding
 
 __version__ = "0.1.0"  # printed by `train_cli.py --version`, for bug reports
 
-__all__ = ["__version__", "PRESETS", "SPECIAL_TOKENS", "ModelConfig", "DecoderCache", "Transformer", "sinusoidal_encoding",
+__all__ = ["__version__", "PRESETS", "SPECIAL_TOKENS", "ModelConfig", "DecoderCache", "Transformer",
+           "sinusoidal_encoding",
            "ModelBundle", "load_checkpoint", "save_checkpoint", "average_checkpoints",
            "DecodeOptions", "supported_dtypes", "Translation", "translate", "translate_detailed",
            "EvalResult", "evaluate_bleu", "evaluate_bundle", "TeacherForcedResult", "teacher_forced_metrics",

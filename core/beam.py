@@ -50,7 +50,8 @@ class Candidate:
 class StepView:
     step: int                       # output tokens generated so far
     live: list[HypothesisView]      # best first
-    candidates: list[Candidate]     # the 2·beam considered this step (those with a finite logprob), best first; [] at step 0
+    # The 2·beam considered this step (those with a finite logprob), best first; [] at step 0.
+    candidates: list[Candidate]
     finished: list[HypothesisView]  # best score first
     done: bool
     explanation: str

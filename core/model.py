@@ -323,9 +323,9 @@ class Transformer(nn.Module):
 
     # ----- head ablation (studio) --------------------------------------------------
     def attention_modules(self) -> dict[str, list[MultiHeadAttention]]:
-        return {"encoder": [l.self_attn for l in self.encoder_layers],
-                "decoder": [l.self_attn for l in self.decoder_layers],
-                "cross": [l.cross_attn for l in self.decoder_layers]}
+        return {"encoder": [layer.self_attn for layer in self.encoder_layers],
+                "decoder": [layer.self_attn for layer in self.decoder_layers],
+                "cross": [layer.cross_attn for layer in self.decoder_layers]}
 
     @contextlib.contextmanager
     def heads_off(self, heads: dict[str, dict[int, list[int]]]) -> Iterator[None]:

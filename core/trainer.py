@@ -282,7 +282,7 @@ class Trainer:
             return
         self.bad_steps += 1
         warnings.warn(f"step {self.step_count}: non-finite loss or gradients (loss {loss}); update skipped "
-                      f"({self.bad_steps} in a row)")
+                      f"({self.bad_steps} in a row)", stacklevel=2)
         if self.bad_steps >= self.config.max_bad_steps:
             raise TrainingStopped(f"training stopped: the loss or gradients were NaN/inf {self.bad_steps} steps in "
                                   f"a row (last at step {self.step_count}); try a lower learning rate, a longer "

@@ -81,7 +81,8 @@ def test_studio_in_headless_chromium(studio):
         page.get_by_text("studio-tiny ·").first.wait_for(timeout=20000)
         # Everything Gradio's status tracker says to screen readers, for a check after the calls below.
         page.evaluate("""() => { window.statusSaid = []; new MutationObserver(() => document.querySelectorAll(
-            '.sr-only[role=status]').forEach((e) => e.textContent.trim() && window.statusSaid.push(e.textContent.trim())))
+            '.sr-only[role=status]').forEach(
+                (e) => e.textContent.trim() && window.statusSaid.push(e.textContent.trim())))
             .observe(document.body, {subtree: true, childList: true, characterData: true}); }""")
 
         # Translate: click an example; the translation and its probability plot appear.
@@ -278,12 +279,14 @@ def test_studio_in_headless_chromium(studio):
         # On a page as narrow as a phone a figure takes the layout it carries for one (plots.narrow), and
         # gives it back on a wide page.
         page.set_viewport_size({"width": 390, "height": 844})
-        page.wait_for_function(f"{plot}.layout.studioWas.narrow !== undefined && {plot}._fullLayout.title.text.includes('<br>')"
+        page.wait_for_function(f"{plot}.layout.studioWas.narrow !== undefined"
+                               f" && {plot}._fullLayout.title.text.includes('<br>')"
                                f" && {plot}._fullLayout.font.size === {NARROW_FONT}", timeout=5000)
         tabs = page.get_by_role("tab")  # every tab in sight, wrapped onto a second row, none behind a menu
         assert tabs.count() == 10 and all(tabs.nth(i).is_visible() for i in range(10))
         page.set_viewport_size({"width": 1400, "height": 1000})
-        page.wait_for_function(f"{plot}.layout.studioWas.narrow === undefined && !{plot}._fullLayout.title.text.includes('<br>')"
+        page.wait_for_function(f"{plot}.layout.studioWas.narrow === undefined"
+                               f" && !{plot}._fullLayout.title.text.includes('<br>')"
                                f" && {plot}._fullLayout.font.size === {FONT['size']}", timeout=5000)
         browser.close()
     print("screenshots:", *sorted(str(p) for p in shots.iterdir()), sep="\n  ")
@@ -338,7 +341,8 @@ def test_explaining_tabs_and_a_download(studio):
         page.get_by_role("tab", name="Saliency").click()
         page.locator("#saliency-agreement").get_by_text("Agreement").wait_for(timeout=20000)
         page.get_by_text("integrated gradients", exact=True).click()
-        page.locator("#tab-saliency .js-plotly-plot").get_by_text("integrated gradients, 32 steps").wait_for(timeout=20000)
+        saliency_plot = page.locator("#tab-saliency .js-plotly-plot")
+        saliency_plot.get_by_text("integrated gradients, 32 steps").wait_for(timeout=20000)
         page.screenshot(path=shots / "3-saliency.png", full_page=True)
         menu = page.locator("#tab-saliency .studio-download summary").first
         assert menu.inner_text().startswith("Download") and menu.get_attribute("aria-label").startswith("Download: ")

@@ -323,7 +323,8 @@ def test_version_names_the_studio_and_torch(capsys):
     with pytest.raises(SystemExit) as exit_info:
         train_cli.main(["--version"])
     assert exit_info.value.code == 0
-    assert capsys.readouterr().out.strip().startswith(f"Transformer Studio {core.__version__} (torch {torch.__version__}")
+    printed = capsys.readouterr().out.strip()
+    assert printed.startswith(f"Transformer Studio {core.__version__} (torch {torch.__version__}")
 
 
 def usage_error(capsys, argv, *needles) -> str:
@@ -358,7 +359,8 @@ def test_core_field_names_are_shown_as_options(capsys, tmp_path):
                             "--out", str(tmp_path / "x")], "--d-model (64) must be divisible by --heads (3)")
     one_line_error(capsys, ["train", "--data", "synthetic:copy", "--dropout", "1.5", "--out", str(tmp_path / "x")],
                    ": error: --dropout must be a number in [0, 1)")
-    one_line_error(capsys, ["train", "--data", "synthetic:copy", "--max-len", "100000000", "--out", str(tmp_path / "x")],
+    one_line_error(capsys, ["train", "--data", "synthetic:copy", "--max-len", "100000000",
+                            "--out", str(tmp_path / "x")],
                    ": error: --max-len must be at most 16,384 tokens")
     assert not (tmp_path / "x").exists()
     one_line_error(capsys, ["translate", "--method", "sample", "--top-p", "1.5"], "--top-p", "(0, 1]")
@@ -436,7 +438,8 @@ def test_too_small_a_unigram_vocabulary_is_refused_by_its_option(capsys, tmp_pat
     """Unigram, unlike BPE, will not grow past the size asked for to hold every character: tokenizers'
     bare Exception ended in a traceback."""
     (tmp_path / "a.txt").write_text("".join(f"{w} {i}\n" for i, w in enumerate("abcdefghijklmnopqrstuvwxyz" * 4)))
-    (tmp_path / "b.txt").write_text("".join(f"{w.upper()} {i}\n" for i, w in enumerate("abcdefghijklmnopqrstuvwxyz" * 4)))
+    letters = "abcdefghijklmnopqrstuvwxyz" * 4
+    (tmp_path / "b.txt").write_text("".join(f"{w.upper()} {i}\n" for i, w in enumerate(letters)))
     one_line_error(capsys, ["train", "--data", f"files:{tmp_path / 'a.txt'},{tmp_path / 'b.txt'}", "--tokenizer",
                             "unigram", "--vocab-size", "30", "--out", str(tmp_path / "never")],
                    "--vocab-size 30 is too small", "at least about")
@@ -447,7 +450,8 @@ def test_pairs_left_out_for_an_empty_side_are_said(capsys, tmp_path):
     (tmp_path / "a.txt").write_text("".join(f"w{i} x\n" for i in range(40)))
     (tmp_path / "b.txt").write_text("".join("\n" if i in (4, 6) else f"v{i} y\n" for i in range(40)))
     assert train_cli.main(TRAIN[:1] + ["--data", f"files:{tmp_path / 'a.txt'},{tmp_path / 'b.txt'}", "--preset",
-                                       "tiny", "--max-steps", "1", "--eval-every", "0", "--out", str(tmp_path / "r")]) == 0
+                                       "tiny", "--max-steps", "1", "--eval-every", "0",
+                                       "--out", str(tmp_path / "r")]) == 0
     assert "note: 2 pairs with an empty side were left out (lines 5, 7)" in capsys.readouterr().err
 
 
@@ -666,7 +670,8 @@ def test_resume_takes_the_runs_options_unless_given_again(tmp_path, capsys):
                                                                "--warmup", "7", "--norm-first"]}))
     resume = ["train", "--out", str(tmp_path), "--resume"]
     args = cli.args.parse_arguments(resume + ["--warmup", "9"])
-    assert (args.data, args.epochs, args.max_steps, args.warmup, args.norm_first) == ("synthetic:copy", 2.0, None, 9, True)
+    chosen = (args.data, args.epochs, args.max_steps, args.warmup, args.norm_first)
+    assert chosen == ("synthetic:copy", 2.0, None, 9, True)
     args = cli.args.parse_arguments(resume + ["--max-steps", "50"])  # a new length of the other kind
     assert (args.epochs, args.max_steps) == (None, 50)
     one_line_error(capsys, ["train", "--out", str(tmp_path / "new")], "train needs --data")
