@@ -179,7 +179,7 @@ class TrainingJob:
             before = (self._state, self._message)
             self._set("preparing", f"Reading the data and building {settings.name}…")
         try:
-            prepared = prepare(settings)
+            prepared = prepare(settings, self.public)
             run = _Run(settings, prepared.trainer, prepared.example, prepared.facts,
                        frame_every=max(1, settings.attention_every))
             run.frames.append(Frame(0, cross_attention(run.trainer.model, *run.example)))
