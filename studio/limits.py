@@ -14,6 +14,8 @@ MAX_INPUT_CHARS = 2_000  # per text box; the models read at most max_len (256) t
 MAX_NAME_CHARS = 64  # model names typed on the Train tab
 MAX_UPLOAD_MB = 200  # per uploaded file, and per file unpacked from an uploaded .zip
 MAX_UPLOAD_BYTES = MAX_UPLOAD_MB * 2**20
+# A .zip's checkpoint files together, unpacked: weights of at most MAX_UPLOAD_MB and room for the two JSON files.
+MAX_UNPACKED_MB = MAX_UPLOAD_MB + 50
 MAX_UPLOADED_MODELS = 4  # checkpoints opened from uploads kept in memory; the oldest goes first
 # Decoding callbacks (translate, beam search, attention, ablation) share this many workers: each
 # runs on one torch thread, and more at once than cores only makes every request slower.
@@ -65,3 +67,10 @@ def check_upload_size(size: int, what: str) -> None:
     if size > MAX_UPLOAD_BYTES:
         raise ValueError(f"{what} is {size / 2**20:,.0f} MB; the studio accepts files of at most "
                          f"{MAX_UPLOAD_MB} MB")
+
+
+def check_unpacked_size(size: int) -> None:
+    """ValueError when a .zip's checkpoint files come to more than MAX_UNPACKED_MB unpacked, all together."""
+    if size > MAX_UNPACKED_MB * 2**20:
+        raise ValueError(f"its checkpoint files come to {size / 2**20:,.0f} MB unpacked; the studio accepts at most "
+                         f"{MAX_UNPACKED_MB} MB in all")

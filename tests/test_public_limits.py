@@ -3,15 +3,21 @@ zip uploads refused on their total size and on overlapping or duplicate entries 
 from __future__ import annotations
 
 import random
+import re
+import struct
 import time
+import zipfile
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
+from _studio import studio_bundle, toasts  # noqa: F401 (a fixture)
 import core.tokenizer
+from core.checkpoint import FILES as CHECKPOINT_FILES
+from core.checkpoint import save_checkpoint
 from core.tokenizer import Tokenizer
-from studio import run_setup
+from studio import limits, run_setup, uploads
 from studio.registry import ModelRegistry
 from studio.training import Settings, TrainingJob
 
@@ -74,3 +80,69 @@ def test_the_cap_is_checked_on_the_model_built(tmp_path, monkeypatch):
                                          r"parameters, and this one has [0-9.]+M\."):
         job.start(replace(ONE_STEP, data=f"files:{cjk_tsv(tmp_path, 40_000)}"), "visitor")
     assert job.view().state == "idle" and job.registry.names() == []
+
+
+# ----- zip uploads ------------------------------------------------------------------------------
+def overlapping_zip(path: Path, entries: int = 20, size: int = 8 * 2**20) -> Path:
+    """A zip bomb's shape: one deflated stream of size zeros, and entries central-directory records all
+    pointing at it under other folders' names (each name as long as the first)."""
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr("a/model.safetensors", bytes(size))
+    data = path.read_bytes()
+    central, end = data.index(b"PK\x01\x02"), data.index(b"PK\x05\x06")
+    record = data[central:end]
+    records = [record.replace(b"a/model", f"{chr(97 + i % 26)}/model".encode()) for i in range(entries)]
+    eocd = bytearray(data[end:])
+    struct.pack_into("<HHII", eocd, 8, entries, entries, len(record) * entries, central)
+    path.write_bytes(data[:central] + b"".join(records) + bytes(eocd))
+    return path
+
+
+@pytest.fixture
+def registry():
+    from _studio import studio_registry
+    return studio_registry()
+
+
+@pytest.fixture
+def unzipped(monkeypatch) -> list[str]:
+    """The members the upload began to write out."""
+    written: list[str] = []
+    real = uploads._unzip_member
+
+    def recording(archive, member, target, name, unpacked):
+        written.append(name)
+        return real(archive, member, target, name, unpacked)
+    monkeypatch.setattr(uploads, "_unzip_member", recording)
+    return written
+
+
+def test_a_zip_of_overlapping_entries_is_refused_at_once_unwritten(registry, tmp_path, toasts, unzipped):
+    bomb = overlapping_zip(tmp_path / "bomb.zip")
+    began = time.monotonic()
+    uploads.open_checkpoint(registry, [str(bomb)], "studio-tiny")
+    assert time.monotonic() - began < 2.0 and unzipped == []
+    assert re.match(r"Cannot open bomb\.zip: its entries \S+ and \S+ overlap", toasts[-1])
+    assert registry.names() == ["studio-tiny"]
+
+
+def test_a_zip_holding_a_checkpoint_file_twice_is_refused_unwritten(registry, tmp_path, toasts, unzipped):
+    folder = save_checkpoint(tmp_path / "ck", studio_bundle())
+    twice = tmp_path / "twice.zip"
+    with zipfile.ZipFile(twice, "w") as z:
+        for top in ("ck", "again"):
+            for p in sorted(folder.iterdir()):
+                z.write(p, f"{top}/{p.name}")
+    uploads.open_checkpoint(registry, [str(twice)], "studio-tiny")
+    assert toasts[-1].startswith("Cannot open twice.zip: it holds config.json twice") and unzipped == []
+
+
+def test_a_zip_is_refused_on_its_total_unpacked_size(registry, tmp_path, toasts, unzipped, monkeypatch):
+    monkeypatch.setattr(limits, "MAX_UNPACKED_MB", 1)  # each file within the per-file limit, not all together
+    big = tmp_path / "big.zip"
+    with zipfile.ZipFile(big, "w", zipfile.ZIP_DEFLATED) as z:
+        for name in CHECKPOINT_FILES:
+            z.writestr(f"ck/{name}", bytes(2**19))
+    uploads.open_checkpoint(registry, [str(big)], "studio-tiny")
+    assert toasts[-1].startswith("Cannot open big.zip: its checkpoint files come to 2 MB unpacked; the studio "
+                                 "accepts at most 1 MB in all") and unzipped == []
