@@ -6,9 +6,12 @@ and a full queue answers "busy, try again" instead of piling work onto the machi
 """
 from __future__ import annotations
 
+import math
 import re
 
 from core.translation import LONE_SURROGATE
+
+from .text import clip
 
 MAX_INPUT_CHARS = 2_000  # per text box; the models read at most max_len (256) tokens anyway
 MAX_NAME_CHARS = 64  # model names typed on the Train tab
@@ -28,6 +31,8 @@ QUEUE_SIZE = 64
 # point and a backward pass per target token through all of them. 32 points take ~0.8 s on a 20-token pair
 # (bench/explain.py); 64 bounds a long sentence's request to seconds, not minutes.
 MAX_IG_STEPS = 64
+BEAM_RANGE = (1, 16)  # the Translate and Beam search tabs' beam sizes, /translate's and /beam_step's too
+DEFAULT_BEAM = 4  # the paper's (section 6.1)
 DEFAULT_CONCURRENCY = 2  # every other event (status lines, plots, the Train tab's timer)
 # A public studio (`python -m studio --public`, a Space) has one training run for all its visitors:
 # a run is bounded, and only the browser session that started it may pause, resume, stop or save it.
@@ -74,3 +79,22 @@ def check_unpacked_size(size: int) -> None:
     if size > MAX_UNPACKED_MB * 2**20:
         raise ValueError(f"its checkpoint files come to {size / 2**20:,.0f} MB unpacked; the studio accepts at most "
                          f"{MAX_UNPACKED_MB} MB in all")
+
+
+def clamp_beam(beam_size: float | str | None) -> tuple[int, str | None]:
+    """The beam size to use for the box's value, and what was changed and why (None: used as typed)."""
+    lo, hi = BEAM_RANGE
+    if beam_size is None or str(beam_size).strip() == "":
+        return DEFAULT_BEAM, f"beam size was empty; using the default {DEFAULT_BEAM}"
+    try:
+        value = float(beam_size)
+    except (TypeError, ValueError):
+        value = math.nan
+    if math.isnan(value):
+        return DEFAULT_BEAM, f"beam size {clip(beam_size, 20)!r} is not a number; using the default {DEFAULT_BEAM}"
+    if value > hi:
+        return hi, f"beam size {value:g} is above the maximum {hi}; using {hi}"
+    if value < lo:
+        return lo, f"beam size {value:g} is below the minimum {lo}; using {lo}"
+    size = int(value)
+    return size, None if size == value else f"beam size must be a whole number; {value:g} → {size}"

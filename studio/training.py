@@ -13,11 +13,9 @@ import bisect
 import logging
 import os
 import re
-import tempfile
 import threading
 import time
 import unicodedata
-import zipfile
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
@@ -25,11 +23,11 @@ import numpy as np
 import torch
 
 from core.bundle import ModelBundle
-from core.checkpoint import FILES as CHECKPOINT_FILES
 from core.checkpoint import save_checkpoint
 from core.trainer import StepEvent, Trainer, TrainingStopped
 
 from . import limits
+from .downloads import Downloads
 from .registry import CHECKPOINTS, ModelRegistry
 from .run_setup import Settings, check_size, cross_attention, prepare
 
@@ -160,7 +158,7 @@ class TrainingJob:
         self._runs = 0  # runs started so far: names the run a view shows
         self._thread: threading.Thread | None = None
         self._names: set[str] = set()  # picker entries this job made (a new run may replace them)
-        self._downloads: Path | None = None  # a temporary folder holding the newest saved .zip
+        self._downloads = Downloads()
 
     # ----- control ------------------------------------------------------------------------
     def start(self, settings: Settings, session: str | None = None) -> str:
@@ -307,22 +305,8 @@ class TrainingJob:
         return saved
 
     def zip_saved(self, folder: Path) -> Path:
-        """A .zip of a saved checkpoint (members NAME/config.json, ...), to download: a Space
-        visitor keeps the model, and the studio's "Open another checkpoint" takes it back.
-        Only the newest .zip is kept, in a temporary folder of this job's own."""
-        if self._downloads is None:
-            self._downloads = Path(tempfile.mkdtemp(prefix="studio-downloads-"))
-        for old in self._downloads.glob("*.zip"):
-            old.unlink()
-        target = self._downloads / f"{folder.name}.zip"
-        try:
-            with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as archive:
-                for name in CHECKPOINT_FILES:
-                    archive.write(folder / name, f"{folder.name}/{name}")
-        except BaseException:
-            target.unlink(missing_ok=True)  # never offer half a .zip
-            raise
-        return target
+        """A .zip of a saved checkpoint to download (studio.downloads: only the newest is kept)."""
+        return self._downloads.zip_checkpoint(folder)
 
     # ----- reading ------------------------------------------------------------------------
     def view(self) -> JobView:

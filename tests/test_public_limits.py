@@ -5,6 +5,8 @@ from __future__ import annotations
 import random
 import re
 import struct
+import subprocess
+import sys
 import time
 import zipfile
 from dataclasses import replace
@@ -146,3 +148,40 @@ def test_a_zip_is_refused_on_its_total_unpacked_size(registry, tmp_path, toasts,
     uploads.open_checkpoint(registry, [str(big)], "studio-tiny")
     assert toasts[-1].startswith("Cannot open big.zip: its checkpoint files come to 2 MB unpacked; the studio "
                                  "accepts at most 1 MB in all") and unzipped == []
+
+
+# ----- bad input gets a clear message --------------------------------------------------------------
+@pytest.mark.parametrize("typed, said", [
+    ("abc", "beam size 'abc' is not a number; using the default 4"),
+    ("NaN", "beam size 'NaN' is not a number; using the default 4"),
+    (0, "beam size 0 is below the minimum 1; using 1"),
+    (-1, "beam size -1 is below the minimum 1; using 1"),
+    (1e9, "beam size 1e+09 is above the maximum 16; using 16")])
+def test_the_translate_tabs_beam_size_says_what_it_used(registry, typed, said):
+    from studio.tabs import translate
+    from studio.widgets import TypedSlider
+
+    box = TypedSlider(1, 16, value=4, step=1, label="beam size")
+    assert box.get_block_name() == "slider" and box.preprocess(typed) == typed  # the callback sees it as it came
+    text, _, _, notes, current = translate.translate(registry, "studio-tiny", "ein Hund", "beam", typed, 0.6, 10, 4,
+                                                     1.0, 0, 1.0, None)
+    assert said in notes.replace("\\", "") and current.options is not None
+
+
+def test_a_corpus_path_with_a_nul_byte_is_named_plainly():
+    from studio import sources
+
+    with pytest.raises(ValueError, match=r"^A path cannot hold a NUL character"):
+        sources.corpus_path_spec("multi30k\0/../etc")
+
+
+def test_the_download_zip_is_deleted_when_the_studio_exits(tmp_path):
+    """A fresh process zips a checkpoint for download and exits: its folder in /tmp goes with it."""
+    script = ("import sys; from pathlib import Path; from studio.downloads import Downloads; "
+              "from core.checkpoint import save_checkpoint; sys.path.insert(0, 'tests'); from _studio import "
+              "studio_bundle; print(Downloads().zip_checkpoint(save_checkpoint(Path(sys.argv[1]), studio_bundle())))")
+    done = subprocess.run([sys.executable, "-c", script, str(tmp_path / "ck")], capture_output=True, text=True,
+                          cwd=Path(__file__).resolve().parents[1], timeout=120)
+    made = Path(done.stdout.strip())
+    assert done.returncode == 0 and made.name == "ck.zip" and made.parent.name.startswith("studio-downloads-")
+    assert not made.parent.exists()

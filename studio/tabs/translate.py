@@ -12,11 +12,11 @@ from core.loss import smoothed_target_distribution
 from core.translation import Translation, translate_detailed
 
 from .. import plots
-from ..limits import HEAVY, clean_input
+from ..limits import BEAM_RANGE, DEFAULT_BEAM, HEAVY, clamp_beam, clean_input
 from ..registry import UNAVAILABLE, ModelRegistry
 from ..shell import Current, Shell, picked_examples, switched
 from ..text import clip, guard, md, md_table
-from ..widgets import Slider
+from ..widgets import Slider, TypedSlider
 
 # Below this confidence (Translation.confidence) a beam or greedy translation comes with a notice that
 # the model is unsure. Measured on the shipped Multi30k De→En model with beam 4: 96% of test_2016's German
@@ -91,6 +91,9 @@ def translate(registry: ModelRegistry, name: str | None, text: str, method: str,
     if not text or not text.strip():
         return ("", plots.empty("no translation yet"), "",
                 "*Nothing to translate: type a sentence (or click an example).*", Current())
+    if method == "beam":  # a beam size typed out of range, or not a number, is said on the notes line
+        beam_size, clamped = clamp_beam(beam_size)
+        cleaned = cleaned + ([clamped] if clamped else [])
     try:
         key, bundle = registry.key(name), registry.get(name)
         opts = options(method, beam_size, alpha, max_extra, n_best, temperature, top_k, top_p, seed)
@@ -198,7 +201,7 @@ def build(shell: Shell) -> gr.State:
         with gr.Column(scale=2):
             method = gr.Radio(["beam", "greedy", "sample"], value="beam", label="Decoding")
             with gr.Group() as beam_group:
-                beam_size = Slider(1, 16, value=4, step=1, label="beam size")
+                beam_size = TypedSlider(*BEAM_RANGE, value=DEFAULT_BEAM, step=1, label="beam size")
                 alpha = Slider(0.0, 2.0, value=0.6, step=0.05, label="length penalty α")
                 n_best = Slider(1, 16, value=4, step=1, label="n-best shown")
             with gr.Group(visible=False) as sample_group:
