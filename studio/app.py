@@ -75,9 +75,10 @@ def build_app(registry: ModelRegistry, selected: str | None = None, checkpoints_
         # One job for the whole process: every browser session sees (and controls) the same run.
         job = training.TrainingJob(registry, checkpoints_dir or CHECKPOINTS, public)
         _tabs(shell, job)
-        api.register(registry)  # /score, /attention_arithmetic, /saliency: the explaining tabs' numbers as JSON
+        api.register(registry, job)  # /score, /attention, ..., /train_status: numbers as JSON
         presenter.change(None, inputs=presenter, js=PRESENTER_JS)
         _follow_the_picker(shell, status, upload)
+    api.publish_only(demo)  # a script calls the endpoints of docs/api.md; the rest is the page's
     return demo
 
 

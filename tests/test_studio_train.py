@@ -678,7 +678,7 @@ def test_a_saved_checkpoint_downloads_as_a_zip_the_studio_opens_again(job, monke
     def full_disk(*args, **kwargs):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(training.zipfile.ZipFile, "write", full_disk)
+    monkeypatch.setattr(zipfile.ZipFile, "write", full_disk)
     message, picker, download = tab.save(job, "third", None)
     assert "Saved **third\\-step5**" in message and "No download" in message and "No space left" in message
     assert not download.visible and not list(archive.parent.glob("*.zip"))  # no half-written .zip offered

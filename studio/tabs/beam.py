@@ -374,7 +374,7 @@ def build(shell: Shell, translated: gr.State, tab: gr.Tab) -> None:
         # was on its way: five quick presses of a clicker went 2 steps on).
         mode = "multiple" if action in ("step", "back") else "once"
         gr.on(triggers, guard(partial(act_and_render, action, shell.registry)), inputs=[search, choice, *settings],
-              outputs=[search, *shown], trigger_mode=mode, **HEAVY).then(
+              outputs=[search, *shown], trigger_mode=mode, api_name=f"beam_{action}", **HEAVY).then(
             None, js=SHOW_TREE_OR_SOURCE_JS if action in ("step", "run") else SHOW_TREE_JS)
     choice.input(guard(attention_figure), inputs=[search, choice], outputs=attention)
     # New settings start a new search on the next Step (see _current): offer Step and Run again

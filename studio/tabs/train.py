@@ -182,5 +182,6 @@ def wire_controls(shell: Shell, job: TrainingJob, controls: Controls, setup: Set
     clicks = [button.click(guard(controller(job, action)), api_name=f"train_{action}", concurrency_limit=None,
                            show_progress="hidden")
               for button, action in ((c.pause, "pause"), (c.resume, "resume"), (c.stop, "stop"))]
-    c.save.click(guard(save_run), inputs=[c.save_name, shell.model], outputs=[c.outcome, shell.model, c.download])
+    c.save.click(guard(save_run), inputs=[c.save_name, shell.model], outputs=[c.outcome, shell.model, c.download],
+                 api_name="train_save")
     return clicks
