@@ -15,8 +15,8 @@ import gradio as gr
 
 from core.bundle import ModelBundle
 
-from . import explain
-from .limits import HEAVY
+from . import explain, serving
+from .limits import BATCHED, HEAVY
 from .registry import UNAVAILABLE, ModelRegistry
 from .text import guard
 from .training import TrainingJob
@@ -88,7 +88,11 @@ def register(registry: ModelRegistry, job: TrainingJob) -> None:
         tokens (<eos> last), ids, logprobs, probabilities, ranks (1: the model's first choice), the top 5
         alternatives per token, and totals (logprob, mean, perplexity, mean_rank)."""
         bundle, head = _pair(registry, model, source, target)
-        return _answer(head, explain.score_json(explain.score(bundle, head["source"], [head["target"]])[0]))
+        try:  # batched with the /score requests that arrive meanwhile for this model (studio.serving)
+            scored = serving.score(bundle, head["source"], head["target"], explain.TOP_K, registry.key(model))
+        except (TypeError, ValueError) as exc:
+            raise explain.Refused(str(exc)) from None
+        return _answer(head, explain.score_json(scored))
 
     def attention_arithmetic(model: str, source: str, target: str, stack: str = "cross", layer: int = 0,
                              head: int = 0, query: int = 0) -> dict:
@@ -112,7 +116,8 @@ def register(registry: ModelRegistry, job: TrainingJob) -> None:
         bundle, head = _pair(registry, model, source, target)
         return _answer(head, explain.attention_json(bundle, head["source"], head["target"]))
 
-    for fn in (score, attention, attention_arithmetic, saliency):
+    gr.api(_checked(score), api_name="score", **BATCHED)
+    for fn in (attention, attention_arithmetic, saliency):
         gr.api(_checked(fn), api_name=fn.__name__, **HEAVY)
 
     def train_status() -> dict:

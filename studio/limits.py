@@ -24,6 +24,10 @@ MAX_UPLOADED_MODELS = 4  # checkpoints opened from uploads kept in memory; the o
 # runs on one torch thread, and more at once than cores only makes every request slower.
 DECODE_CONCURRENCY = 2
 HEAVY = {"concurrency_limit": DECODE_CONCURRENCY, "concurrency_id": "decode"}
+# Translate and /score requests are decoded in batches (studio.serving) of at most MAX_BATCH, in the same
+# number of slots: Gradio lets enough of them in at once for the batches to fill.
+MAX_BATCH = 16
+BATCHED = {"concurrency_limit": 2 * MAX_BATCH, "concurrency_id": "batched"}
 # Events waiting, all kinds together; beyond it a request is refused at once with Gradio's
 # "This application is currently busy. Please try again." (QueueError in gradio_client).
 QUEUE_SIZE = 64

@@ -26,7 +26,7 @@ from core.bundle import ModelBundle
 from core.checkpoint import save_checkpoint
 from core.trainer import StepEvent, Trainer, TrainingStopped
 
-from . import limits
+from . import limits, serving
 from .downloads import Downloads
 from .registry import CHECKPOINTS, ModelRegistry
 from .run_setup import Settings, check_size, cross_attention, prepare
@@ -372,7 +372,8 @@ class TrainingJob:
             self._version += 1
 
     def _on_step(self, run: _Run, event: StepEvent) -> None:
-        """Called by the trainer's thread between steps."""
+        """Called by the trainer's thread between steps: visitors' requests waiting are served first."""
+        serving.PRIORITY.yield_to_requests()
         record = {k: v for k, v in event.to_dict().items() if k != "validation"}
         record["seconds"] = run.elapsed()
         frame = None

@@ -9,10 +9,10 @@ from core.bundle import ModelBundle
 from core.config import INT64_MAX
 from core.decoding import SAMPLE_TEMPERATURE, SAMPLE_TOP_P, DecodeOptions
 from core.loss import smoothed_target_distribution
-from core.translation import Translation, translate_detailed
+from core.translation import Translation
 
-from .. import plots
-from ..limits import BEAM_RANGE, DEFAULT_BEAM, HEAVY, clamp_beam, clean_input
+from .. import plots, serving
+from ..limits import BATCHED, BEAM_RANGE, DEFAULT_BEAM, clamp_beam, clean_input
 from ..registry import UNAVAILABLE, ModelRegistry
 from ..shell import Current, Shell, picked_examples, switched
 from ..text import clip, guard, md, md_table
@@ -99,8 +99,8 @@ def translate(registry: ModelRegistry, name: str | None, text: str, method: str,
         opts = options(method, beam_size, alpha, max_extra, n_best, temperature, top_k, top_p, seed)
     except UNAVAILABLE as exc:
         return cannot_translate(exc)
-    try:
-        t = translate_detailed(bundle, [text], opts)[0]
+    try:  # decoded with the requests that arrive meanwhile for this model and these settings
+        t = serving.translate(bundle, text, opts, key)
     except ValueError as exc:  # an option the model cannot take: a beam as wide as a tiny vocabulary
         return cannot_translate(exc)
     if method != "sample":
@@ -217,12 +217,13 @@ def build(shell: Shell) -> gr.State:
     inputs = [shell.model, source, method, beam_size, alpha, max_extra, n_best, temperature, top_k, top_p, seed]
     outputs = [output, probs, nbest, notices, current]
     run = guard(partial(translate, shell.registry))
-    gr.on([go.click, source.submit, seed.submit], run, inputs=inputs, outputs=outputs, api_name="translate", **HEAVY)
+    gr.on([go.click, source.submit, seed.submit], run, inputs=inputs, outputs=outputs, api_name="translate",
+          **BATCHED)
     examples.click(lambda sample: sample[0], inputs=examples, outputs=source).then(run, inputs=inputs, outputs=outputs,
-                                                                                   **HEAVY)
+                                                                                   **BATCHED)
     output.change(spoken_translation, inputs=output, outputs=spoken, show_progress="hidden")
     method.change(method_visibility, inputs=method, outputs=[beam_group, sample_group])
-    method.input(guard(partial(redecode, shell.registry)), inputs=[current] + inputs, outputs=outputs, **HEAVY)
+    method.input(guard(partial(redecode, shell.registry)), inputs=[current] + inputs, outputs=outputs, **BATCHED)
     gr.on([shell.demo.load, shell.model_key.change], guard(partial(examples_update, shell.registry)),
           inputs=shell.model, outputs=examples)
     shell.model_key.change(guard(partial(model_changed, shell.registry)), inputs=[shell.model, current],
