@@ -21,7 +21,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import gradio as gr  # noqa: E402
 import torch  # noqa: E402
 
-from . import api, plots, training  # noqa: E402
+from . import api, plots, sessions, training  # noqa: E402
 from .assets import script, stylesheet  # noqa: E402
 from .limits import (DEFAULT_CONCURRENCY, MAX_UPLOAD_BYTES, MAX_UPLOAD_MB, PUBLIC_MAX_MINUTES,  # noqa: E402
                      PUBLIC_MAX_PARAMETERS, QUEUE_SIZE)
@@ -188,6 +188,8 @@ def main(argv: list[str] | None = None) -> None:
         except (ValueError, FileNotFoundError) as exc:
             sys.exit(f"error: --checkpoint {args.checkpoint}: {exc}")
     demo = build_app(registry, selected, args.checkpoints_dir, args.public)
+    with demo:  # sessions idle or closed are forgotten: memory stays bounded however many come
+        sessions.Forgetter(demo).start()
     try:
         demo.queue(max_size=QUEUE_SIZE, default_concurrency_limit=DEFAULT_CONCURRENCY, status_update_rate=1).launch(
             server_name=args.host, server_port=args.port, share=args.share, css=CSS, js=page_js(), theme=THEME,
