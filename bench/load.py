@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import resource
 import secrets
 import shutil
@@ -90,18 +89,18 @@ def train_values(steps: int) -> list:
             d.warmup, d.lr_factor, d.label_smoothing, d.max_tokens, d.clip_norm, d.eval_every, d.attention_every]
 
 
-def training_step(client, model: str) -> int | None:
-    """The step the Train tab shows now (from its progress bar's text), to a page showing `model`."""
-    outputs = client.predict(1, 0, model, api_name="/train_view")  # its decoder layer and head sliders, picker
-    match = re.search(r"Step ([\d,]+) of", " ".join(str(o) for o in outputs))
-    return int(match[1].replace(",", "")) if match else None
+def training_step(client) -> int | None:
+    """The training run's step now (/train_status), None before its first. (The Train tab's /train_view answers
+    a session only what changed since it last asked: read twice within one step, it said nothing.)"""
+    status = client.predict(api_name="/train_status")
+    return status["step"] if status["state"] in ("running", "paused", "stopping") and status["step"] else None
 
 
-def first_step(client, model: str, timeout: float = 600.0) -> int | None:
+def first_step(client, timeout: float = 600.0) -> int | None:
     """The Train tab's step once the run has prepared its data and model and taken a step. Preparing takes
     seconds on a quiet machine and minutes on a loaded one: the timeout only guards against a hang."""
     deadline = time.monotonic() + timeout
-    while (step := training_step(client, model)) is None and time.monotonic() < deadline:
+    while (step := training_step(client)) is None and time.monotonic() < deadline:
         time.sleep(0.5)
     return step
 
@@ -214,11 +213,11 @@ def rss_mb(pid: int) -> float:
     return round(int(line.split()[1]) / 1024, 1)
 
 
-def steps_per_s(control, model: str, seconds: float) -> float | None:
+def steps_per_s(control, seconds: float) -> float | None:
     """The training run's pace over the next `seconds`, from the Train tab's step."""
-    before, t0 = training_step(control, model), time.monotonic()
+    before, t0 = training_step(control), time.monotonic()
     time.sleep(seconds)
-    after = training_step(control, model)
+    after = training_step(control)
     return None if None in (before, after) else round((after - before) / (time.monotonic() - t0), 2)
 
 
@@ -279,9 +278,9 @@ def run(args: argparse.Namespace) -> dict:
         step_before = pace_before = None
         if args.train:
             control.predict(*train_values(10**6), api_name="/train_start")
-            first_step(control, model)
-            pace_before = steps_per_s(control, model, args.train_sample)
-            step_before = training_step(control, model)
+            first_step(control)
+            pace_before = steps_per_s(control, args.train_sample)
+            step_before = training_step(control)
         rss_before, load_before = rss_mb(proc.pid), os.getloadavg()
         cpu0, own0 = cpu_seconds(proc.pid), own_cpu_seconds()
         clients, connect_s, connect_failures = connect_all(url, args.clients, args.driver)
@@ -298,7 +297,7 @@ def run(args: argparse.Namespace) -> dict:
         elapsed = time.monotonic() - t0
         studio_cpu, client_cpu = cpu_seconds(proc.pid) - cpu0, own_cpu_seconds() - own0
         load_after = os.getloadavg()
-        step_after = training_step(control, model) if args.train else None
+        step_after = training_step(control) if args.train else None
         if args.train:
             control.predict(api_name="/train_stop")
         rss_after = rss_mb(proc.pid)

@@ -1,5 +1,5 @@
 """bench/load.py drives the studio through its API (/translate, /attention, /beam_run, /train_start,
-/train_view, /train_stop), so a change to those endpoints' inputs must fail a test rather than the benchmark
+/train_status, /train_stop), so a change to those endpoints' inputs must fail a test rather than the benchmark
 whose figures the README reports (it once sent /train_view a checkbox the tab no longer had)."""
 from __future__ import annotations
 
