@@ -81,7 +81,7 @@ def training_status(job: TrainingJob) -> dict:
 
 def register(registry: ModelRegistry, job: TrainingJob) -> None:
     """Add the JSON endpoints to the Blocks being built; those that run the model share the decoding slots
-    (limits.HEAVY); /train_status, a copy of the run's state, waits for none."""
+    (limits.HEAVY; /score is batched, limits.BATCHED); /train_status, a copy of the run's state, waits for none."""
 
     def score(model: str, source: str, target: str) -> dict:
         """The model's log-probability of target as a translation of source, token by token (teacher forcing):
