@@ -873,7 +873,8 @@ def test_while_preparing_the_view_shows_no_figures_of_the_last_run(job, monkeypa
     job.start(replace(QUICK, max_steps=5))
     wait_for(job, lambda v: v.state == "finished")
     release, real_prepare = threading.Event(), training.prepare
-    monkeypatch.setattr(training, "prepare", lambda settings: release.wait(10) and real_prepare(settings))
+    monkeypatch.setattr(training, "prepare",
+                        lambda settings, public=False: release.wait(10) and real_prepare(settings, public))
     starting = threading.Thread(target=job.start, args=(replace(QUICK, name="second", max_steps=5),))
     starting.start()
     view = wait_for(job, lambda v: v.state == "preparing")
