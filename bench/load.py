@@ -1,26 +1,29 @@
-"""Load: N concurrent visitors translating for S seconds while the Train tab trains a model.
+"""Load: a class of visitors connecting at once and calling the studio for S seconds while a model trains.
 
-    python bench/load.py [--seconds 60] [--clients 20] [--checkpoints-dir checkpoints]
-                         [--model NAME] [--method beam] [--driver gradio_client|http] [--no-train] [--json]
+    python bench/load.py [--seconds 60] [--clients 50] [--checkpoints-dir checkpoints] [--model NAME]
+                         [--mix translate,attention,beam] [--method beam] [--driver gradio_client|http]
+                         [--no-train] [--idle-sessions 1000] [--json]
 
-Starts `python -m studio` on 127.0.0.1 (a free port; nothing else is contacted), starts a training
-run through the Train tab's API endpoint (`/train_start`, the lecture defaults with a step count
-that outlasts the test), then lets each client (its own gradio_client session, so its own queue
-entry) translate example sentences back to back through `/translate` until the time is up.
-Prints requests served, errors (a full queue counted apart: Gradio refuses those at once with
-"Queue is full"), latency percentiles as the client sees them (queue wait included), the training
-steps taken meanwhile, the CPU the studio and the clients used, and the machine's load average,
-which includes other people's jobs. `--driver http` replaces gradio_client by plain HTTP calls to
-Gradio's REST API (same queue, ~1/30 of the client CPU: on a 2-core box the 20 gradio_client
-clients otherwise use more CPU than the studio). Goal on 2 CPU cores: 0 errors, p95 <= 2 s with
-20 clients.
+Starts `python -m studio` on 127.0.0.1 (a free port; nothing else is contacted), starts a training run
+through the Train tab's API (`/train_start`, the lecture defaults with a step count that outlasts the test)
+and measures its steps/s alone; then every client connects in the same instant (gradio_client fetches the
+page's config and API description; the http driver fetches /config, as a browser does), and each, its own
+session, calls the studio back to back until the time is up, taking turns through --mix: `/translate`
+(beam 4 by default), `/attention` (every map as JSON) and `/beam_run` (a whole beam search). Prints
+connections made and failed, requests served, errors (a full queue counted apart), latency percentiles as the
+client sees them (queue wait included), translations/s, training steps/s before and during, the studio's CPU
+and RSS before and after, and the machine's load average, which includes other people's jobs.
+--idle-sessions N then opens N more sessions (one short translation each) and reads the RSS once they are
+made and again once the studio has had time to forget them (studio/sessions.py: API_IDLE_S, SWEEP_EVERY_S).
+`--driver http` replaces gradio_client by plain HTTP calls to Gradio's REST API (same queue, ~1/30 of the
+client CPU: on a 2-core box 40 gradio_client clients otherwise use more CPU than the studio). Goal on 2 CPU
+cores (issue 43): 40 visitors translating with beam 4, 0 errors and p95 <= 1.5 s.
 """
 from __future__ import annotations
 
 import argparse
 import json
 import os
-import re
 import resource
 import secrets
 import shutil
@@ -44,11 +47,13 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 FALLBACK_SENTENCES = ["twenty - one", "three hundred forty - seven", "9 7", "ninety - eight"]
 TRAIN_NAME = "load-test-training"
+MIX = ("translate", "attention", "beam")
 
 
 @dataclass
 class Results:
     latencies: list[float] = field(default_factory=list)
+    kinds: Counter = field(default_factory=Counter)  # requests served, by --mix kind
     errors: Counter = field(default_factory=Counter)
     queue_full: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
@@ -84,18 +89,18 @@ def train_values(steps: int) -> list:
             d.warmup, d.lr_factor, d.label_smoothing, d.max_tokens, d.clip_norm, d.eval_every, d.attention_every]
 
 
-def training_step(client, model: str) -> int | None:
-    """The step the Train tab shows now (from its progress bar's text), to a page showing `model`."""
-    outputs = client.predict(1, 0, model, api_name="/train_view")  # its decoder layer and head sliders, picker
-    match = re.search(r"Step ([\d,]+) of", " ".join(str(o) for o in outputs))
-    return int(match[1].replace(",", "")) if match else None
+def training_step(client) -> int | None:
+    """The training run's step now (/train_status), None before its first. (The Train tab's /train_view answers
+    a session only what changed since it last asked: read twice within one step, it said nothing.)"""
+    status = client.predict(api_name="/train_status")
+    return status["step"] if status["state"] in ("running", "paused", "stopping") and status["step"] else None
 
 
-def first_step(client, model: str, timeout: float = 600.0) -> int | None:
+def first_step(client, timeout: float = 600.0) -> int | None:
     """The Train tab's step once the run has prepared its data and model and taken a step. Preparing takes
     seconds on a quiet machine and minutes on a loaded one: the timeout only guards against a hang."""
     deadline = time.monotonic() + timeout
-    while (step := training_step(client, model)) is None and time.monotonic() < deadline:
+    while (step := training_step(client)) is None and time.monotonic() < deadline:
         time.sleep(0.5)
     return step
 
@@ -108,6 +113,11 @@ class HttpClient:
     def __init__(self, url: str):
         self.base = url.rstrip("/") + "/gradio_api/call"
         self.session = secrets.token_hex(8)  # one session per visitor, as a browser tab has
+
+    def connect(self) -> None:
+        """What a browser fetches first: the page's configuration."""
+        with urllib.request.urlopen(self.base.rsplit("/gradio_api", 1)[0] + "/config", timeout=120) as response:
+            response.read()
 
     def predict(self, *data, api_name: str):
         body = json.dumps({"data": list(data), "session_hash": self.session}).encode()
@@ -132,22 +142,58 @@ class HttpClient:
 
 def make_client(url: str, driver: str):
     if driver == "http":
-        return HttpClient(url)
+        client = HttpClient(url)
+        client.connect()
+        return client
     from gradio_client import Client
 
     return Client(url, verbose=False, download_files=False)
 
 
-def visitor(url: str, model: str, sentences: list[str], method: str, deadline: float, results: Results,
-            index: int, driver: str) -> None:
-    client = make_client(url, driver)
+def connect_all(url: str, n: int, driver: str) -> tuple[list, list[float], Counter]:
+    """n clients connecting in the same instant: (the clients made, seconds each took, failures by kind)."""
+    clients, seconds, failures, lock = [], [], Counter(), threading.Lock()
+    barrier = threading.Barrier(n)
+
+    def connect() -> None:
+        barrier.wait()
+        started = time.perf_counter()
+        try:
+            client = make_client(url, driver)
+        except Exception as exc:  # counted: a visitor who could not open the page
+            with lock:
+                failures[f"{type(exc).__name__}: {str(exc)[:80]}"] += 1
+            return
+        with lock:
+            clients.append(client)
+            seconds.append(time.perf_counter() - started)
+    threads = [threading.Thread(target=connect, daemon=True) for _ in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(300)
+    return clients, seconds, failures
+
+
+def call(client, kind: str, model: str, text: str, method: str) -> None:
+    """One request of the --mix kind: a translation, every attention map, or a whole beam search."""
+    if kind == "translate":
+        client.predict(model, text, method, 4, 0.6, 50, 4, 1.0, 0, 1.0, "", "fp32", api_name="/translate")
+    elif kind == "attention":
+        client.predict(model, text, "", api_name="/attention")
+    else:
+        client.predict(None, model, text, 4, 0.6, "gnmt", 50, api_name="/beam_run")
+
+
+def visitor(client, model: str, sentences: list[str], method: str, mix: list[str], deadline: float,
+            results: Results, index: int) -> None:
     n = index
     while time.monotonic() < deadline:
-        text = sentences[n % len(sentences)]
+        text, kind = sentences[n % len(sentences)], mix[n % len(mix)]
         n += 1
         started = time.perf_counter()
         try:
-            client.predict(model, text, method, 4, 0.6, 50, 4, 1.0, 0, 1.0, None, "fp32", api_name="/translate")
+            call(client, kind, model, text, method)
         except Exception as exc:  # every failure is counted, by kind
             with results.lock:
                 if "Queue is full" in str(exc):
@@ -158,6 +204,46 @@ def visitor(url: str, model: str, sentences: list[str], method: str, deadline: f
             continue
         with results.lock:
             results.latencies.append(time.perf_counter() - started)
+            results.kinds[kind] += 1
+
+
+def rss_mb(pid: int) -> float:
+    """A process's resident memory (Linux /proc), in MB."""
+    line = next(line for line in Path(f"/proc/{pid}/status").read_text().splitlines() if line.startswith("VmRSS"))
+    return round(int(line.split()[1]) / 1024, 1)
+
+
+def steps_per_s(control, seconds: float) -> float | None:
+    """The training run's pace over the next `seconds`, from the Train tab's step."""
+    before, t0 = training_step(control), time.monotonic()
+    time.sleep(seconds)
+    after = training_step(control)
+    return None if None in (before, after) else round((after - before) / (time.monotonic() - t0), 2)
+
+
+def idle_sessions(url: str, pid: int, model: str, sentences: list[str], n: int, wait_s: float) -> dict:
+    """RSS after n more sessions, each one short greedy translation, then once they are idle for wait_s."""
+    before = rss_mb(pid)
+    queue = list(range(n))
+    lock = threading.Lock()
+
+    def open_some() -> None:
+        while True:
+            with lock:
+                if not queue:
+                    return
+                i = queue.pop()
+            HttpClient(url).predict(model, sentences[i % len(sentences)], "greedy", 1, 0.6, 10, 1, 1.0, 0, 1.0, "",
+                                    "fp32", api_name="/translate")
+    threads = [threading.Thread(target=open_some) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    made = rss_mb(pid)
+    time.sleep(wait_s)  # the studio forgets them on its own clock: nothing to poll
+    return {"idle_sessions": n, "rss_before_sessions_mb": before, "rss_with_sessions_mb": made,
+            "rss_after_idle_mb": rss_mb(pid), "idle_wait_s": wait_s}
 
 
 def cpu_seconds(pid: int) -> float:
@@ -187,20 +273,23 @@ def run(args: argparse.Namespace) -> dict:
     try:
         started_in = wait_for(url, proc, timeout=90.0)
         control = make_client(url, "gradio_client")
-        control.predict(model, sentences[0], args.method, 4, 0.6, 50, 4, 1.0, 0, 1.0, None, "fp32",
+        control.predict(model, sentences[0], args.method, 4, 0.6, 50, 4, 1.0, 0, 1.0, "", "fp32",
                         api_name="/translate")  # loads the model once, before the clock starts
-        step_before = None
+        step_before = pace_before = None
         if args.train:
             control.predict(*train_values(10**6), api_name="/train_start")
-            step_before = first_step(control, model)
-        load_before = os.getloadavg()
+            first_step(control)
+            pace_before = steps_per_s(control, args.train_sample)
+            step_before = training_step(control)
+        rss_before, load_before = rss_mb(proc.pid), os.getloadavg()
+        cpu0, own0 = cpu_seconds(proc.pid), own_cpu_seconds()
+        clients, connect_s, connect_failures = connect_all(url, args.clients, args.driver)
         results = Results()
         deadline = time.monotonic() + args.seconds
         threads = [threading.Thread(target=visitor, daemon=True,
-                                    args=(url, model, sentences, args.method, deadline, results, i, args.driver))
-                   for i in range(args.clients)]
+                                    args=(client, model, sentences, args.method, args.mix, deadline, results, i))
+                   for i, client in enumerate(clients)]
         t0 = time.monotonic()
-        cpu0, own0 = cpu_seconds(proc.pid), own_cpu_seconds()
         for t in threads:
             t.start()
         for t in threads:
@@ -208,23 +297,31 @@ def run(args: argparse.Namespace) -> dict:
         elapsed = time.monotonic() - t0
         studio_cpu, client_cpu = cpu_seconds(proc.pid) - cpu0, own_cpu_seconds() - own0
         load_after = os.getloadavg()
-        step_after = training_step(control, model) if args.train else None
+        step_after = training_step(control) if args.train else None
         if args.train:
             control.predict(api_name="/train_stop")
+        rss_after = rss_mb(proc.pid)
+        idle = idle_sessions(url, proc.pid, model, sentences, args.idle_sessions, args.idle_wait) \
+            if args.idle_sessions else {}
         lat = results.latencies
+        steps = (step_after - step_before) if None not in (step_before, step_after) else None
         return {
             "clients": args.clients, "driver": args.driver, "seconds": round(elapsed, 1), "model": model,
-            "method": args.method,
-            "training": args.train, "served": len(lat), "errors": sum(results.errors.values()),
-            "error_kinds": dict(results.errors), "queue_full": results.queue_full,
-            "throughput_per_s": round(len(lat) / elapsed, 2),
+            "method": args.method, "mix": args.mix, "connected": len(clients),
+            "connect_failures": dict(connect_failures),
+            "connect_p50_s": round(percentile(connect_s, 0.5), 2), "connect_max_s": round(max(connect_s, default=0), 2),
+            "training": args.train, "served": len(lat), "served_by_kind": dict(results.kinds),
+            "errors": sum(results.errors.values()), "error_kinds": dict(results.errors),
+            "queue_full": results.queue_full, "throughput_per_s": round(len(lat) / elapsed, 2),
+            "translations_per_s": round(results.kinds["translate"] / elapsed, 2),
             "p50_s": round(percentile(lat, 0.50), 3), "p95_s": round(percentile(lat, 0.95), 3),
             "p99_s": round(percentile(lat, 0.99), 3), "max_s": round(max(lat, default=float("nan")), 3),
             "mean_s": round(statistics.fmean(lat), 3) if lat else None,
-            "training_steps_during_load": (step_after - step_before) if None not in (step_before, step_after)
-            else None,
+            "training_steps_during_load": steps, "training_steps_per_s_before": pace_before,
+            "training_steps_per_s_during": round(steps / elapsed, 2) if steps is not None else None,
             "studio_cpu_s": round(studio_cpu, 1), "clients_cpu_s": round(client_cpu, 1),
             "studio_cpu_ms_per_request": round(1000 * studio_cpu / max(len(lat), 1), 1),
+            "rss_before_mb": rss_before, "rss_after_mb": rss_after, **idle,
             "load_average_before": [round(x, 2) for x in load_before],
             "load_average_after": [round(x, 2) for x in load_after], "cpus": os.cpu_count(),
             "studio_started_in_s": round(started_in, 1),
@@ -246,22 +343,38 @@ def run(args: argparse.Namespace) -> dict:
 def report(r: dict) -> str:
     training = f"while training ({r['training_steps_during_load']} steps taken meanwhile)" if r["training"] else \
         "no training"
-    lines = [f"{r['clients']} clients ({r['driver']}) x {r['seconds']} s, {r['method']} on {r['model']}, {training}",
-             f"served {r['served']} ({r['throughput_per_s']}/s) · errors {r['errors']} · refused (queue full) "
-             f"{r['queue_full']}",
+    if r["training"]:
+        training += f", {r['training_steps_per_s_before']} steps/s before, {r['training_steps_per_s_during']} during"
+    lines = [f"{r['clients']} clients ({r['driver']}) x {r['seconds']} s, {'+'.join(r['mix'])} ({r['method']}) on "
+             f"{r['model']}, {training}",
+             f"connected {r['connected']} of {r['clients']} at once (p50 {r['connect_p50_s']} s, max "
+             f"{r['connect_max_s']} s) · failed {sum(r['connect_failures'].values())}",
+             f"served {r['served']} ({r['throughput_per_s']}/s; {r['served_by_kind']}; translations "
+             f"{r['translations_per_s']}/s) · errors {r['errors']} · refused (queue full) {r['queue_full']}",
              f"latency p50 {r['p50_s']} s · p95 {r['p95_s']} s · p99 {r['p99_s']} s · max {r['max_s']} s",
              f"CPU used: studio {r['studio_cpu_s']} s ({r['studio_cpu_ms_per_request']} ms a request, training "
              f"included), the {r['clients']} clients {r['clients_cpu_s']} s",
+             f"studio RSS {r['rss_before_mb']} MB before, {r['rss_after_mb']} MB after",
              f"load average (1, 5, 15 min) before {r['load_average_before']}, after {r['load_average_after']} "
              f"on {r['cpus']} CPUs (includes every other process on the machine)"]
-    lines += [f"  error: {n} x {kind}" for kind, n in r["error_kinds"].items()]
+    if r.get("idle_sessions"):
+        lines.append(f"{r['idle_sessions']} more API sessions: RSS {r['rss_before_sessions_mb']} -> "
+                     f"{r['rss_with_sessions_mb']} MB, {r['rss_after_idle_mb']} MB after {r['idle_wait_s']:.0f} s idle")
+    lines += [f"  error: {n} x {kind}" for kind, n in {**r["connect_failures"], **r["error_kinds"]}.items()]
     return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seconds", type=float, default=60.0)
-    parser.add_argument("--clients", type=int, default=20)
+    parser.add_argument("--clients", type=int, default=50)
+    parser.add_argument("--mix", type=lambda text: text.split(","), default=["translate", "attention", "beam"],
+                        help="what each client calls, in turn: translate, attention, beam (comma-separated)")
+    parser.add_argument("--train-sample", type=float, default=10.0,
+                        help="seconds the training run's pace is measured for before the load")
+    parser.add_argument("--idle-sessions", type=int, default=0, help="then open this many more API sessions")
+    parser.add_argument("--idle-wait", type=float, default=150.0,
+                        help="seconds to let them idle before the last RSS reading")
     parser.add_argument("--checkpoints-dir", type=Path, default=ROOT / "checkpoints")
     parser.add_argument("--model", help="checkpoint folder name (default: numbers-en-de-tiny)")
     parser.add_argument("--method", default="beam", choices=["beam", "greedy", "sample"])
@@ -270,8 +383,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--no-train", dest="train", action="store_false", help="no training run meanwhile")
     parser.add_argument("--json", action="store_true", help="also print the figures as one JSON line")
     args = parser.parse_args(argv)
-    if not 1 <= args.clients <= 200 or not 1 <= args.seconds <= 600:
-        parser.error("keep it bounded: 1-200 clients, 1-600 seconds")
+    if not 1 <= args.clients <= 200 or not 1 <= args.seconds <= 600 or not 0 <= args.idle_sessions <= 5000:
+        parser.error("keep it bounded: 1-200 clients, 1-600 seconds, 0-5000 idle sessions")
+    if set(args.mix) - set(MIX) or not args.mix:
+        parser.error(f"--mix takes {', '.join(MIX)}, comma-separated")
     result = run(args)
     print(report(result))
     if args.json:

@@ -1,6 +1,7 @@
-"""The explaining tabs' numbers for scripts (gradio_client, Gradio's REST API): /score,
-/attention_arithmetic and /saliency, JSON-able dicts checked as the page checks its input
-(studio.limits.clean_input on text, ranges on indices). docs/api-explain.md shows each in use.
+"""The studio's API for scripts (gradio_client, Gradio's REST API): the explaining tabs' numbers, /score,
+/attention, /attention_arithmetic and /saliency, and the training run's /train_status, JSON-able dicts checked
+as the page checks its input (studio.limits.clean_input on text, ranges on indices); and publish_only(), which
+leaves every event but the named endpoints (PUBLIC) to the page. docs/api.md lists them all.
 
 Indices count from 0, as core does (the tabs' "layer 1, head 1" is layer 0, head 0 here).
 """
@@ -14,10 +15,17 @@ import gradio as gr
 
 from core.bundle import ModelBundle
 
-from . import explain
-from .limits import HEAVY
+from . import explain, serving
+from .limits import BATCHED, HEAVY
 from .registry import UNAVAILABLE, ModelRegistry
 from .text import guard
+from .training import TrainingJob
+
+# The endpoints a script may call, under names that stay (docs/api.md). Every other event is the page's own
+# (private): its name, /wrapper_12 or /lambda_3, changed whenever the code did.
+PUBLIC = ("translate", "beam_step", "beam_back", "beam_run", "beam_reset", "attention", "score",
+          "attention_arithmetic", "saliency", "train_start", "train_pause", "train_resume", "train_stop",
+          "train_save", "train_status", "train_view", "open_checkpoint")
 
 
 def _checked(fn: Callable[..., dict[str, Any]]) -> Callable[..., dict[str, Any]]:
@@ -51,15 +59,40 @@ def _answer(head: dict[str, Any], body: dict[str, Any]) -> dict[str, Any]:
     return {**head, **body, "notices": head["notices"] + body["notices"]}
 
 
-def register(registry: ModelRegistry) -> None:
-    """Add the three endpoints to the Blocks being built; they share the decoding slots (limits.HEAVY)."""
+def publish_only(demo: gr.Blocks) -> None:
+    """Every event of demo but PUBLIC's private: the page still calls it, clients cannot, the docs omit it."""
+    for fn in demo.fns.values():
+        if fn.api_name not in PUBLIC:
+            fn.api_visibility = "private"
+
+
+def training_status(job: TrainingJob) -> dict:
+    """The training run in numbers: state and message as the Train tab words them, step of max_steps, seconds
+    trained and to go, the last step's record (loss, learning rate, ...) and the last evaluation's metrics."""
+    view = job.view()
+    last = view.evaluations[-1] if view.evaluations else None
+    return {"run": view.run, "state": view.state, "message": view.message,
+            "model": view.settings.name if view.settings else None, "step": view.step, "max_steps": view.max_steps,
+            "elapsed_s": round(view.elapsed, 1), "eta_s": None if view.eta is None else round(view.eta, 1),
+            "last_step": {k: explain.finite(v) for k, v in view.history[-1].items()} if view.history else None,
+            "last_evaluation": {"step": last.step, **{k: explain.finite(v) for k, v in last.metrics.items()}}
+            if last else None, "facts": view.facts}
+
+
+def register(registry: ModelRegistry, job: TrainingJob) -> None:
+    """Add the JSON endpoints to the Blocks being built; those that run the model share the decoding slots
+    (limits.HEAVY; /score is batched, limits.BATCHED); /train_status, a copy of the run's state, waits for none."""
 
     def score(model: str, source: str, target: str) -> dict:
         """The model's log-probability of target as a translation of source, token by token (teacher forcing):
         tokens (<eos> last), ids, logprobs, probabilities, ranks (1: the model's first choice), the top 5
         alternatives per token, and totals (logprob, mean, perplexity, mean_rank)."""
         bundle, head = _pair(registry, model, source, target)
-        return _answer(head, explain.score_json(explain.score(bundle, head["source"], [head["target"]])[0]))
+        try:  # batched with the /score requests that arrive meanwhile for this model (studio.serving)
+            scored = serving.score(bundle, head["source"], head["target"], explain.TOP_K, registry.key(model))
+        except (TypeError, ValueError) as exc:
+            raise explain.Refused(str(exc)) from None
+        return _answer(head, explain.score_json(scored))
 
     def attention_arithmetic(model: str, source: str, target: str, stack: str = "cross", layer: int = 0,
                              head: int = 0, query: int = 0) -> dict:
@@ -76,5 +109,19 @@ def register(registry: ModelRegistry) -> None:
         return _answer(head, explain.saliency_json(explain.saliency(bundle, head["source"], head["target"], method,
                                                                     steps)))
 
-    for fn in (score, attention_arithmetic, saliency):
+    def attention(model: str, source: str, target: str = "") -> dict:
+        """Every layer's and head's attention weights, teacher forced: encoder, decoder and cross, each
+        [layer][head][query][key], with the tokens naming their rows and columns (target empty: the model's
+        own translation, beam 4)."""
+        bundle, head = _pair(registry, model, source, target)
+        return _answer(head, explain.attention_json(bundle, head["source"], head["target"]))
+
+    gr.api(_checked(score), api_name="score", **BATCHED)
+    for fn in (attention, attention_arithmetic, saliency):
         gr.api(_checked(fn), api_name=fn.__name__, **HEAVY)
+
+    def train_status() -> dict:
+        """The training run's state, step, time, last loss and last evaluation (training_status)."""
+        return training_status(job)
+
+    gr.api(guard(train_status), api_name="train_status", concurrency_limit=None)

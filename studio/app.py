@@ -21,7 +21,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import gradio as gr  # noqa: E402
 import torch  # noqa: E402
 
-from . import api, plots, training  # noqa: E402
+from . import api, plots, sessions, training  # noqa: E402
 from .assets import script, stylesheet  # noqa: E402
 from .limits import (DEFAULT_CONCURRENCY, MAX_UPLOAD_BYTES, MAX_UPLOAD_MB, PUBLIC_MAX_MINUTES,  # noqa: E402
                      PUBLIC_MAX_PARAMETERS, QUEUE_SIZE)
@@ -75,9 +75,10 @@ def build_app(registry: ModelRegistry, selected: str | None = None, checkpoints_
         # One job for the whole process: every browser session sees (and controls) the same run.
         job = training.TrainingJob(registry, checkpoints_dir or CHECKPOINTS, public)
         _tabs(shell, job)
-        api.register(registry)  # /score, /attention_arithmetic, /saliency: the explaining tabs' numbers as JSON
+        api.register(registry, job)  # /score, /attention, ..., /train_status: numbers as JSON
         presenter.change(None, inputs=presenter, js=PRESENTER_JS)
         _follow_the_picker(shell, status, upload)
+    api.publish_only(demo)  # a script calls the endpoints of docs/api.md; the rest is the page's
     return demo
 
 
@@ -189,6 +190,8 @@ def main(argv: list[str] | None = None) -> None:
         except (ValueError, FileNotFoundError) as exc:
             sys.exit(f"error: --checkpoint {args.checkpoint}: {exc}")
     demo = build_app(registry, selected, args.checkpoints_dir, args.public)
+    with demo:  # sessions idle or closed are forgotten: memory stays bounded however many come
+        sessions.Forgetter(demo).start()
     try:
         demo.queue(max_size=QUEUE_SIZE, default_concurrency_limit=DEFAULT_CONCURRENCY, status_update_rate=1).launch(
             server_name=args.host, server_port=args.port, share=args.share, css=CSS, js=page_js(), theme=THEME,

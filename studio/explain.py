@@ -17,6 +17,7 @@ import numpy as np
 import core
 from core.arithmetic import STACKS, AttentionArithmetic
 from core.bundle import ModelBundle
+from core.decoding import DecodeOptions
 from core.saliency import METHODS
 from core.scoring import Score, prepare_pair
 
@@ -154,6 +155,24 @@ def saliency_json(s: Saliency) -> dict[str, Any]:
             "alignment": [list(pair) for pair in s.alignment],
             "alignment_tokens": [[s.source_tokens[i], s.target_tokens[j]] for i, j in s.alignment],
             "notices": s.notices}
+
+
+# ----- every attention map (/attention) ---------------------------------------------------------------
+def attention_json(bundle: ModelBundle, source: str, target: str) -> dict[str, Any]:
+    """Every layer's and head's attention weights for the pair, teacher forced, as the Attention tab draws them
+    (target empty: the model's own translation, beam 4, as the Translate tab's defaults make it). Each stack's
+    maps are [layer][head][query][key], rounded to 4 decimals; its rows and columns are named by the tokens."""
+    if not target.strip():
+        target = core.translate_detailed(bundle, [source], DecodeOptions(beam_size=4, alpha=0.6))[0].ids
+    pair = prepare_pair(bundle, source, target)
+    if not pair.src:
+        raise Refused("the source sentence has no tokens to attend to")
+    maps = bundle.model.attention_maps(pair.src, pair.tgt_in)
+    translation = pair.tgt[:-1]
+    return {"translation": bundle.target_tokenizer.decode(translation), "source_tokens": pair.source_tokens,
+            "decoder_tokens": ["<bos>", *pair.tokens[:-1]], "target_tokens": pair.tokens,
+            **{stack: np.round(maps[stack].numpy(), 4).tolist() for stack in ("encoder", "decoder", "cross")},
+            "notices": pair.notices}
 
 
 # ----- JSON --------------------------------------------------------------------------------------

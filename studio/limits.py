@@ -6,19 +6,28 @@ and a full queue answers "busy, try again" instead of piling work onto the machi
 """
 from __future__ import annotations
 
+import math
 import re
 
 from core.translation import LONE_SURROGATE
+
+from .text import clip
 
 MAX_INPUT_CHARS = 2_000  # per text box; the models read at most max_len (256) tokens anyway
 MAX_NAME_CHARS = 64  # model names typed on the Train tab
 MAX_UPLOAD_MB = 200  # per uploaded file, and per file unpacked from an uploaded .zip
 MAX_UPLOAD_BYTES = MAX_UPLOAD_MB * 2**20
+# A .zip's checkpoint files together, unpacked: weights of at most MAX_UPLOAD_MB and room for the two JSON files.
+MAX_UNPACKED_MB = MAX_UPLOAD_MB + 50
 MAX_UPLOADED_MODELS = 4  # checkpoints opened from uploads kept in memory; the oldest goes first
 # Decoding callbacks (translate, beam search, attention, ablation) share this many workers: each
 # runs on one torch thread, and more at once than cores only makes every request slower.
 DECODE_CONCURRENCY = 2
 HEAVY = {"concurrency_limit": DECODE_CONCURRENCY, "concurrency_id": "decode"}
+# Translate and /score requests are decoded in batches (studio.serving) of at most MAX_BATCH, in the same
+# number of slots: Gradio lets enough of them in at once for the batches to fill.
+MAX_BATCH = 16
+BATCHED = {"concurrency_limit": 2 * MAX_BATCH, "concurrency_id": "batched"}
 # Events waiting, all kinds together; beyond it a request is refused at once with Gradio's
 # "This application is currently busy. Please try again." (QueueError in gradio_client).
 QUEUE_SIZE = 64
@@ -26,6 +35,8 @@ QUEUE_SIZE = 64
 # point and a backward pass per target token through all of them. 32 points take ~0.8 s on a 20-token pair
 # (bench/explain.py); 64 bounds a long sentence's request to seconds, not minutes.
 MAX_IG_STEPS = 64
+BEAM_RANGE = (1, 16)  # the Translate and Beam search tabs' beam sizes, /translate's and /beam_step's too
+DEFAULT_BEAM = 4  # the paper's (section 6.1)
 DEFAULT_CONCURRENCY = 2  # every other event (status lines, plots, the Train tab's timer)
 # A public studio (`python -m studio --public`, a Space) has one training run for all its visitors:
 # a run is bounded, and only the browser session that started it may pause, resume, stop or save it.
@@ -65,3 +76,29 @@ def check_upload_size(size: int, what: str) -> None:
     if size > MAX_UPLOAD_BYTES:
         raise ValueError(f"{what} is {size / 2**20:,.0f} MB; the studio accepts files of at most "
                          f"{MAX_UPLOAD_MB} MB")
+
+
+def check_unpacked_size(size: int) -> None:
+    """ValueError when a .zip's checkpoint files come to more than MAX_UNPACKED_MB unpacked, all together."""
+    if size > MAX_UNPACKED_MB * 2**20:
+        raise ValueError(f"its checkpoint files come to {size / 2**20:,.0f} MB unpacked; the studio accepts at most "
+                         f"{MAX_UNPACKED_MB} MB in all")
+
+
+def clamp_beam(beam_size: float | str | None) -> tuple[int, str | None]:
+    """The beam size to use for the box's value, and what was changed and why (None: used as typed)."""
+    lo, hi = BEAM_RANGE
+    if beam_size is None or str(beam_size).strip() == "":
+        return DEFAULT_BEAM, f"beam size was empty; using the default {DEFAULT_BEAM}"
+    try:
+        value = float(beam_size)
+    except (TypeError, ValueError):
+        value = math.nan
+    if math.isnan(value):
+        return DEFAULT_BEAM, f"beam size {clip(beam_size, 20)!r} is not a number; using the default {DEFAULT_BEAM}"
+    if value > hi:
+        return hi, f"beam size {value:g} is above the maximum {hi}; using {hi}"
+    if value < lo:
+        return lo, f"beam size {value:g} is below the minimum {lo}; using {lo}"
+    size = int(value)
+    return size, None if size == value else f"beam size must be a whole number; {value:g} → {size}"

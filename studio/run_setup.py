@@ -127,14 +127,22 @@ def check_size(settings: Settings, public: bool) -> None:
         message = re.sub(r"\b(ModelConfig|TrainConfig)\.", "", str(exc))
         message = re.sub(r"\b(" + "|".join(FORM_NAMES) + r")\b", lambda m: FORM_NAMES[m[1]], message)
         raise ValueError(f"Cannot start: {message}") from None
+    try:
+        check_parameters(params, public)
+    except ValueError as exc:
+        raise ValueError(f"Cannot start: {exc}") from None
+
+
+def check_parameters(params: int, public: bool) -> None:
+    """ValueError when a model of params parameters is above this studio's limit."""
     if public and params > limits.PUBLIC_MAX_PARAMETERS:
-        raise ValueError(f"Cannot start: this public studio trains models of at most "
+        raise ValueError(f"this public studio trains models of at most "
                          f"{limits.PUBLIC_MAX_PARAMETERS / 1e6:.0f}M parameters, and this one has "
                          f"{params / 1e6:,.1f}M. "
                          f"Choose the tiny or small preset (or smaller sizes), or run the studio on your own "
                          f"machine (README: Set up).")
     if params > limits.MAX_PARAMETERS:
-        raise ValueError(f"Cannot start: this model has {params / 1e9:,.1f}B parameters; the studio trains at most "
+        raise ValueError(f"this model has {params / 1e9:,.1f}B parameters; the studio trains at most "
                          f"{limits.MAX_PARAMETERS / 1e9:.0f}B (paper-big has 0.18B). Choose fewer layers or a "
                          f"smaller d_model or d_ff.")
 
@@ -173,8 +181,9 @@ def cpu_notice(params: int, device: torch.device) -> str:
             f"live demonstration, stop it and choose fewer layers or a smaller d_model or d_ff.")
 
 
-def prepare(settings: Settings) -> Prepared:
-    """Corpus, tokenizer, model (checked to fit in memory first) and trainer for settings."""
+def prepare(settings: Settings, public: bool = False) -> Prepared:
+    """Corpus, tokenizer, model (checked to fit in memory first) and trainer for settings; the model built
+    is checked against the limits again (public: PUBLIC_MAX_PARAMETERS) before a trainer allocates for it."""
     check_hf_cached(settings.data)
     # "train" as a saved checkpoint has it: the Model tab draws the live model's own lr schedule.
     info = {"name": settings.name, "train": asdict(settings.train_config())}
@@ -183,6 +192,9 @@ def prepare(settings: Settings) -> Prepared:
     except ValueError as exc:
         raise ValueError(in_users_words(str(exc))) from None
     bundle, notes = run.bundle, run.notes
+    # check_size saw the vocabulary asked for; the one learnt is what the model has (a tokenizer that
+    # outgrew it would have let a "9-entry" vocabulary build a 26M-parameter model past --public's cap).
+    check_parameters(bundle.model.num_parameters(), public)
     trainer = Trainer(bundle, run.train, settings.train_config(), valid_pairs=run.corpus.valid, valid=run.valid)
     max_len = bundle.model.config.max_len
     src, tgt = (bundle.tokenizer.encode(text)[: max_len - 1] for text in (run.corpus.test or run.corpus.valid)[0])

@@ -43,6 +43,8 @@ def corpus_path_spec(text: str, roots: tuple[Path, ...] = DATA_ROOTS) -> str:
         raise ValueError("Type the path of a corpus folder or a .tsv file.")
     columns = TSV_COLUMNS.fullmatch(text)
     typed, languages = (columns[1], f":{columns[2]}-{columns[3]}") if columns else (text, "")
+    if "\0" in typed:  # no path holds one: the OS refused it with Python's "embedded null byte"
+        raise ValueError("A path cannot hold a NUL character (\\0); type the path of a corpus folder or a .tsv file.")
     if "," in typed:  # core reads files:A,B as two aligned files: B could lie anywhere
         raise ValueError("Type one folder or .tsv path (no commas).")
     path = (ROOT / typed).resolve()

@@ -12,7 +12,6 @@ from __future__ import annotations
 import bisect
 import logging
 import os
-import tempfile
 import threading
 import time
 from dataclasses import asdict, dataclass, field
@@ -24,10 +23,11 @@ import torch
 from core.bundle import ModelBundle
 from core.trainer import StepEvent, Trainer, TrainingStopped
 
-from . import limits
+from . import limits, serving
+from .downloads import Downloads
 from .registry import CHECKPOINTS, ModelRegistry
 from .run_setup import Settings, check_size, cross_attention, prepare
-from .saving import safe_name, write_checkpoint, zip_checkpoint
+from .saving import safe_name, write_checkpoint
 
 TRAINING = ("running", "paused", "stopping")  # a run with a trainer (preparing: not yet)
 ACTIVE = ("preparing", *TRAINING)
@@ -144,7 +144,7 @@ class TrainingJob:
         self._runs = 0  # runs started so far: names the run a view shows
         self._thread: threading.Thread | None = None
         self._names: set[str] = set()  # picker entries this job made (a new run may replace them)
-        self._downloads: Path | None = None  # a temporary folder holding the newest saved .zip
+        self._downloads = Downloads()
 
     # ----- control ------------------------------------------------------------------------
     def start(self, settings: Settings, session: str | None = None) -> str:
@@ -163,7 +163,7 @@ class TrainingJob:
             before = (self._state, self._message)
             self._set("preparing", f"Reading the data and building {settings.name}…")
         try:
-            prepared = prepare(settings)
+            prepared = prepare(settings, self.public)
             run = _Run(settings, prepared.trainer, prepared.example, prepared.facts,
                        frame_every=max(1, settings.attention_every))
             run.frames.append(Frame(0, cross_attention(run.trainer.model, *run.example)))
@@ -300,10 +300,8 @@ class TrainingJob:
         return saved
 
     def zip_saved(self, folder: Path) -> Path:
-        """The saved checkpoint's .zip to download, in a temporary folder of this job's own (saving.zip_checkpoint)."""
-        if self._downloads is None:
-            self._downloads = Path(tempfile.mkdtemp(prefix="studio-downloads-"))
-        return zip_checkpoint(folder, self._downloads)
+        """A .zip of a saved checkpoint to download (studio.downloads: only the newest is kept)."""
+        return self._downloads.zip_checkpoint(folder)
 
     # ----- reading ------------------------------------------------------------------------
     def view(self) -> JobView:
@@ -369,7 +367,8 @@ class TrainingJob:
             self._version += 1
 
     def _on_step(self, run: _Run, event: StepEvent) -> None:
-        """Called by the trainer's thread between steps."""
+        """Called by the trainer's thread between steps: visitors' requests waiting are served first."""
+        serving.PRIORITY.yield_to_requests()
         record = {k: v for k, v in event.to_dict().items() if k != "validation"}
         record["seconds"] = run.elapsed()
         frame = None

@@ -12,8 +12,9 @@ from pathlib import Path
 import gradio as gr
 
 from core.checkpoint import FILES as CHECKPOINT_FILES
+from core.checkpoint import TARGET_TOKENIZER
 
-from .limits import MAX_UPLOADED_MODELS, check_upload_size
+from .limits import MAX_UPLOADED_MODELS, check_unpacked_size, check_upload_size
 from .registry import ModelRegistry
 from .shell import picker_update, status_line
 from .text import clip, info, warn
@@ -66,21 +67,25 @@ def _assemble(files: list[str]) -> Path:
     return folder
 
 
+# The files taken from an upload: the checkpoint's own, and the target's tokenizer of a model with a
+# vocabulary per language (never trainer.pt: a pickle).
+TAKEN = CHECKPOINT_FILES + (TARGET_TOKENIZER,)
+
+
 def _copy_checkpoint_files(files: list[str], folder: Path) -> None:
     """ValueError, saying what the studio takes, unless the upload holds the checkpoint's three files."""
-    if len(files) == 1 and not zipfile.is_zipfile(files[0]) and Path(files[0]).name not in CHECKPOINT_FILES:
+    if len(files) == 1 and not zipfile.is_zipfile(files[0]) and Path(files[0]).name not in TAKEN:
         broken = Path(files[0]).suffix.lower() == ".zip"
         raise ValueError(f"it is {'not a readable .zip archive' if broken else 'not a .zip'}. {UPLOAD_EXPECTED}")
     if len(files) == 1 and zipfile.is_zipfile(files[0]):
         with zipfile.ZipFile(files[0]) as archive:
-            for member in archive.infolist():
-                base = member.filename.replace("\\", "/").rsplit("/", 1)[-1]
-                if base in CHECKPOINT_FILES and not member.is_dir():
-                    check_upload_size(member.file_size, f"{base} in the .zip (unpacked)")
-                    _unzip_member(archive, member, folder / base, base)
+            taken = _checked_members(archive)  # from the central directory, before anything is written
+            unpacked = [0]  # bytes written so far, all members together
+            for base, member in taken.items():
+                _unzip_member(archive, member, folder / base, base, unpacked)
     else:
         for file in map(Path, files):
-            if file.name in CHECKPOINT_FILES:
+            if file.name in TAKEN:
                 check_upload_size(file.stat().st_size, file.name)
                 shutil.copyfile(file, folder / file.name)
     missing = [name for name in sorted(CHECKPOINT_FILES) if not (folder / name).is_file()]
@@ -89,16 +94,46 @@ def _copy_checkpoint_files(files: list[str], folder: Path) -> None:
         raise ValueError(f"{listed} {'is' if len(missing) == 1 else 'are'} missing. {UPLOAD_EXPECTED}")
 
 
-def _unzip_member(archive: zipfile.ZipFile, member: zipfile.ZipInfo, target: Path, name: str) -> None:
-    """Copy one member out; ValueError naming what zipfile cannot read: an encrypted member, or
-    Deflate64, which Windows writes for large archives (NotImplementedError)."""
+def _checked_members(archive: zipfile.ZipFile) -> dict[str, zipfile.ZipInfo]:
+    """The checkpoint's members by file name, read from the central directory alone; ValueError for a
+    name given twice, entries whose data overlap, or more than MAX_UNPACKED_BYTES declared in all. A 205 KB
+    zip of 20 entries sharing one 200 MiB deflate stream unpacked 4 GB before it was refused."""
+    entries = sorted(archive.infolist(), key=lambda m: m.header_offset)
+    for before, after in zip(entries, entries[1:]):
+        # A local header is 30 bytes and the name; the data follow: the next entry may not begin inside them.
+        if after.header_offset < before.header_offset + 30 + len(before.orig_filename.encode()) \
+                + before.compress_size:
+            raise ValueError(f"its entries {before.filename} and {after.filename} overlap (a zip bomb's trick); "
+                             f"zip the folder again. {UPLOAD_EXPECTED}")
+    taken: dict[str, zipfile.ZipInfo] = {}
+    for member in entries:
+        base = member.filename.replace("\\", "/").rsplit("/", 1)[-1]
+        if base in TAKEN and not member.is_dir():
+            if base in taken:
+                raise ValueError(f"it holds {base} twice; zip one checkpoint folder. {UPLOAD_EXPECTED}")
+            check_upload_size(member.file_size, f"{base} in the .zip (unpacked)")
+            taken[base] = member
+    check_unpacked_size(sum(m.file_size for m in taken.values()))
+    return taken
+
+
+def _unzip_member(archive: zipfile.ZipFile, member: zipfile.ZipInfo, target: Path, name: str,
+                  unpacked: list[int]) -> None:
+    """Copy one member out, counting what is written into unpacked[0] (refused past the limits, whatever
+    the headers said); ValueError naming what zipfile cannot read: an encrypted member, or Deflate64, which
+    Windows writes for large archives (NotImplementedError)."""
     if member.flag_bits & 0x1:  # the zip format's "encrypted" flag
         raise ValueError(f"{name} in the .zip is encrypted; zip the folder again without a password. "
                          f"{UPLOAD_EXPECTED}")
     try:
-        # The declared size bounds what zipfile reads: a lying header fails its CRC.
+        # The declared size bounds what zipfile reads (a lying header fails its CRC); counted all the same.
         with archive.open(member) as src, open(target, "wb") as dst:
-            shutil.copyfileobj(src, dst)
+            written = 0
+            while chunk := src.read(2**20):
+                written, unpacked[0] = written + len(chunk), unpacked[0] + len(chunk)
+                check_upload_size(written, f"{name} in the .zip (unpacked)")
+                check_unpacked_size(unpacked[0])
+                dst.write(chunk)
     except NotImplementedError:
         raise ValueError(f"{name} in the .zip is compressed with a method the studio cannot read; zip the "
                          f"folder again with plain deflate (e.g. python -m zipfile -c). {UPLOAD_EXPECTED}") from None

@@ -16,3 +16,14 @@ class Slider(gr.Slider):
         if payload is None:
             payload = self.minimum
         return super().preprocess(min(max(payload, self.minimum), self.maximum))
+
+
+class TypedSlider(Slider):
+    """A slider whose value reaches the callback as it came (a string or NaN through the API, 0 or 10⁹
+    typed): the callback clamps it and says what it changed (limits.clamp_beam). Gradio's check failed
+    with a bare "Error", and Slider's clamp said nothing."""
+
+    is_template = True  # drawn by the page's slider, as its base class
+
+    def preprocess(self, payload: float | str | None) -> float | str | None:
+        return payload

@@ -1,5 +1,5 @@
-"""bench/load.py drives the studio through its API (/translate, /train_start, /train_view,
-/train_stop), so a change to those endpoints' inputs must fail a test rather than the benchmark
+"""bench/load.py drives the studio through its API (/translate, /attention, /beam_run, /train_start,
+/train_status, /train_stop), so a change to those endpoints' inputs must fail a test rather than the benchmark
 whose figures the README reports (it once sent /train_view a checkbox the tab no longer had)."""
 from __future__ import annotations
 
@@ -15,11 +15,12 @@ ROOT = Path(__file__).resolve().parents[1]
 def test_the_load_benchmark_runs_against_the_studio_it_measures(tmp_path):
     checkpoints = tmp_path / "checkpoints"  # the studio it starts may save its training run there
     shutil.copytree(ROOT / "checkpoints" / "numbers-en-de-tiny", checkpoints / "numbers-en-de-tiny")
-    done = subprocess.run([sys.executable, "bench/load.py", "--seconds", "2", "--clients", "2", "--driver", "http",
-                           "--checkpoints-dir", str(checkpoints), "--json"],
+    done = subprocess.run([sys.executable, "bench/load.py", "--seconds", "2", "--clients", "3", "--driver", "http",
+                           "--train-sample", "1", "--checkpoints-dir", str(checkpoints), "--json"],
                           cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     figures = json.loads(done.stdout.strip().splitlines()[-1])
-    assert figures["errors"] == 0 and figures["served"] > 0
+    assert figures["errors"] == 0 and figures["served"] > 0 and figures["connected"] == 3
+    assert set(figures["served_by_kind"]) <= {"translate", "attention", "beam"} and figures["rss_after_mb"] > 0
     # The Train tab's step was read before and after; how many steps fit in 2 s depends on the machine's load.
     assert isinstance(figures["training_steps_during_load"], int) and figures["training_steps_during_load"] >= 0

@@ -493,7 +493,7 @@ def test_gradio_serves_no_file_outside_its_uploads(served):
 
 def test_a_server_path_passed_as_an_upload_is_refused(served):
     url, registry = served
-    event, data = _call(url, "translate", [MODEL, SENTENCES[0], "greedy", 1, 0.6, 5, 1, 1.0, 0, 1.0, None])
+    event, data = _call(url, "translate", [MODEL, SENTENCES[0], "greedy", 1, 0.6, 5, 1, 1.0, 0, 1.0, None, "fp32"])
     assert event == "complete"  # the API path works...
     event, data = _call(url, "open_checkpoint", [[{"path": "/etc/passwd", "meta": {"_type": "gradio.FileData"}}],
                                                  MODEL])

@@ -12,7 +12,7 @@ import torch
 from _studio import SENTENCES, studio_bundle, studio_registry
 from core.decoding import DecodeOptions
 from core.translation import translate_detailed
-from studio import plots
+from studio import limits, plots
 from studio.tabs import beam
 
 SETTINGS = dict(name="studio-tiny", text=SENTENCES[0], beam_size=3, alpha=0.6, penalty="gnmt", max_extra=6)
@@ -67,10 +67,10 @@ def test_bad_input_is_clamped_or_refused_with_notices(registry, capsys):
     assert search.stepper.options.beam_size == 16 and "beam size 40 is above the maximum 16; using 16" in search.notices
     search = act(registry, "reset", None, beam_size=0)
     assert search.stepper.options.beam_size == 1 and "below the minimum 1; using 1" in search.notices[0]
-    assert beam.clamp_beam(None) == (4, "beam size was empty; using the default 4")  # a cleared box, not "None"
-    assert beam.clamp_beam("x") == (4, "beam size 'x' is not a number; using the default 4")
-    assert beam.clamp_beam(2.5) == (2, "beam size must be a whole number; 2.5 → 2")
-    assert beam.clamp_beam(float("inf"))[0] == 16 and beam.clamp_beam(3.0) == (3, None)
+    assert limits.clamp_beam(None) == (4, "beam size was empty; using the default 4")  # a cleared box, not "None"
+    assert limits.clamp_beam("x") == (4, "beam size 'x' is not a number; using the default 4")
+    assert limits.clamp_beam(2.5) == (2, "beam size must be a whole number; 2.5 → 2")
+    assert limits.clamp_beam(float("inf"))[0] == 16 and limits.clamp_beam(3.0) == (3, None)
     done = act(registry, "run", None)
     views = len(done.views)
     act(registry, "step", done)  # Step past the end: a notice, nothing changes
@@ -98,6 +98,9 @@ def test_the_box_shows_the_beam_size_used_and_notices_stay_on_the_page(registry)
     assert "truncated" in notices and "below the minimum" in notices
     box, notices = beam.render(registry, act(registry, "step", None))[-2:]
     assert box.value == 3 and notices == ""  # the settings' beam size, as typed: nothing to say
+    again = act(registry, "step", search, text="Hund " * 1000, beam_size=-1)  # -1 means 1 too: the same search
+    notices = beam.render(registry, again)[-1].replace("\\", "")
+    assert again is search and "beam size -1 is below the minimum 1" in notices and "beam size 0" not in notices
 
 
 def test_render_draws_tree_table_attention_and_button_states(registry):

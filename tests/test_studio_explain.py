@@ -20,6 +20,7 @@ from studio.limits import MAX_IG_STEPS
 from studio.shell import Current
 from studio.tabs import arithmetic, attention, saliency, translate, what_if
 from studio.tabs.looked_at import Looked, looked_at
+from studio.training import TrainingJob
 
 NAME = "studio-tiny"
 CROSS = arithmetic.FIRST_STACK
@@ -212,13 +213,13 @@ def test_saliency_refuses_an_unknown_method_and_steps_out_of_range(registry, cur
 def endpoints(registry) -> dict:
     """The gr.api functions by name, as Gradio calls them."""
     with gr.Blocks() as demo:
-        api.register(registry)
+        api.register(registry, TrainingJob(registry))
     return {fn.api_name: fn.fn for fn in demo.fns.values()}
 
 
 def test_api_answers_plain_json_with_the_pages_checks(registry):
     calls = endpoints(registry)
-    assert set(calls) == {"score", "attention_arithmetic", "saliency"}
+    assert set(calls) == {"score", "attention", "attention_arithmetic", "saliency", "train_status"}
     scored = calls["score"](NAME, SENTENCES[0] + "\x07", "Ein Hund")
     arith = calls["attention_arithmetic"](NAME, SENTENCES[0], "Ein Hund", "decoder", 1, 0, 1)
     salient = calls["saliency"](NAME, SENTENCES[0], "Ein Hund", "integrated_gradients", 4)

@@ -10,6 +10,7 @@ import gradio as gr
 import pytest
 
 from core.checkpoint import load_checkpoint
+from core.translation import translate
 from _studio import studio_bundle
 from studio import run_setup
 from studio.registry import ModelRegistry
@@ -17,6 +18,7 @@ from studio.tabs import attention, positional
 from studio.tabs import train as tab
 from studio.tabs import train_form as form
 from studio.training import Settings, TrainingJob
+from studio.uploads import open_checkpoint
 
 QUICK = Settings(max_steps=30, max_tokens=256, warmup=10, eval_every=10, attention_every=5)
 
@@ -117,6 +119,13 @@ def test_learned_positions_separate_vocabularies_and_a_constant_rate_train_and_a
     shown, table, similarity = positional.learned_view(job.registry, "live-numbers", 12)
     assert shown["visible"] is True
     assert table.data[0].z.shape == (12, bundle.model.config.d_model) and similarity.data[0].z.shape == (12, 12)
+    # Its download carries the target's tokenizer, and opens again as the same model.
+    archive = job.zip_saved(job.save("both"))
+    reopened = ModelRegistry(None)
+    picker, _ = open_checkpoint(reopened, [str(archive)], None)
+    again = reopened.get(picker.value)
+    assert again.separate_target is not None and again.model.config.positional == "learned"
+    assert translate(again, ["4 2"], method="greedy") == translate(bundle, ["4 2"], method="greedy")
 
 
 def test_the_learned_section_stays_hidden_for_sinusoids():

@@ -25,7 +25,7 @@ from core.checkpoint import load_checkpoint
 from core.config import ModelConfig
 from core.translation import translate_detailed
 from core.model import Transformer
-from studio import plots, run_setup, saving, shell, sources, training
+from studio import plots, run_setup, shell, sources, training
 from studio.registry import ModelRegistry
 from studio.tabs import model_view
 from studio.tabs import train as tab
@@ -684,7 +684,7 @@ def test_a_saved_checkpoint_downloads_as_a_zip_the_studio_opens_again(job, monke
     def full_disk(*args, **kwargs):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(saving.zipfile.ZipFile, "write", full_disk)
+    monkeypatch.setattr(zipfile.ZipFile, "write", full_disk)
     message, picker, download = tab.save(job, "third", None)
     assert "Saved **third\\-step5**" in message and "No download" in message and "No space left" in message
     assert not download.visible and not list(archive.parent.glob("*.zip"))  # no half-written .zip offered
@@ -881,7 +881,8 @@ def test_while_preparing_the_view_shows_no_figures_of_the_last_run(job, monkeypa
     job.start(replace(QUICK, max_steps=5))
     wait_for(job, lambda v: v.state == "finished")
     release, real_prepare = threading.Event(), training.prepare
-    monkeypatch.setattr(training, "prepare", lambda settings: release.wait(10) and real_prepare(settings))
+    monkeypatch.setattr(training, "prepare",
+                        lambda settings, public=False: release.wait(10) and real_prepare(settings, public))
     starting = threading.Thread(target=job.start, args=(replace(QUICK, name="second", max_steps=5),))
     starting.start()
     view = wait_for(job, lambda v: v.state == "preparing")

@@ -17,7 +17,7 @@ from core.decoding import DecodeOptions
 from core.translation import prepare_source, translate_detailed
 from core.tokenizer import BOS_ID, EOS_ID
 
-from .. import bertviz_offline, plots
+from .. import bertviz_offline, plots, serving
 from ..limits import HEAVY, clean_input
 from ..registry import UNAVAILABLE, ModelRegistry
 from ..shell import Current, Shell, switched
@@ -126,6 +126,11 @@ def stale(picked: str | None, current: Current) -> str:
             f"sentence box.*")
 
 
+# Analyses of the sentence pairs looked at lately, shared by every session (each session's State holds a
+# reference): 11 MB of maps were kept per session, computed again for every student on the same example.
+ANALYSES = serving.Recent(32)
+
+
 def show(registry: ModelRegistry, current: Current) -> tuple:
     """Translate tab's result -> (Analysis, header, slider updates)."""
     if current is None or not current.source or current.model is None:
@@ -134,10 +139,12 @@ def show(registry: ModelRegistry, current: Current) -> tuple:
         bundle = current.bundle or registry.get(current.model)
     except UNAVAILABLE as exc:
         return None, f"**Cannot analyse:** {md(exc)}", gr.Slider(), gr.Slider()
-    analysis = analyse(bundle, current.model, current.source, current.target_ids)
+    ids = list(current.target_ids)
+    analysis = ANALYSES.get((id(bundle), current.model, current.source, tuple(ids)), bundle,
+                            partial(analyse, bundle, current.model, current.source, ids))
     if analysis is None:
         return None, header(None), gr.Slider(), gr.Slider()
-    analysis.forced = current.forced is not None
+    analysis = replace(analysis, forced=current.forced is not None)  # the maps stay shared
     return (analysis, header(analysis), *slider_ranges(bundle.model.config))
 
 

@@ -7,7 +7,6 @@ are kept beside it so the tree can be drawn.
 from __future__ import annotations
 
 import contextlib
-import math
 import threading
 from dataclasses import dataclass, field
 from functools import partial
@@ -23,14 +22,12 @@ from core.tokenizer import EOS_ID
 
 from .. import plots
 from ..assets import script
-from ..limits import HEAVY, clean_input
+from ..limits import BEAM_RANGE, DEFAULT_BEAM, HEAVY, clamp_beam, clean_input
 from ..registry import UNAVAILABLE, ModelRegistry
 from ..shell import Current, Shell, picked_examples
 from ..text import clip, guard, info, md, md_table
 from ..widgets import Slider
 
-BEAM_RANGE = (1, 16)
-DEFAULT_BEAM = 4  # the paper's (section 6.1)
 # The search tree's pruned children lie within this much of a row below their parent: the upper quarter
 # of the gap, clear of the next row's word, written above its node (at 0.6 a wide beam's marks touched it).
 PRUNED_FAN = 0.25
@@ -68,25 +65,6 @@ class Search:
     @property
     def view(self) -> StepView:
         return self.views[-1]
-
-
-def clamp_beam(beam_size: float | str | None) -> tuple[int, str | None]:
-    """The beam size to use for the box's value, and what was changed and why (None: used as typed)."""
-    lo, hi = BEAM_RANGE
-    if beam_size is None or str(beam_size).strip() == "":
-        return DEFAULT_BEAM, f"beam size was empty; using the default {DEFAULT_BEAM}"
-    try:
-        value = float(beam_size)
-    except (TypeError, ValueError):
-        value = math.nan
-    if math.isnan(value):
-        return DEFAULT_BEAM, f"beam size {clip(beam_size, 20)!r} is not a number; using the default {DEFAULT_BEAM}"
-    if value > hi:
-        return hi, f"beam size {value:g} is above the maximum {hi}; using {hi}"
-    if value < lo:
-        return lo, f"beam size {value:g} is below the minimum {lo}; using {lo}"
-    size = int(value)
-    return size, None if size == value else f"beam size must be a whole number; {value:g} → {size}"
 
 
 def decode_options(beam_size: int, alpha: float, penalty: str, max_extra: float) -> DecodeOptions:
@@ -142,8 +120,17 @@ def act(action: str, registry: ModelRegistry, search: Search | None, name: str |
     if search is None:
         return None
     with search.lock:
+        if action != "back":
+            _say_beam_size(search, beam_size)
         _move(action, search)
     return search
+
+
+def _say_beam_size(search: Search, beam_size: float | str | None) -> None:
+    """The beam size notice says what the box holds now: a search kept for a size typed again to the same
+    effect (−1 after 0: both mean 1) still said "0 is below the minimum"."""
+    notice = clamp_beam(beam_size)[1]
+    search.notices = [n for n in search.notices if not n.startswith("beam size")] + ([notice] if notice else [])
 
 
 def _move(action: str, search: Search) -> None:
@@ -387,7 +374,7 @@ def build(shell: Shell, translated: gr.State, tab: gr.Tab) -> None:
         # was on its way: five quick presses of a clicker went 2 steps on).
         mode = "multiple" if action in ("step", "back") else "once"
         gr.on(triggers, guard(partial(act_and_render, action, shell.registry)), inputs=[search, choice, *settings],
-              outputs=[search, *shown], trigger_mode=mode, **HEAVY).then(
+              outputs=[search, *shown], trigger_mode=mode, api_name=f"beam_{action}", **HEAVY).then(
             None, js=SHOW_TREE_OR_SOURCE_JS if action in ("step", "run") else SHOW_TREE_JS)
     choice.input(guard(attention_figure), inputs=[search, choice], outputs=attention)
     # New settings start a new search on the next Step (see _current): offer Step and Run again

@@ -103,12 +103,13 @@ def build(shell: Shell) -> None:
         length = Slider(2, 200, value=60, step=1, label="positions")
         dims = gr.Dropdown(choices=list(range(128)), value=DEFAULT_DIMS, multiselect=True,
                            label="dimensions to draw as curves")
-    first = render(128, 60, DEFAULT_DIMS)
-    heatmap = gr.Plot(first[0], label="Positional encoding")
+    # Empty until the page loads, which draws them for the picked model's d_model: drawn here, the three
+    # figures were 140 KB of the page's configuration, which every visitor fetches before anything else.
+    heatmap = gr.Plot(label="Positional encoding")
     gr.Markdown(HEATMAP_CAPTION)
-    curves = gr.Plot(first[1], label="Chosen dimensions")
+    curves = gr.Plot(label="Chosen dimensions")
     gr.Markdown(CURVES_CAPTION)
-    similarity = gr.Plot(first[2], label="Position-to-position similarity")
+    similarity = gr.Plot(label="Position-to-position similarity")
     gr.Markdown(SIMILARITY_CAPTION)
     with gr.Column(visible=False) as learned:
         gr.Markdown(LEARNED_CAPTION)

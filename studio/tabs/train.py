@@ -190,5 +190,5 @@ def wire_controls(shell: Shell, job: TrainingJob, controls: Controls, setup: Set
                            show_progress="hidden")
               for button, action in ((c.pause, "pause"), (c.resume, "resume"), (c.stop, "stop"))]
     c.save.click(guard(save_run), inputs=[c.save_name, c.save_which, shell.model],
-                 outputs=[c.outcome, shell.model, c.download])
+                 outputs=[c.outcome, shell.model, c.download], api_name="train_save")
     return clicks

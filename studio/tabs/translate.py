@@ -10,14 +10,14 @@ from core.config import INT64_MAX
 from core.decoding import DTYPES, SAMPLE_TEMPERATURE, SAMPLE_TOP_P, DecodeOptions
 from core.loss import smoothed_target_distribution
 from core.precision import DESCRIPTIONS, supported_dtypes
-from core.translation import Translation, translate_detailed
+from core.translation import Translation
 
-from .. import plots
-from ..limits import HEAVY, clean_input
+from .. import plots, serving
+from ..limits import BATCHED, BEAM_RANGE, DEFAULT_BEAM, clamp_beam, clean_input
 from ..registry import UNAVAILABLE, ModelRegistry
 from ..shell import Current, Shell, picked_examples, switched
 from ..text import clip, guard, md, md_table
-from ..widgets import Slider
+from ..widgets import Slider, TypedSlider
 
 # Below this confidence (Translation.confidence) a beam or greedy translation comes with a notice that
 # the model is unsure. Measured on the shipped Multi30k De→En model with beam 4: 96% of test_2016's German
@@ -94,13 +94,16 @@ def translate(registry: ModelRegistry, name: str | None, text: str, method: str,
     if not text or not text.strip():
         return ("", plots.empty("no translation yet"), "",
                 "*Nothing to translate: type a sentence (or click an example).*", Current())
+    if method == "beam":  # a beam size typed out of range, or not a number, is said on the notes line
+        beam_size, clamped = clamp_beam(beam_size)
+        cleaned = cleaned + ([clamped] if clamped else [])
     try:
         key, bundle = registry.key(name), registry.get(name)
         opts = options(method, beam_size, alpha, max_extra, n_best, temperature, top_k, top_p, seed, precision)
     except UNAVAILABLE as exc:
         return cannot_translate(exc)
-    try:
-        t = translate_detailed(bundle, [text], opts)[0]
+    try:  # decoded with the requests that arrive meanwhile for this model and these settings
+        t = serving.translate(bundle, text, opts, key)
     except ValueError as exc:  # an option the model cannot take: a beam as wide as a tiny vocabulary
         return cannot_translate(exc)
     if method != "sample":
@@ -204,7 +207,7 @@ def build(shell: Shell) -> gr.State:
         with gr.Column(scale=2):
             method = gr.Radio(["beam", "greedy", "sample"], value="beam", label="Decoding")
             with gr.Group() as beam_group:
-                beam_size = Slider(1, 16, value=4, step=1, label="beam size")
+                beam_size = TypedSlider(*BEAM_RANGE, value=DEFAULT_BEAM, step=1, label="beam size")
                 alpha = Slider(0.0, 2.0, value=0.6, step=0.05, label="length penalty α")
                 n_best = Slider(1, 16, value=4, step=1, label="n-best shown")
             with gr.Group(visible=False) as sample_group:
@@ -224,12 +227,13 @@ def build(shell: Shell) -> gr.State:
               precision]
     outputs = [output, probs, nbest, notices, current]
     run = guard(partial(translate, shell.registry))
-    gr.on([go.click, source.submit, seed.submit], run, inputs=inputs, outputs=outputs, api_name="translate", **HEAVY)
+    gr.on([go.click, source.submit, seed.submit], run, inputs=inputs, outputs=outputs, api_name="translate",
+          **BATCHED)
     examples.click(lambda sample: sample[0], inputs=examples, outputs=source).then(run, inputs=inputs, outputs=outputs,
-                                                                                   **HEAVY)
+                                                                                   **BATCHED)
     output.change(spoken_translation, inputs=output, outputs=spoken, show_progress="hidden")
     method.change(method_visibility, inputs=method, outputs=[beam_group, sample_group])
-    method.input(guard(partial(redecode, shell.registry)), inputs=[current] + inputs, outputs=outputs, **HEAVY)
+    method.input(guard(partial(redecode, shell.registry)), inputs=[current] + inputs, outputs=outputs, **BATCHED)
     gr.on([shell.demo.load, shell.model_key.change], guard(partial(examples_update, shell.registry)),
           inputs=shell.model, outputs=examples)
     shell.model_key.change(guard(partial(model_changed, shell.registry)), inputs=[shell.model, current],

@@ -1,0 +1,64 @@
+"""Forgetting sessions: Gradio keeps each session's state (a copy of every component's configuration, ~450
+KB for this page, plus every value shown: figures, tables, bertviz's pages) for up to 10,000 sessions, and a
+script's session (gradio_client, the REST API) is never closed, so 330 API sessions grew the studio from 1.64
+to 2.07 GB. Here a session is forgotten once its page has been closed for CLOSED_S, once a page has been idle
+for PAGE_IDLE_S, or once a script's session (one that never loaded the page) has been idle for API_IDLE_S.
+"""
+from __future__ import annotations
+
+import datetime
+import threading
+import time
+
+import gradio as gr
+
+CLOSED_S = 60  # a closed (or reloaded) page's session: Gradio's own wait is an hour
+PAGE_IDLE_S = 30 * 60  # an open page, untouched through a long explanation, keeps its translation and search
+API_IDLE_S = 120  # a script's session: forgotten a few minutes after its last call
+SWEEP_EVERY_S = 15.0
+
+
+class Forgetter:
+    """Built inside the Blocks (it listens to page loads to tell pages from scripts); start() sweeps, every
+    SWEEP_EVERY_S, the sessions of the launched app."""
+
+    def __init__(self, demo: gr.Blocks):
+        self.demo = demo
+        self.pages: set[str] = set()  # sessions that loaded the page (a browser tab)
+        demo.load(self.page_opened, show_progress="hidden", api_visibility="private")
+
+    def page_opened(self, request: gr.Request) -> None:
+        if request is not None and request.session_hash:
+            self.pages.add(request.session_hash)
+
+    def start(self) -> threading.Thread:
+        def sweep_forever() -> None:
+            while True:
+                time.sleep(SWEEP_EVERY_S)
+                self.sweep()
+        thread = threading.Thread(target=sweep_forever, name="studio-forget-sessions", daemon=True)
+        thread.start()
+        return thread
+
+    def sweep(self, now: datetime.datetime | None = None) -> int:
+        """Forget every session past its time (State delete callbacks run); returns how many were."""
+        holder = getattr(self.demo, "state_holder", None)
+        if holder is None:  # not launched yet
+            return 0
+        now = now or datetime.datetime.now()
+        with holder.lock:
+            stale = [session for session, state in holder.session_data.items()
+                     if self._idle_past_limit(session, state.is_closed, holder.time_last_used.get(session), now)]
+        for session in stale:
+            holder.delete_state(session)
+            with holder.lock:
+                holder.session_data.pop(session, None)
+                holder.time_last_used.pop(session, None)
+            self.pages.discard(session)
+        return len(stale)
+
+    def _idle_past_limit(self, session: str, closed: bool, last_used: datetime.datetime | None,
+                         now: datetime.datetime) -> bool:
+        idle = (now - last_used).total_seconds() if last_used else float("inf")
+        limit = CLOSED_S if closed else PAGE_IDLE_S if session in self.pages else API_IDLE_S
+        return idle > limit
