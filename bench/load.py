@@ -79,14 +79,12 @@ def pick_model(checkpoints: Path, wanted: str | None) -> tuple[str, list[str]]:
 
 
 def train_values(steps: int) -> list:
-    """The Train tab's set-up panel (studio.tabs.train.FIELDS order): its defaults, a long run."""
-    from core.config import PRESETS
-    from studio.tabs.train_form import DEFAULTS as d
+    """The Train tab's set-up panel (studio.tabs.train_form.FIELDS order): its defaults, a long run."""
+    from dataclasses import replace
 
-    p = PRESETS[d.preset]
-    return ["Synthetic task", d.data.split(":")[1], "", None, "", "", "", 0, TRAIN_NAME, d.preset,
-            p["encoder_layers"], p["d_model"], p["n_heads"], p["d_ff"], p["dropout"], d.vocab_size, steps,
-            d.warmup, d.lr_factor, d.label_smoothing, d.max_tokens, d.clip_norm, d.eval_every, d.attention_every]
+    from studio.tabs.train_form import DEFAULTS, form_values
+
+    return list(form_values(replace(DEFAULTS, max_steps=steps, name=TRAIN_NAME)))
 
 
 def training_step(client) -> int | None:
