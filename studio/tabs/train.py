@@ -146,17 +146,17 @@ def build(shell: Shell, job: TrainingJob, tab: gr.Tab, on_screen: gr.State) -> N
 
 def build_controls(public: bool) -> Controls:
     """The buttons as for an idle job (the page's first tick shows them as the job's state allows)."""
+    # One row on a projector's 1280 px (short labels: narrower buttons), so the curves start higher.
     with gr.Row():
-        start_button = gr.Button("Start", variant="primary")
-        pause_button = gr.Button("Pause", interactive=False)
-        resume_button = gr.Button("Resume", interactive=False)
-        stop_button = gr.Button("Stop", variant="stop", interactive=False)
-        # One line high, as the buttons beside it: the curves start higher on a 720-line projector.
+        start_button = gr.Button("Start", variant="primary", min_width=110)
+        pause_button = gr.Button("Pause", interactive=False, min_width=110)
+        resume_button = gr.Button("Resume", interactive=False, min_width=110)
+        stop_button = gr.Button("Stop", variant="stop", interactive=False, min_width=110)
         save_name = gr.Textbox(label="Checkpoint name", show_label=False, container=False, max_lines=1, scale=2,
                                placeholder="Checkpoint name (saved as NAME-stepN)")  # blank: the model's
         save_which = gr.Radio([("latest", "latest"), ("best", "best")], value="latest", show_label=False,
-                              container=False, min_width=150)  # best: with "keep best by" in the set-up
-        save_button = gr.Button("Save checkpoint", interactive=False, min_width=210)  # on one line
+                              container=False, scale=0, min_width=170)  # best: with "keep best by" in the set-up
+        save_button = gr.Button("Save checkpoint", interactive=False, min_width=170)  # on one line
     if public:
         gr.Markdown(f"*A public studio: one training run at a time for every visitor. Only the page that "
                     f"starts a run can pause, resume, stop or save it, while it stays open (closed or reloaded, "

@@ -33,9 +33,8 @@ FIELDS = ("kind", "task", "path", "upload", "hf_name", "src_lang", "tgt_lang", "
           "eval_every", "attention_every", "keep_best", "patience")
 # Table 3's variations (section 3.5's learned positions, row E), the schedules and keeping the best.
 POSITIONAL_CHOICES = [("sinusoidal (section 3.5)", "sinusoidal"), ("learned (Table 3, row E)", "learned")]
-SCHEDULE_CHOICES = [("eq. 3: warm-up, then 1/√step (lr factor)", "noam"),
-                    ("inverse square root (fairseq; peak lr)", "inverse_sqrt"),
-                    ("constant after warm-up (peak lr)", "constant")]
+SCHEDULE_CHOICES = [("eq. 3 (lr factor)", "noam"), ("inverse √step (peak lr)", "inverse_sqrt"),
+                    ("constant (peak lr)", "constant")]
 KEEP_BEST_CHOICES = [("off", "off"), ("validation BLEU", "bleu"), ("validation loss", "loss"),
                      ("exact match (synthetic tasks)", "exact_match")]
 # What decides the model's default name (data_picked's inputs).
@@ -322,11 +321,12 @@ def _training_boxes() -> dict[str, gr.components.Component]:
             label_smoothing=gr.Number(d.label_smoothing, label="label smoothing ε", step=0.05),
             max_tokens=gr.Number(d.max_tokens, precision=0, label="max tokens per batch"),
             clip_norm=gr.Number(d.clip_norm, label="gradient clipping (0: off)"),
-            eval_every=gr.Number(d.eval_every, precision=0, label="evaluate every N steps"),
-            attention_every=gr.Number(d.attention_every, precision=0, label="attention snapshot every K steps"))
+            eval_every=gr.Number(d.eval_every, precision=0, label="evaluate every N steps"))
     with gr.Row():
         boxes.update(
-            schedule=gr.Dropdown(SCHEDULE_CHOICES, value=d.schedule, label="learning rate schedule"),
+            attention_every=gr.Number(d.attention_every, precision=0, label="attention snapshot every K steps"),
+            schedule=gr.Dropdown(SCHEDULE_CHOICES, value=d.schedule, label="learning rate schedule",
+                                 info="warm-up first, then as named"),
             peak_lr=gr.Number(d.peak_lr, label="peak lr (inverse sqrt, constant)", step=1e-4),
             keep_best=gr.Dropdown(KEEP_BEST_CHOICES, value="off", label="keep best by",
                                   info="Save can then write the best evaluation's weights, not only the latest"),
