@@ -6,7 +6,10 @@ for PAGE_IDLE_S, or once a script's session (one that never loaded the page) has
 """
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import datetime
+import gc
 import threading
 import time
 
@@ -55,6 +58,8 @@ class Forgetter:
                 holder.session_data.pop(session, None)
                 holder.time_last_used.pop(session, None)
             self.pages.discard(session)
+        if stale:
+            give_back_memory()
         return len(stale)
 
     def _idle_past_limit(self, session: str, closed: bool, last_used: datetime.datetime | None,
@@ -62,3 +67,15 @@ class Forgetter:
         idle = (now - last_used).total_seconds() if last_used else float("inf")
         limit = CLOSED_S if closed else PAGE_IDLE_S if session in self.pages else API_IDLE_S
         return idle > limit
+
+
+def give_back_memory() -> None:
+    """Return the freed sessions' memory to the system: glibc's malloc keeps freed blocks for reuse, so without
+    malloc_trim the process's RSS never falls after a wave of sessions goes (it is only reused by the next)."""
+    gc.collect()
+    name = ctypes.util.find_library("c")
+    if name is None:  # not a C library ctypes can find (e.g. Windows): nothing to trim
+        return
+    trim = getattr(ctypes.CDLL(name), "malloc_trim", None)  # glibc only (musl and macOS have none)
+    if trim is not None:
+        trim(0)
