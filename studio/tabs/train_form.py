@@ -185,10 +185,9 @@ def recipe_values(name: str) -> tuple:
     if recipe is None:
         return (gr.skip(),) * len(FIELDS)
     chosen = {k: v for k, v in recipe.items() if k in Settings.__dataclass_fields__}
-    settings = replace(DEFAULTS, **chosen)
-    fields = form_values(settings)
-    kind, task, path, upload, hf_name = fields[:5]
-    return (*fields[:8], default_name(kind, task, path, upload, hf_name), *fields[9:])
+    values = dict(zip(FIELDS, form_values(replace(DEFAULTS, **chosen))))
+    values["name"] = default_name(*(values[f] for f in NAMING[:-1]))  # the model named after its data
+    return tuple(values[f] for f in FIELDS)
 
 
 def cached_line() -> str:
