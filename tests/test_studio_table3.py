@@ -3,7 +3,6 @@ the schedules, keep best and patience), Save's "best" beside "latest", and the P
 drawing a model's learned positions."""
 from __future__ import annotations
 
-import time
 from dataclasses import replace
 
 import gradio as gr
@@ -11,39 +10,13 @@ import pytest
 
 from core.checkpoint import load_checkpoint
 from core.translation import translate
+from _jobs import ENDED, QUICK, few_eval_sentences, job, wait_for  # noqa: F401 (fixtures)
 from _studio import studio_bundle
-from studio import run_setup
 from studio.registry import ModelRegistry
 from studio.tabs import attention, positional
 from studio.tabs import train as tab
 from studio.tabs import train_form as form
-from studio.training import Settings, TrainingJob
 from studio.uploads import open_checkpoint
-
-QUICK = Settings(max_steps=30, max_tokens=256, warmup=10, eval_every=10, attention_every=5)
-
-
-@pytest.fixture(autouse=True)
-def few_eval_sentences(monkeypatch):
-    monkeypatch.setattr(run_setup, "EVAL_SENTENCES", 10)
-
-
-@pytest.fixture
-def job(tmp_path):
-    job = TrainingJob(ModelRegistry(None), tmp_path / "checkpoints")
-    yield job
-    if job.view().state in ("running", "paused"):
-        job.stop()
-    job.wait(300)
-
-
-def finished(job: TrainingJob, timeout: float = 300.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if (view := job.view()).state in ("finished", "stopped", "failed"):
-            return view
-        time.sleep(0.02)
-    raise TimeoutError(f"job still {job.view().state}")
 
 
 def test_the_panel_reads_the_table3_options_and_gives_them_back():
@@ -80,7 +53,7 @@ def test_keep_best_settings_that_could_never_act_are_refused_before_anything_is_
 
 def test_a_run_keeping_the_best_saves_best_and_latest_and_says_which(job):
     job.start(replace(QUICK, keep_best="exact_match"))
-    view = finished(job)
+    view = wait_for(job, lambda v: v.state in ENDED)
     best_step = job._run.best.info["step"]
     assert best_step in [e.step for e in view.evaluations]
     best_score = max(e.metrics["exact_match"] for e in view.evaluations)
@@ -95,7 +68,7 @@ def test_a_run_keeping_the_best_saves_best_and_latest_and_says_which(job):
 
 def test_best_is_refused_clearly_when_the_run_keeps_none(job):
     job.start(QUICK)
-    finished(job)
+    wait_for(job, lambda v: v.state in ENDED)
     message, _, download = tab.save(job, "", None, which="best")
     assert message.startswith("**Not saved:**") and "keeps no best" in message and not download.visible
 
@@ -103,13 +76,13 @@ def test_best_is_refused_clearly_when_the_run_keeps_none(job):
 def test_patience_ends_a_run_that_stopped_improving(job):
     # A rate this small learns nothing by step 10: exact match stays 0, which the second evaluation does not beat.
     job.start(replace(QUICK, max_steps=400, eval_every=5, keep_best="exact_match", patience=1, lr_factor=1e-7))
-    view = finished(job)
+    view = wait_for(job, lambda v: v.state in ENDED)
     assert view.step == 10 and [e.metrics["exact_match"] for e in view.evaluations] == [0.0, 0.0]
 
 
 def test_learned_positions_separate_vocabularies_and_a_constant_rate_train_and_are_drawn(job):
     job.start(replace(QUICK, positional="learned", separate_vocab=True, schedule="constant", peak_lr=2e-3))
-    finished(job)
+    wait_for(job, lambda v: v.state in ENDED)
     bundle = job.registry.get("live-numbers")
     assert bundle.model.config.positional == "learned" and bundle.separate_target is not None
     assert job._run.trainer.lr_at(25) == pytest.approx(2e-3)  # constant after warm-up

@@ -16,6 +16,7 @@ import plotly.graph_objects as go
 import pytest
 import torch
 
+from _jobs import QUICK, few_eval_sentences, job, wait_for  # noqa: F401 (fixtures)
 from _studio import studio_bundle, toasts  # noqa: F401 (a fixture)
 import core.bundle as bundle_module
 import core.run
@@ -31,36 +32,8 @@ from studio.tabs import model_view
 from studio.tabs import train as tab
 from studio.tabs import train_form as form
 from studio.tabs import train_live as live
-from studio.training import JobBusy, Settings, TrainingJob
+from studio.training import JobBusy, TrainingJob
 from studio.uploads import open_checkpoint
-
-
-
-@pytest.fixture(autouse=True)
-def few_eval_sentences(monkeypatch):
-    """Decoding 100 validation sentences with a barely trained model would dominate these tests."""
-    monkeypatch.setattr(run_setup, "EVAL_SENTENCES", 10)
-
-QUICK = Settings(max_steps=30, max_tokens=256, warmup=10, eval_every=10, attention_every=5)
-
-
-@pytest.fixture
-def job(tmp_path):
-    job = TrainingJob(ModelRegistry(None), tmp_path / "checkpoints")
-    yield job
-    if job.view().state in ("running", "paused"):
-        job.stop()
-    job.wait(300)
-
-
-def wait_for(job: TrainingJob, predicate, timeout: float = 300.0) -> training.JobView:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        view = job.view()
-        if predicate(view):
-            return view
-        time.sleep(0.02)
-    raise TimeoutError(f"job still {job.view().state} at step {job.view().step}")
 
 
 def same_output(a, b) -> bool:
