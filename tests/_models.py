@@ -30,6 +30,12 @@ def reverse_task(rng: random.Random) -> tuple[str, str]:
     return " ".join(words), " ".join(reversed(words))
 
 
+def reverse_sources(n: int, seed: int) -> list[str]:
+    """n sources of the reverse task, the same ones for the same seed."""
+    rng = random.Random(seed)
+    return [reverse_task(rng)[0] for _ in range(n)]
+
+
 def _train(model: Transformer, tokenizer: Tokenizer, rng: random.Random) -> None:
     optimizer = torch.optim.Adam(model.parameters(), lr=3e-3, betas=(0.9, 0.98))
     # Decaying the rate to zero takes the model from ~70% to ~99% exact reversals: at a constant

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import random
 import subprocess
 import sys
 from pathlib import Path
@@ -17,7 +16,7 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 import train_cli
-from _models import reverse_task, tiny_bundle
+from _models import reverse_sources, tiny_bundle
 from _trainers import ddp_trainer, losses, make_trainer
 from bench.serving import free_port
 from core.batching import TokenBatcher
@@ -106,8 +105,7 @@ def test_decoding_on_the_gpu_gives_the_cpus_translations():
     """Greedy and beam search on CUDA and on the CPU, same weights in fp32: the same outputs
     (the model's choices are far from ties, so rounding differences in the kernels do not show)."""
     cpu = tiny_bundle()
-    rng = random.Random(1)
-    sources = [reverse_task(rng)[0] for _ in range(40)]
+    sources = reverse_sources(40, seed=1)
     gpu_model = type(cpu.model)(cpu.model.config)
     gpu_model.load_state_dict(cpu.model.state_dict())
     gpu = ModelBundle(gpu_model.cuda().eval(), cpu.tokenizer, cpu.info, None)
@@ -225,8 +223,7 @@ def test_the_fast_decoders_on_the_gpu_give_the_naive_decoders_outputs():
     model = type(cpu.model)(cpu.model.config)
     model.load_state_dict(cpu.model.state_dict())
     gpu = ModelBundle(model.cuda().eval(), cpu.tokenizer, cpu.info, None)
-    rng = random.Random(2)
-    sources = [reverse_task(rng)[0] for _ in range(12)]
+    sources = reverse_sources(12, seed=2)
     for method, naive in (("greedy", naive_greedy), ("beam", naive_beam)):
         fast = [r.ids for r in translate_detailed(gpu, sources, method=method)]
         options = DecodeOptions(method=method)

@@ -14,7 +14,7 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from _models import reverse_task, tiny_bundle
+from _models import reverse_sources, reverse_task, tiny_bundle
 from core import translation
 from core.beam import BeamStepper
 from core.batching import pad_ids
@@ -33,8 +33,7 @@ def bundle():
 
 @pytest.fixture(scope="module")
 def sentences() -> list[str]:
-    rng = random.Random(7)
-    return [reverse_task(rng)[0] for _ in range(10)]
+    return reverse_sources(10, seed=7)
 
 
 def encode(bundle, sentences: list[str]) -> tuple[torch.Tensor, torch.Tensor]:

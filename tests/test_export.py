@@ -3,12 +3,11 @@ reverse model translate as ours does, models the formats cannot carry are refuse
 export leaves nothing behind. Skipped where ctranslate2 / transformers are not installed (the "export" extra)."""
 from __future__ import annotations
 
-import random
 
 import pytest
 import torch
 
-from _models import reverse_task, tiny_bundle
+from _models import reverse_sources, tiny_bundle
 from core.bundle import ModelBundle
 from core.checkpoint import save_checkpoint
 from core.config import ModelConfig
@@ -26,8 +25,7 @@ def bundle():
 
 @pytest.fixture(scope="module")
 def sentences() -> list[str]:
-    rng = random.Random(5)
-    return [reverse_task(rng)[0] for _ in range(12)]
+    return reverse_sources(12, seed=5)
 
 
 def variant(**overrides) -> ModelBundle:

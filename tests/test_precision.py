@@ -3,12 +3,11 @@ fp32 is the model itself (exact), the prepared copy is cached until the weights 
 refused in one line; the CLI's --dtype."""
 from __future__ import annotations
 
-import random
 
 import pytest
 import torch
 
-from _models import reverse_task, tiny_bundle
+from _models import reverse_sources, tiny_bundle
 from core import precision
 from core.decoding import DecodeOptions
 from core.translation import translate_detailed
@@ -21,8 +20,7 @@ def bundle():
 
 @pytest.fixture(scope="module")
 def sentences() -> list[str]:
-    rng = random.Random(11)
-    return [reverse_task(rng)[0] for _ in range(40)]
+    return reverse_sources(40, seed=11)
 
 
 def test_fp32_is_the_model_itself(bundle):
