@@ -1,7 +1,12 @@
 """Test helpers: Trainers on the synthetic tasks, as the trainer, CUDA and DDP tests build them."""
 from __future__ import annotations
 
+import contextlib
+import os
+from collections.abc import Iterator
+
 import torch
+import torch.distributed as dist
 
 from core.batching import encode_pairs
 from core.bundle import new_bundle
@@ -34,3 +39,24 @@ def ddp_trainer(device: str, amp: str, **overrides) -> Trainer:
     examples, _ = encode_pairs(corpus.train, bundle.tokenizer, 256)
     return Trainer(bundle, examples, TrainConfig(max_steps=3, max_tokens=200, warmup=5, device=device, amp=amp,
                                                  seed=0, accum=2, **overrides))
+
+
+def weights(trainer: Trainer) -> torch.Tensor:
+    """Every parameter of the trainer's model, flattened into one CPU tensor."""
+    return torch.cat([p.detach().flatten() for p in trainer.model.parameters()]).cpu()
+
+
+@contextlib.contextmanager
+def process_group(backend: str, rank: int, world: int, port: int) -> Iterator[None]:
+    """This spawned process as `rank` of a torch.distributed group of `world` on this machine: nccl on GPU `rank`,
+    gloo with one CPU thread (the ranks share the cores)."""
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    if backend == "nccl":
+        torch.cuda.set_device(rank)
+    else:
+        torch.set_num_threads(1)
+    dist.init_process_group(backend, rank=rank, world_size=world)
+    try:
+        yield
+    finally:
+        dist.destroy_process_group()

@@ -5,15 +5,13 @@ device leaves the weights as a skipped update on the host does."""
 from __future__ import annotations
 
 import math
-import os
 import warnings
 
 import pytest
 import torch
-import torch.distributed as dist
 import torch.multiprocessing as mp
 
-from _trainers import ddp_trainer, losses, make_trainer
+from _trainers import ddp_trainer, losses, make_trainer, process_group, weights
 from bench.serving import free_port
 from core.acceleration import FigureWindow, step_unless
 from core.batching import Example, TokenBatcher, pad_batch
@@ -85,10 +83,6 @@ def _run(trainer) -> list:
     events = []
     trainer.run(events.append)
     return events
-
-
-def weights(trainer) -> torch.Tensor:
-    return torch.cat([p.detach().flatten() for p in trainer.model.parameters()])
 
 
 def test_figures_read_back_every_n_steps_are_the_means_of_the_steps_and_the_weights_the_same():
@@ -176,17 +170,12 @@ def test_cuda_graphs_need_compile_and_buckets():
 
 
 def _gloo_worker(rank: int, world: int, port: int, results) -> None:
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    torch.set_num_threads(1)
-    dist.init_process_group("gloo", rank=rank, world_size=world)
-    try:
+    with process_group("gloo", rank, world, port):
         torch.manual_seed(rank)  # different initial weights per rank: DDP must broadcast rank 0's
         trainer = ddp_trainer("cpu", "off", bucket=8, readback_every=2)
         events = []
         trainer.run(events.append)
         results[rank] = (weights(trainer), [e.measured for e in events], events[-1].loss)
-    finally:
-        dist.destroy_process_group()
 
 
 def test_the_deferred_grid_path_under_ddp_keeps_the_ranks_alike():

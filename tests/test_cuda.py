@@ -5,19 +5,17 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import torch
-import torch.distributed as dist
 import torch.multiprocessing as mp
 
 import train_cli
 from _models import reverse_sources, tiny_bundle
-from _trainers import ddp_trainer, losses, make_trainer
+from _trainers import ddp_trainer, losses, make_trainer, process_group, weights
 from bench.serving import free_port
 from core.batching import TokenBatcher
 from core.bundle import ModelBundle
@@ -59,23 +57,14 @@ def test_the_compiled_step_learns_as_the_eager_one():
     assert compiled == pytest.approx(eager_bf16, rel=0.02)
 
 
-def weights(trainer: Trainer) -> torch.Tensor:
-    return torch.cat([p.detach().flatten() for p in trainer.model.parameters()]).cpu()
-
-
 def _nccl_worker(rank: int, world: int, port: int, results) -> None:
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    torch.cuda.set_device(rank)
-    dist.init_process_group("nccl", rank=rank, world_size=world)
-    try:
+    with process_group("nccl", rank, world, port):
         torch.manual_seed(rank)  # different initial weights per rank: DDP must broadcast rank 0's
         trainer = ddp_trainer(f"cuda:{rank}", "bf16")
         assert trainer._ddp is not None
         start, losses = weights(trainer), []
         trainer.run(lambda event: losses.append(event.loss))
         results[rank] = (start, weights(trainer), losses)
-    finally:
-        dist.destroy_process_group()
 
 
 def test_ddp_over_nccl():

@@ -3,13 +3,11 @@ own batches, and after a few steps both hold identical weights."""
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import torch
-import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from bench.serving import free_port
@@ -19,22 +17,16 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def worker(rank: int, world: int, port: int, results) -> None:
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
-    torch.set_num_threads(1)
-    dist.init_process_group("gloo", rank=rank, world_size=world)
-    try:
-        from _trainers import ddp_trainer
+    from _trainers import ddp_trainer, process_group, weights
 
+    with process_group("gloo", rank, world, port):
         torch.manual_seed(rank)  # different initial weights per rank: DDP must broadcast rank 0's
         trainer = ddp_trainer("cpu", "off")
         first = trainer._next_batches()[0].src.sum().item()
         trainer._batches = None
         trainer.batcher.load_state_dict({**trainer.batcher.state_dict(), "position": 0})
         trainer.run()
-        flat = torch.cat([p.detach().flatten() for p in trainer.model.parameters()])
-        results[rank] = (flat, first)
-    finally:
-        dist.destroy_process_group()
+        results[rank] = (weights(trainer), first)
 
 
 def test_two_gloo_ranks_end_with_identical_weights():
