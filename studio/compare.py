@@ -8,7 +8,6 @@ Every refusal is an ``explain.Refused`` whose text names what was wrong.
 from __future__ import annotations
 
 import csv
-import difflib
 import functools
 import math
 from dataclasses import dataclass, field, replace
@@ -172,15 +171,6 @@ def attention_view(side: Side, layer: int | None, head: int | None) -> tuple[np.
 
 
 # ----- the difference of two translations ------------------------------------------------------
-def word_diff(a: str, b: str) -> list[tuple[str, list[str], list[str]]]:
-    """difflib's opcodes over the two translations' words: (tag, A's words, B's words) with tag "equal",
-    "replace", "delete" (only in A) or "insert" (only in B). Words, not tokens: two vocabularies cut a
-    sentence differently, and a reader compares words."""
-    words_a, words_b = a.split(), b.split()
-    matcher = difflib.SequenceMatcher(a=words_a, b=words_b, autojunk=False)
-    return [(tag, words_a[i1:i2], words_b[j1:j2]) for tag, i1, i2, j1, j2 in matcher.get_opcodes()]
-
-
 # ----- a corpus score --------------------------------------------------------------------------
 
 

@@ -1,6 +1,7 @@
 """Making user text safe to show: everything a user typed is rendered as text, never markup."""
 from __future__ import annotations
 
+import difflib
 import functools
 import html
 import logging
@@ -9,6 +10,15 @@ import typing
 from typing import Callable, Sequence
 
 _MARKDOWN_SPECIALS = re.compile(r"([\\`*_{}\[\]()#+\-.!|~>$])")
+
+
+def word_diff(a: str, b: str) -> list[tuple[str, list[str], list[str]]]:
+    """difflib's opcodes over the two translations' words: (tag, A's words, B's words) with tag "equal",
+    "replace", "delete" (only in A) or "insert" (only in B). Words, not tokens: two vocabularies cut a
+    sentence differently, and a reader compares words."""
+    words_a, words_b = a.split(), b.split()
+    matcher = difflib.SequenceMatcher(a=words_a, b=words_b, autojunk=False)
+    return [(tag, words_a[i1:i2], words_b[j1:j2]) for tag, i1, i2, j1, j2 in matcher.get_opcodes()]
 
 
 def md(text: str) -> str:

@@ -460,7 +460,7 @@ def test_head_ablation_switches_heads_off_only_on_the_copy(registry, current):
     for module in registry.get("studio-tiny").model.attention_modules()["encoder"]:
         assert module.head_mask is None
     assert run_translate(registry, SENTENCES[1])[4].ids == current.ids
-    assert attention.word_diff("a b c", "a <b> c") == "a **&lt;b&gt;** c"
+    assert attention.bold_changes("a b c", "a <b> c") == "a **&lt;b&gt;** c"
 
 
 def test_attention_and_ablation_read_the_weights_that_translated(registry, current, monkeypatch):

@@ -2,7 +2,6 @@
 (plotly grid, one head large, bertviz), and head ablation: switch heads off, translate again."""
 from __future__ import annotations
 
-import difflib
 from dataclasses import dataclass, replace
 from functools import partial
 
@@ -21,7 +20,7 @@ from .. import bertviz_offline, plots, serving
 from ..limits import HEAVY, clean_input
 from ..registry import UNAVAILABLE, ModelRegistry
 from ..shell import Current, Shell, switched
-from ..text import clip, guard, md
+from ..text import clip, guard, md, word_diff
 from ..widgets import Slider
 
 STACKS = {"Encoder self-attention": "encoder", "Decoder self-attention": "decoder",
@@ -278,13 +277,12 @@ def heads_named(spec: dict[str, dict[int, list[int]]], config: ModelConfig) -> s
     return "; ".join(parts)
 
 
-def word_diff(before: str, after: str) -> str:
+def bold_changes(before: str, after: str) -> str:
     """after as Markdown, words that differ from before in bold (all text escaped)."""
-    a, b = before.split(), after.split()
     out = []
-    for op, _, _, j1, j2 in difflib.SequenceMatcher(a=a, b=b).get_opcodes():
-        words = " ".join(md(w) for w in b[j1:j2])
-        out.append(words if op == "equal" or not words else f"**{words}**")
+    for tag, _, words in word_diff(before, after):
+        shown = " ".join(md(w) for w in words)
+        out.append(shown if tag == "equal" or not shown else f"**{shown}**")
     return " ".join(w for w in out if w) or "*(empty)*"
 
 
@@ -309,7 +307,7 @@ def ablate(registry: ModelRegistry, current: Current, picked: str | None, encode
     before = bundle.target_tokenizer.decode(current.ids)
     off = heads_named(spec, model.config)
     verdict = "unchanged" if after == before else "changed (differences in bold)"
-    return (f"**With {md(off)} off** the translation is {verdict}:  \n{word_diff(before, after)}  \n"
+    return (f"**With {md(off)} off** the translation is {verdict}:  \n{bold_changes(before, after)}  \n"
             f"*All heads on:* {md(before)}")
 
 

@@ -20,7 +20,7 @@ from ..plots import compare as plots
 from ..plots import empty, label
 from ..registry import UNAVAILABLE, ModelRegistry
 from ..shell import Shell, picked_examples
-from ..text import clip, guard, md
+from ..text import clip, guard, md, word_diff
 from ..widgets import Slider
 
 TAB_ID = "compare"
@@ -41,7 +41,7 @@ def _words(words: list[str], marked: str | None) -> str:
 def diff_html(a: Side, b: Side) -> str:
     """Both translations, the words only one of them has marked in its model's colour (and underlined)."""
     lines = {"A": [], "B": []}
-    for tag, words_a, words_b in cmp.word_diff(a.translation.text, b.translation.text):
+    for tag, words_a, words_b in word_diff(a.translation.text, b.translation.text):
         lines["A"].append(_words(words_a, None if tag == "equal" else "a"))
         lines["B"].append(_words(words_b, None if tag == "equal" else "b"))
     same = a.translation.text == b.translation.text
@@ -209,7 +209,7 @@ def compare_api(registry: ModelRegistry, model_a: str, model_b: str, source: str
     try:
         a, b, notices = cmp.translate_both(registry, (model_a, model_b), source, decoding)
         answer = {"a": cmp.side_json(a), "b": cmp.side_json(b), "notices": notices,
-                  "diff": [{"tag": tag, "a": x, "b": y} for tag, x, y in cmp.word_diff(a.translation.text,
+                  "diff": [{"tag": tag, "a": x, "b": y} for tag, x, y in word_diff(a.translation.text,
                                                                                     b.translation.text)]}
         if corpus and sentences:
             pairs, described, _ = cmp.corpus_pairs(corpus, split, sentences, a.bundle)
