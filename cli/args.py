@@ -213,6 +213,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="with --separate-vocab: the source vocabulary's size (default: --vocab-size)")
     m.add_argument("--tgt-vocab-size", type=VOCAB_SIZE,
                    help="with --separate-vocab: the target vocabulary's size (default: --vocab-size)")
+    m.add_argument("--both-directions", action="store_true",
+                   help="one model translating both ways (Johnson et al., 2017): each source starts with a tag "
+                        "naming its target language, <2es> or <2en>; held-out splits are carved so that no sentence "
+                        "nor any translation of it is on two sides")
     m.add_argument("--tokenizer", choices=KINDS, default=None,
                    help="how text becomes tokens: bpe or unigram subwords (--vocab-size of them), or whole words "
                         "(default: word for synthetic tasks, bpe otherwise)")
@@ -352,7 +356,9 @@ RECIPE_FLAGS = {"peak_lr": "--lr", "src_lang": "--src", "tgt_lang": "--tgt"}  # 
 def recipe_options(recipe: Recipe) -> list[str]:
     """The train options a recipe stands for, as they would be typed."""
     values = {"data": recipe.data, "src_lang": recipe.src_lang, "tgt_lang": recipe.tgt_lang, "preset": recipe.preset,
-              "vocab_size": recipe.vocab_size, **recipe.train}
+              "vocab_size": recipe.vocab_size, **recipe.model, **recipe.train}
+    if recipe.both_directions:
+        values["both_directions"] = True
     options = []
     for name, value in values.items():
         flag = RECIPE_FLAGS.get(name, f"--{name.replace('_', '-')}")

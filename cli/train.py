@@ -73,7 +73,7 @@ def run_plan(args: argparse.Namespace) -> RunPlan:
                    valid_fraction=args.valid_fraction, preset=args.preset,
                    model_overrides=model_overrides(args), vocab_size=args.vocab_size, tokenizer_kind=args.tokenizer,
                    separate_vocab=args.separate_vocab, src_vocab_size=args.src_vocab_size,
-                   tgt_vocab_size=args.tgt_vocab_size)
+                   tgt_vocab_size=args.tgt_vocab_size, both_directions=args.both_directions)
 
 
 def model_overrides(args: argparse.Namespace) -> dict:

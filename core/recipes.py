@@ -34,13 +34,15 @@ class Recipe:
 
     name: str
     description: str  # one line, for lists and --help
-    corpus: str  # a folder name under the data roots, read as files:FOLDER
+    corpus: str  # a folder name under the data roots, read as files:FOLDER (or FOLDER/FILE:LANG1-LANG2)
     src_lang: str
     tgt_lang: str
     preset: str
     vocab_size: int
+    model: dict[str, Any] = field(default_factory=dict)  # the preset's sizes changed, named as train's options
     train: dict[str, Any] = field(default_factory=dict)
     attention_every: int = 10  # the studio's attention timeline: steps between snapshots of the example's map
+    both_directions: bool = False  # one model for src->tgt and tgt->src, sources tagged (core/directions.py)
 
     def __post_init__(self) -> None:
         if self.preset not in PRESETS:
@@ -50,7 +52,8 @@ class Recipe:
     @property
     def data(self) -> str:
         """The corpus as a core.data spec."""
-        return f"files:{data_folder(self.corpus)}"
+        folder, slash, file = self.corpus.partition("/")
+        return f"files:{data_folder(folder)}{slash}{file}"
 
     def train_config(self, **overrides: Any) -> TrainConfig:
         """The recipe's TrainConfig; overrides (TrainConfig fields) win over the recipe's values."""
@@ -63,7 +66,8 @@ class Recipe:
     def settings(self) -> dict[str, Any]:
         """Everything the recipe sets, flat, for a UI to show."""
         return {"data": self.data, "src_lang": self.src_lang, "tgt_lang": self.tgt_lang, "preset": self.preset,
-                "vocab_size": self.vocab_size, **self.train, "attention_every": self.attention_every}
+                "vocab_size": self.vocab_size, **self.model, **({"both_directions": True} if self.both_directions else {}),
+                **self.train, "attention_every": self.attention_every}
 
 
 LECTURE_MULTI30K = Recipe(
@@ -84,7 +88,27 @@ LECTURE_MULTI30K = Recipe(
     attention_every=50,
 )
 
-RECIPES: dict[str, Recipe] = {r.name: r for r in (LECTURE_MULTI30K,)}
+
+def _tatoeba_en_es(name: str, src_lang: str, tgt_lang: str) -> Recipe:
+    """Seed 004's English<->Spanish system on Tatoeba (checkpoints/tatoeba-en-es/README.md says where it departs
+    from the seed and why): one model for both directions, src_lang -> tgt_lang its first."""
+    return Recipe(
+        name=name, description=f"Tatoeba {src_lang}↔{tgt_lang}, one model both ways (seed 004), ~2.5 h on a CPU core",
+        corpus="tatoeba-spa-eng/spa-eng.tsv.gz:en-es", src_lang=src_lang, tgt_lang=tgt_lang,
+        # Seed 004: 4+4 layers, d_model 256, 4 heads, d_ff 1024, post-norm, sinusoids; a vocabulary of 8k, not
+        # 16k (Tatoeba's everyday sentences need fewer pieces, and the weights stay under 10 MB a shard).
+        preset="small", vocab_size=8000, model=dict(layers=4), both_directions=True,
+        train=dict(
+            # Noam (eq. 3) with warm-up in steps, ~2.5 epochs of 4k-token batches (seed 004: "2 x steps/epoch");
+            # Adam (0.9, 0.98, 1e-9), label smoothing 0.1, clipping at 1.0 as the seed does.
+            max_tokens=4096, max_steps=14000, schedule="noam", warmup=1600, clip_norm=1.0, label_smoothing=0.1,
+            eval_every=1000, bleu_sentences=300),
+    )
+
+
+TATOEBA_EN_ES = _tatoeba_en_es("tatoeba-en-es", "en", "es")
+TATOEBA_ES_EN = _tatoeba_en_es("tatoeba-es-en", "es", "en")
+RECIPES: dict[str, Recipe] = {r.name: r for r in (LECTURE_MULTI30K, TATOEBA_EN_ES, TATOEBA_ES_EN)}
 
 
 def get_recipe(name: str) -> Recipe:

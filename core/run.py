@@ -26,6 +26,7 @@ from .bundle import ModelBundle, check_fits, resolve_device
 from .config import ModelConfig
 from .corpus import ParallelCorpus, dropped_empty_note
 from .data import load_corpus
+from .directions import both_directions, language_tag, untagged
 from .model import Transformer
 from .tasks import TOKENIZER_KIND
 from .tokenizer import Tokenizer
@@ -52,11 +53,15 @@ class RunPlan:
     separate_vocab: bool = False
     src_vocab_size: int | None = None
     tgt_vocab_size: int | None = None
+    # One model for both directions, each source tagged with its target language (core/directions.py).
+    both_directions: bool = False
 
     def __post_init__(self) -> None:
         if not self.separate_vocab and (self.src_vocab_size is not None or self.tgt_vocab_size is not None):
             raise ValueError("src_vocab_size and tgt_vocab_size size separate vocabularies: set separate_vocab, "
                              "or give vocab_size for the shared one")
+        if self.both_directions and self.separate_vocab:
+            raise ValueError("both_directions needs one shared vocabulary: each language is a source and a target")
 
     @property
     def vocab_sizes(self) -> tuple[int, int]:
@@ -118,13 +123,17 @@ def read_corpus(plan: RunPlan) -> ParallelCorpus:
                          valid_fraction=plan.valid_fraction)
     if not corpus.train or not (corpus.valid or corpus.test):
         raise ValueError(f"{plan.data} has no training or no validation pairs")
-    return corpus
+    return both_directions(corpus, plan.seed, plan.valid_fraction) if plan.both_directions else corpus
 
 
 def learn_tokenizers(corpus: ParallelCorpus, plan: RunPlan) -> tuple[Tokenizer, Tokenizer | None]:
     """The vocabularies, learnt from the training pairs: (one for both languages, None), section 5.1's shared
     BPE; or with plan.separate_vocab (the source's, the target's), each from its own side."""
     pairs = [checked_pair(pair, i) for i, pair in enumerate(corpus.train)]
+    if plan.both_directions:  # every sentence is a source once and a target once: learn from each once, untagged
+        tags = [language_tag(lang) for lang in (corpus.src_lang, corpus.tgt_lang)]
+        tokenizer = Tokenizer.train((untagged(pair[0]) for pair in pairs), plan.vocab_size - len(tags), plan.tokenizer)
+        return tokenizer.add_language_tags(tags), None
     if not plan.separate_vocab:
         return Tokenizer.train((text for pair in pairs for text in pair), plan.vocab_size, plan.tokenizer), None
     (src_size, tgt_size), learnt = plan.vocab_sizes, []
@@ -144,6 +153,8 @@ def build_bundle(plan: RunPlan, tokenizer: Tokenizer, corpus: ParallelCorpus, in
     model = Transformer(plan.config_for(tokenizer.vocab_size, (target_tokenizer or tokenizer).vocab_size))
     record = {"src_lang": corpus.src_lang, "tgt_lang": corpus.tgt_lang, "data": corpus.description,
               "examples": corpus.examples(), **info}
+    if "directions" in corpus.description:
+        record["directions"] = corpus.description["directions"]
     return ModelBundle(model, tokenizer, record, separate_target=target_tokenizer)
 
 

@@ -12,6 +12,7 @@ import json
 from pathlib import Path
 from typing import Iterable, Sequence
 
+from tokenizers import AddedToken
 from tokenizers import Tokenizer as HFTokenizer
 from tokenizers import decoders, models, normalizers, pre_tokenizers, trainers
 
@@ -101,6 +102,13 @@ class Tokenizer:
         if not any(not c.isspace() for c in characters):
             raise ValueError("no text to learn a vocabulary from: the texts are empty or only whitespace")
         return cls(hf)
+
+    def add_language_tags(self, tags: Sequence[str]) -> "Tokenizer":
+        """Add tags (core.directions' <2es>) as tokens of their own, matched in the text before subwords, after
+        the learnt vocabulary (ids vocab_size, vocab_size + 1, ...). Unlike <pad>/<bos>/<eos> they are read
+        from typed text: a tag is how a source asks for its target language."""
+        self.hf.add_tokens([AddedToken(tag, normalized=False, single_word=False) for tag in tags])
+        return self
 
     # ----- persistence -----------------------------------------------------------
     def save(self, path: str | Path) -> None:
