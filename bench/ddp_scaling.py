@@ -20,7 +20,7 @@ import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from core.recipes import data_folder  # noqa: E402
+from core.training.recipes import data_folder  # noqa: E402
 
 
 def train_options(args: argparse.Namespace) -> list[str]:

@@ -1,10 +1,10 @@
-"""Benchmark: batched, key/value-cached decoding (core.decoding) against a naive decoder on
+"""Benchmark: batched, key/value-cached decoding (core.inference.decoding) against a naive decoder on
 the same weights, on Multi30k test_2016 (1,000 German captions), beam 4 and greedy.
 
 The naive decoder is the seed notebooks' approach: one sentence at a time, and for every
 hypothesis at every step the whole decoder re-runs over the whole prefix, projecting the encoder
 output to cross-attention keys/values again as seed 000's `model.decode(ys, enc_output, ...)`
-does (the encoder runs once per sentence). It follows the same rules as core.decoding (section
+does (the encoder runs once per sentence). It follows the same rules as core.inference.decoding (section
 6.1 of the paper: beam 4, length penalty α = 0.6, maximum output length input + 50), so the
 outputs must be identical.
 It is slow (about 0.25 s a sentence for beam 4), so it runs on --naive-limit sentences spread over
@@ -13,7 +13,7 @@ for the whole set's (the set's first 100 hold its longest output; their greedy o
 than the set's mean).
 
 With --versus ctranslate2 it instead times ours against CTranslate2 on the same weights (the checkpoint
-exported by core.export, which checks itself): ours fp32, ours int8 and bf16 (core.precision), CTranslate2
+exported by core.export, which checks itself): ours fp32, ours int8 and bf16 (core.inference.precision), CTranslate2
 fp32 and int8, side by side in one process (each round runs every engine once, so load from other processes
 falls on all alike; the best round counts), with CTranslate2's length penalty (ours "plain"), printing
 sentences/s, the ratios and BLEU against the references.
@@ -41,9 +41,9 @@ from torch.utils.flop_counter import FlopCounterMode
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from core.decoding import DecodeOptions, inference, length_penalty  # noqa: E402
-from core.translation import max_output_length, prepare_source, translate_detailed  # noqa: E402
-from core.model import Transformer  # noqa: E402
+from core.inference.decoding import DecodeOptions, inference, length_penalty  # noqa: E402
+from core.inference.translation import max_output_length, prepare_source, translate_detailed  # noqa: E402
+from core.model.transformer import Transformer  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[1].parent / "shared/data/multi30k"
 TEST_FILE = "test_2016_flickr.de.gz"
@@ -85,7 +85,7 @@ def naive_greedy(model: Transformer, src_ids: list[int], max_out: int, options: 
 
 
 def naive_beam(model: Transformer, src_ids: list[int], max_out: int, options: DecodeOptions) -> list[int]:
-    """Beam search with the rules of core.decoding, hypothesis by hypothesis; the best output."""
+    """Beam search with the rules of core.inference.decoding, hypothesis by hypothesis; the best output."""
     decoder, k, eos = NaiveDecoder(model, src_ids), options.beam_size, model.config.eos_id
     beams: list[tuple[list[int], float]] = [([], 0.0)]
     finished: list[tuple[list[int], float]] = []
@@ -192,8 +192,8 @@ def versus_ctranslate2(bundle: Any, sentences: list[str], references: list[str],
     print and return sentences/s and BLEU per engine, keyed "method threads"."""
     import ctranslate2
 
-    from core.evaluation import evaluate_bleu
     from core.export.ctranslate2 import export_ctranslate2, translate_tokens
+    from core.training.evaluation import evaluate_bleu
 
     target = bundle.target_tokenizer
     figures: dict[str, dict[str, float]] = {}

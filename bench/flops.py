@@ -10,7 +10,7 @@ Padding, embeddings' look-ups, LayerNorm and softmax are not counted: MFU counts
 """
 from __future__ import annotations
 
-from core.config import ModelConfig
+from core.model.config import ModelConfig
 
 H100_BF16_PEAK = 989e12  # FLOP/s: dense bf16 tensor cores, H100 SXM (NVIDIA's data sheet, without sparsity)
 

@@ -4,7 +4,7 @@ token batches (section 5.1: paper-base at ~25,000 tokens a step by default), var
     fp32              the plain path: real tokens alone (packing), figures read back at every step
     bf16              the same under bf16 autocast
     bf16 grid         bucketed batches on the whole grid, figures read back every --readback-every steps:
-                      no host sync inside a step (core/acceleration.py)
+                      no host sync inside a step (core/training/acceleration.py)
     bf16 grid+compile the same, torch.compile'd (compiling is in the untimed warm-up)
     ... +cudagraphs   with --cuda-graphs: each bucket's shape replayed as a CUDA graph
 
@@ -30,13 +30,13 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from bench.flops import H100_BF16_PEAK, mfu, training_flops  # noqa: E402
-from core.batching import Example, encode_pairs  # noqa: E402
 from core.bundle import new_bundle  # noqa: E402
-from core.config import ModelConfig, PRESETS  # noqa: E402
-from core.data import load_corpus  # noqa: E402
-from core.recipes import data_folder  # noqa: E402
-from core.tasks import make_task  # noqa: E402
-from core.trainer import TrainConfig, Trainer  # noqa: E402
+from core.data.batching import Example, encode_pairs  # noqa: E402
+from core.data.files import load_corpus  # noqa: E402
+from core.data.tasks import make_task  # noqa: E402
+from core.model.config import PRESETS, ModelConfig  # noqa: E402
+from core.training.recipes import data_folder  # noqa: E402
+from core.training.trainer import TrainConfig, Trainer  # noqa: E402
 
 FAST = dict(amp="bf16", bucket=16)  # readback_every is the block length (--readback-every)
 VARIANTS = {"fp32": dict(amp="off"), "bf16": dict(amp="bf16"), "bf16 grid": FAST,

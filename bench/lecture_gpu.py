@@ -1,4 +1,4 @@
-"""The lecture recipe (core/recipes.py, "lecture-multi30k") trained on Multi30k De->En on a CUDA GPU for
+"""The lecture recipe (core/training/recipes.py, "lecture-multi30k") trained on Multi30k De->En on a CUDA GPU for
 a budget of training time (3 minutes), its greedy sacreBLEU on test_2016_flickr taken about every 20 s:
 the curve of BLEU against training time that issue 45 asks for (>= 36 within 3 minutes on one H100).
 
@@ -22,14 +22,14 @@ import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from core.batching import encode_pairs  # noqa: E402
 from core.bundle import new_bundle  # noqa: E402
-from core.data import load_corpus  # noqa: E402
-from core.evaluation import evaluate_bleu  # noqa: E402
-from core.recipes import get_recipe  # noqa: E402
-from core.tasks import make_task  # noqa: E402
-from core.trainer import Trainer  # noqa: E402
-from core.translation import translate_detailed  # noqa: E402
+from core.data.batching import encode_pairs  # noqa: E402
+from core.data.files import load_corpus  # noqa: E402
+from core.data.tasks import make_task  # noqa: E402
+from core.inference.translation import translate_detailed  # noqa: E402
+from core.training.evaluation import evaluate_bleu  # noqa: E402
+from core.training.recipes import get_recipe  # noqa: E402
+from core.training.trainer import Trainer  # noqa: E402
 
 GOAL_BLEU = 36.0
 FIELDS = ("step", "train_seconds", "wall_seconds", "bleu", "loss", "tokens_per_s")

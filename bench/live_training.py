@@ -28,7 +28,7 @@ TARGET = 0.95
 
 
 def test_exact_match(bundle, pairs: list[tuple[str, str]]) -> float:
-    from core.translation import translate_detailed
+    from core.inference.translation import translate_detailed
 
     outputs = [r.text for r in translate_detailed(bundle, [s for s, _ in pairs], method="greedy")]
     return sum(o == t for o, (_, t) in zip(outputs, pairs)) / len(pairs)
@@ -36,10 +36,10 @@ def test_exact_match(bundle, pairs: list[tuple[str, str]]) -> float:
 
 def one_run(task: str, timeout: float) -> tuple[float | None, int | None, float]:
     """(seconds to >= TARGET or None, step of that snapshot, last exact match)."""
-    from core.tasks import make_task
+    from core.data.tasks import make_task
     from studio.registry import ModelRegistry
-    from studio.tabs.train_form import DEFAULTS
     from studio.run_setup import warm_up
+    from studio.tabs.train_form import DEFAULTS
     from studio.training import TrainingJob
 
     settings = replace(DEFAULTS, data=f"synthetic:{task}", name=f"live-{task}", max_steps=100_000)

@@ -22,6 +22,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from bench.serving import free_port  # noqa: E402
+
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 
 SHIPPED = ROOT / "checkpoints" / "multi30k-de-en-small"
@@ -35,9 +36,9 @@ def small_random_bundle():
     import torch
 
     from core.bundle import ModelBundle
-    from core.config import ModelConfig
-    from core.model import Transformer
-    from core.tokenizer import Tokenizer
+    from core.data.tokenizer import Tokenizer
+    from core.model.config import ModelConfig
+    from core.model.transformer import Transformer
 
     words = [f"w{i}" for i in range(7990)]
     tokenizer = Tokenizer.train([" ".join(words)], vocab_size=8000, kind="word", min_frequency=1)
@@ -47,10 +48,9 @@ def small_random_bundle():
 
 
 def translate_and_attention(registry, name: str, text: str, options) -> dict[str, float]:
+    from core.inference.translation import translate_detailed
     from studio.tabs import attention
     from studio.tabs.translate import Current
-
-    from core.translation import translate_detailed
 
     clock = time.perf_counter if CLOCK == "wall" else time.process_time
     t0 = clock()
@@ -101,7 +101,7 @@ def main() -> None:
     import torch
 
     from core.checkpoint import save_checkpoint
-    from core.decoding import DecodeOptions
+    from core.inference.decoding import DecodeOptions
     from studio.registry import ModelRegistry
 
     global CHILD_CPU_BEFORE

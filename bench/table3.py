@@ -152,7 +152,7 @@ def parse_scores(stdout: str) -> dict[str, float | str]:
 def parameter_count(checkpoint: Path) -> int:
     from core.bundle import parameter_count as count
     from core.checkpoint import read_config
-    from core.config import ModelConfig
+    from core.model.config import ModelConfig
 
     return count(ModelConfig.from_dict(read_config(checkpoint)["model"]))
 
@@ -252,8 +252,8 @@ def trial(variants: list[Variant], steps: int, threads: int | None) -> None:
 
     from cli.args import build_parser
     from cli.train import run_plan, train_config
-    from core.run import build_bundle, encode_run_data, learn_tokenizers, read_corpus
-    from core.trainer import Trainer
+    from core.training.prepare import build_bundle, encode_run_data, learn_tokenizers, read_corpus
+    from core.training.trainer import Trainer
 
     if threads:
         torch.set_num_threads(threads)

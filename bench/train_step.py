@@ -22,8 +22,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from core import ModelConfig, Transformer  # noqa: E402
-from core.loss import Objective  # noqa: E402
-from core.trainer import make_optimizer, resolve_amp  # noqa: E402
+from core.training.loss import Objective  # noqa: E402
+from core.training.trainer import make_optimizer, resolve_amp  # noqa: E402
 
 
 def random_batch(n_sentences: int, vocab: int, lo: int = 10, hi: int = 24, seed: int = 0):

@@ -16,13 +16,13 @@ import torch
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from core.batching import TokenBatcher, encode_pairs, sentence_batches  # noqa: E402
-from core.config import ModelConfig  # noqa: E402
-from core.data import load_corpus  # noqa: E402
-from core.loss import Objective  # noqa: E402
-from core.model import Transformer  # noqa: E402
-from core.tokenizer import Tokenizer  # noqa: E402
-from core.trainer import make_optimizer  # noqa: E402
+from core.data.batching import TokenBatcher, encode_pairs, sentence_batches  # noqa: E402
+from core.data.files import load_corpus  # noqa: E402
+from core.data.tokenizer import Tokenizer  # noqa: E402
+from core.model.config import ModelConfig  # noqa: E402
+from core.model.transformer import Transformer  # noqa: E402
+from core.training.loss import Objective  # noqa: E402
+from core.training.trainer import make_optimizer  # noqa: E402
 
 MULTI30K = ROOT.parent / "shared" / "data" / "multi30k"
 SHIPPED = ROOT / "checkpoints" / "multi30k-de-en-small"

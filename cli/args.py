@@ -11,17 +11,27 @@ from pathlib import Path
 import torch
 
 from core import __version__
-from core.config import POSITIONAL, PRESETS
-from core.decoding import DTYPES, LENGTH_PENALTIES, METHODS, SAMPLE_TEMPERATURE, SAMPLE_TOP_P, DecodeOptions
-from core.keep_best import METRICS
-from core.recipes import RECIPES, Recipe, get_recipe
-from core.schedule import SCHEDULES
-from core.tokenizer import KINDS
-from core.train_config import AMP_MODES
+from core.data.tokenizer import KINDS
+from core.inference.decoding import DTYPES, LENGTH_PENALTIES, METHODS, SAMPLE_TEMPERATURE, SAMPLE_TOP_P, DecodeOptions
+from core.model.config import POSITIONAL, PRESETS
+from core.training.keep_best import METRICS
+from core.training.recipes import RECIPES, Recipe, get_recipe
+from core.training.schedule import SCHEDULES
+from core.training.train_config import AMP_MODES
 
 from . import __doc__ as USAGE
-from .common import (DEFAULT_CHECKPOINT, NON_NEGATIVE_INT, NON_NEGATIVE_NUMBER, POSITIVE_INT, POSITIVE_NUMBER, PROG,
-                     SEED, device_name, number, refusal)
+from .common import (
+    DEFAULT_CHECKPOINT,
+    NON_NEGATIVE_INT,
+    NON_NEGATIVE_NUMBER,
+    POSITIVE_INT,
+    POSITIVE_NUMBER,
+    PROG,
+    SEED,
+    device_name,
+    number,
+    refusal,
+)
 
 # The vocabulary holds the 4 special tokens and at least one more.
 VOCAB_SIZE = number(int, "an integer >= 5", lambda v: v >= 5)
@@ -60,7 +70,7 @@ def add_decoding_options(p: argparse.ArgumentParser) -> None:
     g.add_argument("--min-len", type=NON_NEGATIVE_INT, default=0, help="no end of sentence before this many tokens")
     g.add_argument("--no-repeat-ngram", type=NON_NEGATIVE_INT, default=0,
                    help="n: no n-gram occurs twice in an output (0: off)")
-    # The studio's starting point: the plain distribution (1 and 1) reads as nonsense (core.decoding).
+    # The studio's starting point: the plain distribution (1 and 1) reads as nonsense (core.inference.decoding).
     g.add_argument("--temperature", type=POSITIVE_NUMBER, default=SAMPLE_TEMPERATURE,
                    help="sampling only, > 0 (1: the model's own distribution)")
     g.add_argument("--top-k", type=NON_NEGATIVE_INT, default=0, help="sampling only (0: off)")
@@ -180,11 +190,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="continue the run in --out from its latest checkpoint, with the run's options (run.json) "
                         "except those given again")
     t.add_argument("--recipe", choices=list(RECIPES), metavar="NAME",
-                   help="a named set of options (core/recipes.py); options given as well override its values. "
+                   help="a named set of options (core/training/recipes.py); options given as well override its values. "
                         + "; ".join(f"{r.name}: {r.description} ({' '.join(recipe_options(r))})"
                                     for r in RECIPES.values()))
     m = t.add_argument_group("model (a preset, then overrides)")
-    m.add_argument("--preset", default="small", choices=list(PRESETS), help="model size (core/config.py)")
+    m.add_argument("--preset", default="small", choices=list(PRESETS), help="model size (core/model/config.py)")
     m.add_argument("--d-model", type=POSITIVE_INT, help="model width (default: the preset's)")
     m.add_argument("--d-ff", type=POSITIVE_INT, help="feed-forward width (default: the preset's)")
     m.add_argument("--heads", type=POSITIVE_INT, help="attention heads (default: the preset's)")

@@ -10,8 +10,7 @@ from pathlib import Path
 
 from core.bundle import resolve_device
 from core.checkpoint import load_checkpoint
-from core.config import INT64_MAX
-
+from core.model.config import INT64_MAX
 
 DEFAULT_CHECKPOINT = Path(__file__).resolve().parents[1] / "checkpoints" / "multi30k-de-en-small"
 

@@ -10,16 +10,15 @@ import warnings
 
 from tqdm import tqdm
 
-from core.data import load_corpus
-from core.evaluation import evaluate_bundle, teacher_forced_metrics
-from core.prefix import prefixes_for
-from core.saliency import alignment
-from core.translation import translate_detailed
+from core.data.files import load_corpus
+from core.explain.saliency import alignment
+from core.inference.prefix import prefixes_for
+from core.inference.translation import translate_detailed
+from core.training.evaluation import evaluate_bundle, teacher_forced_metrics
 
 from .args import decode_options
 from .common import CLIError, load_bundle
-from .files import (check_output, checkpoint_inputs, data_files, read_stdin, read_text_lines, typed_lines,
-                    write_output)
+from .files import check_output, checkpoint_inputs, data_files, read_stdin, read_text_lines, typed_lines, write_output
 
 
 def command_evaluate(args: argparse.Namespace) -> None:

@@ -8,8 +8,8 @@ import sys
 from pathlib import Path
 
 from core.checkpoint import FILES, OPTIONAL_FILES
-from core.corpus import decode_lines, read_lines, split_lines
-from core.data import local_files, local_path
+from core.data.corpus import decode_lines, read_lines, split_lines
+from core.data.files import local_files, local_path
 
 from .common import CLIError
 

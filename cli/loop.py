@@ -16,7 +16,6 @@ from core.checkpoint import copy_checkpoint
 
 from .common import CHECKPOINT_PREFIX, run_checkpoints
 
-
 LOG_EVERY = 100  # steps between the lines of a training log without a progress bar
 BEST = "best"  # the folder of a run's best checkpoint (--keep-best)
 

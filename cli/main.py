@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from core.trainer import TrainingStopped
+from core.training.trainer import TrainingStopped
 
 from .args import option_names, parse_arguments
 from .average import command_average

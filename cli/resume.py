@@ -11,15 +11,14 @@ from pathlib import Path
 
 from core.bundle import ModelBundle
 from core.checkpoint import load_checkpoint, load_trainer_state
-from core.config import ModelConfig
-from core.corpus import ParallelCorpus
-from core.data import absolute_spec
-from core.run import RunPlan
+from core.data.corpus import ParallelCorpus
+from core.data.files import absolute_spec
+from core.model.config import ModelConfig
+from core.training.prepare import RunPlan
 
 from .args import MODEL_FLAGS
 from .common import CLIError, run_checkpoints
 from .files import write_output
-
 
 # The tokenizer's kind and the direction: from the checkpoint.
 SPLIT_OPTIONS = ("seed", "limit", "valid_fraction", "vocab_size", "src_vocab_size", "tgt_vocab_size")

@@ -10,7 +10,7 @@ import sys
 
 from tqdm import tqdm
 
-from core.scoring import Score, score
+from core.inference.scoring import Score, score
 
 from .common import CLIError, load_bundle
 from .decode import check_pair_options, read_pairs, report_notices

@@ -1,4 +1,4 @@
-"""`train`: a new run prepared by core.run (or a resumed one), notes on what it will not see as given,
+"""`train`: a new run prepared by core.training.prepare (or a resumed one), notes on what it will not see as given,
 then the training loop. Under torchrun every process prepares the same run; rank 0 learns the
 vocabulary and writes the run folder."""
 from __future__ import annotations
@@ -13,14 +13,14 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-from core.batching import TokenBatcher
 from core.bundle import ModelBundle, check_fits, resolve_device
-from core.data import UNNAMED, absolute_spec
-from core.corpus import ParallelCorpus
-from core.keep_best import check_keep_best
-from core.run import RunPlan, build_bundle, encode_run_data, learn_tokenizers, read_corpus
-from core.tokenizer import Tokenizer
-from core.trainer import TrainConfig, Trainer
+from core.data.batching import TokenBatcher
+from core.data.corpus import ParallelCorpus
+from core.data.files import UNNAMED, absolute_spec
+from core.data.tokenizer import Tokenizer
+from core.training.keep_best import check_keep_best
+from core.training.prepare import RunPlan, build_bundle, encode_run_data, learn_tokenizers, read_corpus
+from core.training.trainer import TrainConfig, Trainer
 
 from .args import build_parser, run_options
 from .common import CHECKPOINT_PREFIX, CLIError, check_creatable, run_checkpoints
@@ -68,7 +68,7 @@ def command_train(args: argparse.Namespace) -> None:
 
 
 def run_plan(args: argparse.Namespace) -> RunPlan:
-    """The run the options ask for, as core.run prepares it."""
+    """The run the options ask for, as core.training.prepare prepares it."""
     return RunPlan(args.data, args.src, args.tgt, seed=args.seed, limit=args.limit,
                    valid_fraction=args.valid_fraction, preset=args.preset,
                    model_overrides=model_overrides(args), vocab_size=args.vocab_size, tokenizer_kind=args.tokenizer,
@@ -166,8 +166,8 @@ def learnt_tokenizers(corpus: ParallelCorpus, plan: RunPlan, rank: int,
 
 
 def encoded_data(args: argparse.Namespace, corpus: ParallelCorpus, bundle: ModelBundle, log) -> tuple[list, list]:
-    """The training and validation pairs as token ids (core.run), with a note on each thing the run will not
-    see as given: pairs left out (an empty side, too long), words the vocabulary lacks, pairs over --max-tokens."""
+    """The training and validation pairs as token ids (core.training.prepare), with a note on each thing the run will
+    not see as given: pairs left out (an empty side, too long), words the vocabulary lacks, pairs over --max-tokens."""
     train, valid, notes = encode_run_data(corpus, bundle, args.max_tokens, run_plan(args).vocab_sizes)
     if notes.dropped_empty:
         log(f"note: {notes.dropped_empty}", file=sys.stderr)

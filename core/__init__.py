@@ -9,17 +9,17 @@ decodes and evaluates it. No UI imports here.
 """
 from .bundle import ModelBundle
 from .checkpoint import average_checkpoints, load_checkpoint, save_checkpoint
-from .config import PRESETS, SPECIAL_TOKENS, ModelConfig
-from .decoding import DecodeOptions
-from .precision import supported_dtypes
-from .translation import Translation, translate, translate_detailed
-from .evaluation import EvalResult, TeacherForcedResult, evaluate_bleu, evaluate_bundle, teacher_forced_metrics
-from .scoring import Score, score
-from .saliency import alignment, attribution, cross_attention, rank_correlation
-from .arithmetic import AttentionArithmetic, attention_arithmetic
-from .cache import DecoderCache
-from .model import Transformer
-from .positional import sinusoidal_encoding
+from .explain.arithmetic import AttentionArithmetic, attention_arithmetic
+from .explain.saliency import alignment, attribution, cross_attention, rank_correlation
+from .inference.decoding import DecodeOptions
+from .inference.precision import supported_dtypes
+from .inference.scoring import Score, score
+from .inference.translation import Translation, translate, translate_detailed
+from .model.cache import DecoderCache
+from .model.config import PRESETS, SPECIAL_TOKENS, ModelConfig
+from .model.positional import sinusoidal_encoding
+from .model.transformer import Transformer
+from .training.evaluation import EvalResult, TeacherForcedResult, evaluate_bleu, evaluate_bundle, teacher_forced_metrics
 
 __version__ = "0.1.0"  # printed by `train_cli.py --version`, for bug reports
 

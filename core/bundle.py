@@ -9,10 +9,10 @@ from typing import Any
 
 import torch
 
-from .batching import checked_pair
-from .config import ModelConfig
-from .model import Transformer
-from .tokenizer import Tokenizer
+from .data.batching import checked_pair
+from .data.tokenizer import Tokenizer
+from .model.config import ModelConfig
+from .model.transformer import Transformer
 
 
 @dataclass
@@ -115,7 +115,7 @@ MEMORY_SHARE = 0.6  # of the free memory a model may plan to use, leaving room f
 
 
 def parameter_count(c: ModelConfig) -> int:
-    """Parameters of core.model.Transformer(c), computed without building it."""
+    """Parameters of core.model.transformer.Transformer(c), computed without building it."""
     d, f, qk = c.d_model, c.d_ff, c.n_heads * c.key_size
     projections = 2 * qk + 2 * d  # W^Q and W^K (h * d_k wide), W^V and W^O (d_model)
     attention, ffn, norm = d * projections + (projections if c.attention_bias else 0), 2 * d * f + f + d, 2 * d

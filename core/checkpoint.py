@@ -35,9 +35,9 @@ from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, save_file
 
 from .bundle import ModelBundle, check_tokenizer_fits, resolve_device
-from .config import ModelConfig
-from .model import Transformer
-from .tokenizer import Tokenizer
+from .data.tokenizer import Tokenizer
+from .model.config import ModelConfig
+from .model.transformer import Transformer
 
 FORMAT_VERSION = 1
 FILES = ("model.safetensors", "config.json", "tokenizer.json")

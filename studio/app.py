@@ -23,12 +23,29 @@ import torch  # noqa: E402
 
 from . import api, plots, sessions, training  # noqa: E402
 from .assets import script, stylesheet  # noqa: E402
-from .limits import (DEFAULT_CONCURRENCY, MAX_UPLOAD_BYTES, MAX_UPLOAD_MB, PUBLIC_MAX_MINUTES,  # noqa: E402
-                     PUBLIC_MAX_PARAMETERS, QUEUE_SIZE)
+from .limits import (  # noqa: E402
+    DEFAULT_CONCURRENCY,
+    MAX_UPLOAD_BYTES,
+    MAX_UPLOAD_MB,
+    PUBLIC_MAX_MINUTES,
+    PUBLIC_MAX_PARAMETERS,
+    QUEUE_SIZE,
+)
 from .registry import CHECKPOINTS, ModelRegistry  # noqa: E402
 from .shell import Shell, refresh, status_line  # noqa: E402
-from .tabs import (arithmetic, attention, beam, compare, model_view, positional, saliency, train,  # noqa: E402
-                   train_live, translate, what_if)
+from .tabs import (  # noqa: E402
+    arithmetic,
+    attention,
+    beam,
+    compare,
+    model_view,
+    positional,
+    saliency,
+    train,
+    train_live,
+    translate,
+    what_if,
+)
 from .text import guard  # noqa: E402
 from .uploads import open_checkpoint  # noqa: E402
 

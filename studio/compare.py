@@ -17,12 +17,13 @@ from typing import Any, Callable
 import numpy as np
 
 from core.bundle import ModelBundle
-from core.data import load_corpus
-from core.decoding import DecodeOptions
-from core.evaluation import evaluate_bleu, teacher_forced_metrics
-from core.scoring import prepare_pair
-from core.tasks import TASKS, task_of
-from core.translation import Translation, translate_detailed
+from core.data.files import load_corpus
+from core.data.tasks import TASKS, task_of
+from core.explain.hooks import attention_maps
+from core.inference.decoding import DecodeOptions
+from core.inference.scoring import prepare_pair
+from core.inference.translation import Translation, translate_detailed
+from core.training.evaluation import evaluate_bleu, teacher_forced_metrics
 
 from .explain import Refused, finite, floats, source_text
 from .registry import UNAVAILABLE, ModelRegistry
@@ -37,7 +38,7 @@ TABLE3_CSV = ROOT / "docs" / "table3.csv"
 
 # ----- the corpora offered: those on this machine, and the synthetic tasks ---------------------
 def _corpora() -> dict[str, str]:
-    """label -> core.data spec: Multi30k and Tatoeba where the shared data holds them, every synthetic task."""
+    """label -> core.data.files spec: Multi30k and Tatoeba where the shared data holds them, every synthetic task."""
     found = {}
     for root in DATA_ROOTS:
         if (root / "multi30k").is_dir():
@@ -145,7 +146,7 @@ def translate_one(name: str, bundle: ModelBundle, source: str, decoding: str) ->
         raise Refused(f"{name}: {exc}") from None
     if pair.empty:
         raise Refused(f"{name} reads no tokens in this sentence")
-    cross = bundle.model.attention_maps(pair.src, pair.tgt_in)["cross"].double().numpy()
+    cross = attention_maps(bundle.model, pair.src, pair.tgt_in)["cross"].double().numpy()
     return Side(name, bundle, t, cross, pair.tokens, list(dict.fromkeys(t.notices + pair.notices)))
 
 

@@ -15,11 +15,12 @@ from typing import Any, Sequence
 import numpy as np
 
 import core
-from core.arithmetic import STACKS, AttentionArithmetic
 from core.bundle import ModelBundle
-from core.decoding import DecodeOptions
-from core.saliency import METHODS
-from core.scoring import Score, prepare_pair
+from core.explain.arithmetic import STACKS, AttentionArithmetic
+from core.explain.hooks import attention_maps
+from core.explain.saliency import METHODS
+from core.inference.decoding import DecodeOptions
+from core.inference.scoring import Score, prepare_pair
 
 from .limits import MAX_IG_STEPS, clean_input
 
@@ -138,7 +139,7 @@ def saliency(bundle: ModelBundle, source: str, target: str | Sequence[int], meth
     if pair.empty:
         raise Refused("the source has no tokens: there is nothing to attribute")
     # One pass for every map; core.alignment reads the last layer's head mean the same way (a test pins it).
-    cross = bundle.model.attention_maps(pair.src, pair.tgt_in)["cross"].double().numpy()  # (L, h, T, S)
+    cross = attention_maps(bundle.model, pair.src, pair.tgt_in)["cross"].double().numpy()  # (L, h, T, S)
     attention = cross.mean(axis=(0, 1))
     last = cross[-1].mean(axis=0)[:-1, :-1]  # <eos> rows and columns out, as fairseq's --print-alignment
     alignment = [(int(s), t) for t, s in enumerate(last.argmax(axis=1))] if last.size else []
@@ -167,7 +168,7 @@ def attention_json(bundle: ModelBundle, source: str, target: str) -> dict[str, A
     pair = prepare_pair(bundle, source, target)
     if not pair.src:
         raise Refused("the source sentence has no tokens to attend to")
-    maps = bundle.model.attention_maps(pair.src, pair.tgt_in)
+    maps = attention_maps(bundle.model, pair.src, pair.tgt_in)
     translation = pair.tgt[:-1]
     return {"translation": bundle.target_tokenizer.decode(translation), "source_tokens": pair.source_tokens,
             "decoder_tokens": ["<bos>", *pair.tokens[:-1]], "target_tokens": pair.tokens,

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import re
 
-from core.translation import LONE_SURROGATE
+from core.inference.translation import LONE_SURROGATE
 
 from .text import clip
 

@@ -14,7 +14,7 @@ import torch
 
 from core.bundle import ModelBundle
 from core.checkpoint import load_checkpoint
-from core.model import Transformer
+from core.model.transformer import Transformer
 
 from .limits import MAX_NAME_CHARS, clean_input
 

@@ -1,5 +1,5 @@
 """The Train tab's run, set up: the set-up panel's Settings, the studio's size limits checked on them,
-core.run's preparation of the corpus, vocabulary, model and trainer, and core's notes put in the
+core.training.prepare's preparation of the corpus, vocabulary, model and trainer, and core's notes put in the
 studio's words. No Gradio here; studio.training runs what this prepares.
 """
 from __future__ import annotations
@@ -13,12 +13,13 @@ import numpy as np
 import torch
 
 from core.bundle import parameter_count, resolve_device
-from core.config import ModelConfig
-from core.keep_best import check_keep_best
-from core.model import Transformer
-from core.run import RunNotes, RunPlan, prepare_run
-from core.tokenizer import BOS_ID
-from core.trainer import TrainConfig, Trainer
+from core.data.tokenizer import BOS_ID
+from core.explain.hooks import attention_maps
+from core.model.config import ModelConfig
+from core.model.transformer import Transformer
+from core.training.keep_best import check_keep_best
+from core.training.prepare import RunNotes, RunPlan, prepare_run
+from core.training.trainer import TrainConfig, Trainer
 
 from . import limits
 from .sources import check_hf_cached, in_users_words
@@ -62,13 +63,13 @@ class Settings:
     clip_norm: float = 0.0
     eval_every: int = 50
     attention_every: int = 10
-    keep_best: str | None = None  # core.keep_best's metric: the run also keeps its best evaluation's weights
+    keep_best: str | None = None  # core.training.keep_best's metric: the run also keeps its best evaluation's weights
     patience: int | None = None  # evaluations without a better keep_best metric before the run stops
     device: str = "auto"
     seed: int = 0
 
     def plan(self) -> RunPlan:
-        """The run core.run prepares: whole words for a synthetic task, BPE for a real corpus."""
+        """The run core.training.prepare prepares: whole words for a synthetic task, BPE for a real corpus."""
         return RunPlan(self.data, self.src_lang, self.tgt_lang, seed=self.seed, limit=self.limit, preset=self.preset,
                        model_overrides=self.model_overrides(), vocab_size=self.vocab_size,
                        separate_vocab=self.separate_vocab)
@@ -98,7 +99,7 @@ class Prepared:
 
 def cross_attention(model: Transformer, src: list[int], tgt_in: list[int]) -> np.ndarray:
     """(layers, heads, target, source) cross-attention of one teacher-forced pair."""
-    return model.attention_maps(src, tgt_in)["cross"].numpy()
+    return attention_maps(model, src, tgt_in)["cross"].numpy()
 
 
 def device_line(name: str = "auto") -> str:
@@ -152,7 +153,7 @@ def vocabulary_notice(notes: RunNotes, vocab_size: int) -> str:
     it does not."""
     if not notes.many_unknown:
         return ""
-    # Words seen once are not taken in by a larger vocabulary (core.batching.unknown_from_rare_words).
+    # Words seen once are not taken in by a larger vocabulary (core.data.batching.unknown_from_rare_words).
     why = ("They are words seen only once in the training data." if notes.unknown_from_rare_words else
            "Stop it and give a larger vocabulary.")
     return (f"{notes.unknown_share:.0%} of the training tokens are <unk>: a vocabulary of {vocab_size:,} does not "

@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Hashable, Iterator, Sequence
 
 import core
-from core.decoding import DecodeOptions
-from core.translation import Translation, translate_detailed
+from core.inference.decoding import DecodeOptions
+from core.inference.translation import Translation, translate_detailed
 
 from .limits import DECODE_CONCURRENCY, MAX_BATCH
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import gradio as gr
 
 from core.bundle import ModelBundle
-from core.decoding import DecodeOptions
+from core.inference.decoding import DecodeOptions
 
 from .registry import UNAVAILABLE, ModelRegistry, describe
 from .text import md

@@ -1,5 +1,5 @@
 """Where the Train tab's data may come from: the set-up panel's choice (a synthetic task, a corpus
-on this machine, an uploaded TSV, a Hugging Face dataset) as a core.data corpus spec, and what
+on this machine, an uploaded TSV, a Hugging Face dataset) as a core.data.files corpus spec, and what
 the studio refuses to read: paths outside its data folders, uploads it did not receive, files
 that unpack past the upload limit, Hub datasets it cannot load offline. No Gradio here.
 """
@@ -13,8 +13,8 @@ import tempfile
 import zlib
 from pathlib import Path
 
-from core.data import TSV_COLUMNS
-from core.hf_data import hub_offline
+from core.data.files import TSV_COLUMNS
+from core.data.huggingface import hub_offline
 
 from .limits import check_upload_size
 
@@ -111,7 +111,7 @@ def _copy_capped(src: Path, dst: Path, gz: bool) -> None:
 
 def corpus_spec(kind: str, task: str, path: str, upload: str | None, hf_name: str,
                 roots: tuple[Path, ...] = DATA_ROOTS, uploads: Path | None = None) -> str:
-    """The set-up panel's data choice -> a core.data corpus spec (ValueError with a message)."""
+    """The set-up panel's data choice -> a core.data.files corpus spec (ValueError with a message)."""
     if kind == SOURCES[0]:
         return f"synthetic:{task}"
     if kind == SOURCES[1]:

@@ -21,7 +21,7 @@ import numpy as np
 import torch
 
 from core.bundle import ModelBundle
-from core.trainer import StepEvent, Trainer, TrainingStopped
+from core.training.trainer import StepEvent, Trainer, TrainingStopped
 
 from . import limits, serving
 from .downloads import Downloads

@@ -1,7 +1,7 @@
 """Test helpers: a tiny Transformer trained in a few seconds to reverse a sequence of letters,
 so that decoders are tested on a model whose outputs are sensible and terminate.
 
-Trained with a hand-written loop over core.model and torch only (no trainer), once per
+Trained with a hand-written loop over core.model.transformer and torch only (no trainer), once per
 test session (``functools.lru_cache``), under a private RNG state.
 """
 from __future__ import annotations
@@ -12,11 +12,11 @@ import random
 import torch
 import torch.nn.functional as F
 
-from core.batching import pad_ids
 from core.bundle import ModelBundle
-from core.config import ModelConfig
-from core.model import Transformer
-from core.tokenizer import BOS_ID, EOS_ID, PAD_ID, Tokenizer
+from core.data.batching import pad_ids
+from core.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, Tokenizer
+from core.model.config import ModelConfig
+from core.model.transformer import Transformer
 
 LETTERS = [chr(c) for c in range(ord("a"), ord("a") + 12)]
 MAX_LEN = 32  # small, so the truncation and clamping paths are cheap to reach

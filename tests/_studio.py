@@ -8,9 +8,9 @@ import pytest
 import torch
 
 from core.bundle import ModelBundle
-from core.config import ModelConfig
-from core.model import Transformer
-from core.tokenizer import Tokenizer
+from core.data.tokenizer import Tokenizer
+from core.model.config import ModelConfig
+from core.model.transformer import Transformer
 
 SENTENCES = ["Ein Hund rennt durch den Schnee .", "Zwei junge Männer spielen Fußball auf einer Wiese .",
              "Eine Frau geht die Straße entlang ."]

@@ -8,10 +8,10 @@ from collections.abc import Iterator
 import torch
 import torch.distributed as dist
 
-from core.batching import encode_pairs
 from core.bundle import new_bundle
-from core.tasks import make_task
-from core.trainer import TrainConfig, Trainer
+from core.data.batching import encode_pairs
+from core.data.tasks import make_task
+from core.training.trainer import TrainConfig, Trainer
 
 
 def make_trainer(steps: int = 10, seed: int = 0, bundle=None, dropout: float = 0.1, **overrides) -> Trainer:

@@ -1,4 +1,4 @@
-"""The GPU path's tricks (core/acceleration.py, TokenBatcher's buckets), each against the plain way on
+"""The GPU path's tricks (core/training/acceleration.py, TokenBatcher's buckets), each against the plain way on
 the CPU: bucketed batches give the loss and gradients of unbucketed ones and train alike; figures read
 back every N steps are the per-step figures' means, with the same weights; an update skipped on the
 device leaves the weights as a skipped update on the host does."""
@@ -10,13 +10,13 @@ import warnings
 import pytest
 import torch
 import torch.multiprocessing as mp
-
 from _trainers import ddp_trainer, losses, make_trainer, process_group, weights
+
 from bench.serving import free_port
-from core.acceleration import FigureWindow, step_unless
-from core.batching import Example, TokenBatcher, pad_batch
-from core.loss import Objective
-from core.trainer import TrainConfig, TrainingStopped
+from core.data.batching import Example, TokenBatcher, pad_batch
+from core.training.acceleration import FigureWindow, step_unless
+from core.training.loss import Objective
+from core.training.trainer import TrainConfig, TrainingStopped
 
 
 def _examples(n: int = 60) -> list[Example]:

@@ -1,4 +1,4 @@
-"""Issue 41: section 3.2's arithmetic for one query (core.arithmetic). Its softmax weights are
+"""Issue 41: section 3.2's arithmetic for one query (core.explain.arithmetic). Its softmax weights are
 Transformer.attention_maps' row, its output is what the sub-layer passed on, and each step follows from
 the one before."""
 from __future__ import annotations
@@ -10,13 +10,14 @@ import numpy as np
 import pytest
 import torch
 
-from core.arithmetic import STACKS, attention_arithmetic
 from core.bundle import ModelBundle
 from core.checkpoint import load_checkpoint
-from core.config import ModelConfig
-from core.model import Transformer
-from core.scoring import prepare_pair
-from core.tokenizer import Tokenizer
+from core.data.tokenizer import Tokenizer
+from core.explain.arithmetic import STACKS, attention_arithmetic
+from core.explain.hooks import attention_maps, heads_off
+from core.inference.scoring import prepare_pair
+from core.model.config import ModelConfig
+from core.model.transformer import Transformer
 
 CHECKPOINTS = Path(__file__).resolve().parents[1] / "checkpoints"
 PAIR = ("Zwei junge Männer spielen Fußball.", "Two young men are playing soccer.")
@@ -52,7 +53,7 @@ def sub_layer_output(bundle, source, target, stack: str, layer: int) -> torch.Te
 def test_the_weights_are_attention_maps_row_for_every_layer_and_head(numbers, stack):
     source, target = "three hundred twenty - one", "drei hundert ein und zwanzig"
     pair = prepare_pair(numbers, source, target)
-    maps = numbers.model.attention_maps(pair.src, pair.tgt_in)[stack]  # (L, h, queries, keys)
+    maps = attention_maps(numbers.model, pair.src, pair.tgt_in)[stack]  # (L, h, queries, keys)
     layers, heads, queries, _ = maps.shape
     for layer in range(layers):
         for head in range(heads):
@@ -64,7 +65,7 @@ def test_the_weights_are_attention_maps_row_for_every_layer_and_head(numbers, st
 @pytest.mark.parametrize("stack", STACKS)
 def test_on_the_shipped_model_each_step_follows_and_the_output_is_the_models(shipped, stack):
     pair = prepare_pair(shipped, *PAIR)
-    maps = shipped.model.attention_maps(pair.src, pair.tgt_in)[stack]
+    maps = attention_maps(shipped.model, pair.src, pair.tgt_in)[stack]
     d_k = shipped.model.config.d_head
     for layer, head, query in ((0, 0, 0), (1, 3, 4), (2, 1, maps.shape[2] - 1)):
         a = attention_arithmetic(shipped, *PAIR, stack, layer, head, query)
@@ -113,7 +114,7 @@ def test_a_pre_norm_model_reads_the_normalised_stream_and_passes_on_the_sum():
 
 
 def test_heads_switched_off_are_zero_in_the_concatenation(numbers):
-    with numbers.model.heads_off({"cross": {1: [0, 2]}}):
+    with heads_off(numbers.model, {"cross": {1: [0, 2]}}):
         a = attention_arithmetic(numbers, "9 7", "sieben und neunzig", "cross", 1, 0, 1)
         model_out = sub_layer_output(numbers, "9 7", "sieben und neunzig", "cross", 1)[1].numpy()
     assert (a.concat[:16] == 0).all() and (a.concat[32:48] == 0).all() and a.head_output.any()

@@ -1,4 +1,4 @@
-"""core.batching: section 5.1's batching by approximate sequence length."""
+"""core.data.batching: section 5.1's batching by approximate sequence length."""
 from __future__ import annotations
 
 import random
@@ -8,10 +8,18 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core.batching import (Example, TokenBatcher, encode_pairs, pad_batch, sentence_batches, source_ids,
-                           unknown_from_rare_words, unknown_share)
-from core.data import load_corpus
-from core.tokenizer import BOS_ID, EOS_ID, PAD_ID, Tokenizer
+from core.data.batching import (
+    Example,
+    TokenBatcher,
+    encode_pairs,
+    pad_batch,
+    sentence_batches,
+    source_ids,
+    unknown_from_rare_words,
+    unknown_share,
+)
+from core.data.files import load_corpus
+from core.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, Tokenizer
 
 
 def numbered(lengths: list[tuple[int, int]]) -> list[Example]:

@@ -1,4 +1,4 @@
-"""core.beam.BeamStepper: run to the end it equals one-shot beam search exactly; back(),
+"""core.inference.beam.BeamStepper: run to the end it equals one-shot beam search exactly; back(),
 reset() and the per-step views (candidates kept/pruned, live and finished hypotheses,
 cross-attention)."""
 from __future__ import annotations
@@ -7,12 +7,12 @@ import random
 
 import pytest
 import torch
-
 from _models import reverse_task, tiny_bundle
-from core.beam import BeamStepper
-from core.decoding import DecodeOptions, beam_search, length_penalty
-from core.translation import translate_detailed
-from core.tokenizer import BOS_ID
+
+from core.data.tokenizer import BOS_ID
+from core.inference.beam import BeamStepper
+from core.inference.decoding import DecodeOptions, beam_search, length_penalty
+from core.inference.translation import translate_detailed
 
 
 @pytest.fixture(scope="module")

@@ -11,8 +11,8 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 import pytest
-
 from _studio import SENTENCES, studio_bundle
+
 from bench.serving import free_port, wait_for
 from core.checkpoint import save_checkpoint
 from studio.app import PRESENTER_PLOT_SCALE

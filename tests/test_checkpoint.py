@@ -7,9 +7,9 @@ import threading
 
 import pytest
 import torch
+from _models import tiny_bundle
 from safetensors import safe_open
 
-from _models import tiny_bundle
 from core import ModelBundle, ModelConfig, Transformer
 from core.checkpoint import load_checkpoint, save_checkpoint
 

@@ -13,7 +13,6 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-import core
 import cli.args
 import cli.common
 import cli.decode
@@ -21,8 +20,9 @@ import cli.files
 import cli.loop
 import cli.resume
 import cli.train
+import core
 import train_cli
-from core.run import RunPlan
+from core.training.prepare import RunPlan
 
 TRAIN = ["train", "--data", "synthetic:copy", "--preset", "tiny", "--max-steps", "30", "--max-tokens", "512",
          "--warmup", "10", "--lr-factor", "0.5", "--eval-every", "15", "--save-every", "10", "--keep-last", "3",
@@ -509,7 +509,7 @@ def test_output_through_a_symlink_or_into_a_fifo_keeps_them(run, tmp_path):
 
 def test_sampling_starts_where_the_studio_does():
     """The plain distribution (T 1, top-p 1) reads as nonsense: the CLI's defaults are core's readable ones."""
-    from core.decoding import SAMPLE_TEMPERATURE, SAMPLE_TOP_P
+    from core.inference.decoding import SAMPLE_TEMPERATURE, SAMPLE_TOP_P
 
     args = cli.args.build_parser().parse_args(["translate", "--method", "sample", "x"])
     assert (args.temperature, args.top_p) == (SAMPLE_TEMPERATURE, SAMPLE_TOP_P) != (1.0, 1.0)
@@ -705,7 +705,7 @@ def test_core_field_names_become_the_commands_options_and_nothing_else():
 def test_evaluate_scores_the_split_carved_with_the_checkpoints_seed(tmp_path, capsys):
     from types import SimpleNamespace
 
-    from core.data import load_corpus
+    from core.data.files import load_corpus
 
     a, b = tmp_path / "a.txt", tmp_path / "b.txt"
     a.write_text("".join(f"quelle {i}\n" for i in range(300)))
@@ -756,7 +756,7 @@ def test_final_is_replaced_whole_or_not_at_all(tmp_path, monkeypatch):
 
 def test_average_refuses_checkpoints_of_another_vocabulary(run):
     from core.checkpoint import average_checkpoints, load_checkpoint
-    from core.tokenizer import Tokenizer
+    from core.data.tokenizer import Tokenizer
 
     first, second = (load_checkpoint(run / name) for name in ("step-0000020", "step-0000030"))
     vocabulary = json.loads(second.tokenizer.to_json())

@@ -12,16 +12,16 @@ from pathlib import Path
 import pytest
 import torch
 import torch.multiprocessing as mp
-
-import train_cli
 from _models import reverse_sources, tiny_bundle
 from _trainers import ddp_trainer, losses, make_trainer, process_group, weights
+
+import train_cli
 from bench.serving import free_port
-from core.batching import TokenBatcher
 from core.bundle import ModelBundle
 from core.checkpoint import load_checkpoint, load_trainer_state
-from core.translation import translate, translate_detailed
-from core.trainer import Trainer
+from core.data.batching import TokenBatcher
+from core.inference.translation import translate, translate_detailed
+from core.training.trainer import Trainer
 
 pytestmark = pytest.mark.gpu
 ROOT = Path(__file__).resolve().parents[1]
@@ -127,7 +127,7 @@ def test_a_run_trained_on_the_gpu_opens_and_translates_on_a_cpu(tmp_path, capsys
     assert len(translate(bundle, ["a b c d"])) == 1
 
 
-# ----- the full-speed path (core/acceleration.py): grid batches, no host sync, compile, CUDA graphs ----------
+# ----- the full-speed path (core/training/acceleration.py): grid batches, no host sync, compile, CUDA graphs ----------
 def read_back_losses(trainer: Trainer, n: int) -> list[float]:
     """The losses of n steps' read-backs (every readback_every steps: the means of their window)."""
     return [e.loss for e in (trainer.step() for _ in range(n)) if e.measured]
@@ -206,7 +206,7 @@ def test_the_fast_decoders_on_the_gpu_give_the_naive_decoders_outputs():
     """Batched, cached greedy and beam search on the GPU against bench/decode.py's naive reference (one
     sentence, the whole prefix each step), on the GPU too."""
     from bench.decode import _naive, naive_beam, naive_greedy
-    from core.decoding import DecodeOptions
+    from core.inference.decoding import DecodeOptions
 
     cpu = tiny_bundle()
     model = type(cpu.model)(cpu.model.config)

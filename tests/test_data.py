@@ -1,4 +1,4 @@
-"""core.data: loading Multi30k, TSV files, aligned file pairs and datasets; every bad input
+"""core.data.files: loading Multi30k, TSV files, aligned file pairs and datasets; every bad input
 raises with a message that names the file, line and what was expected."""
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-import core.hf_data
-from core.corpus import ParallelCorpus, carve_splits, dropped_empty_note
-from core.data import load_corpus
-from core.hf_data import corpus_from_dataset_dict, hub_reachable, load_hf
+import core.data.huggingface
+from core.data.corpus import ParallelCorpus, carve_splits, dropped_empty_note
+from core.data.files import load_corpus
+from core.data.huggingface import corpus_from_dataset_dict, hub_reachable, load_hf
 
 TATOEBA = Path(__file__).resolve().parents[2] / "shared" / "data" / "tatoeba-deu-eng" / "deu-eng.tsv.gz"
 
@@ -196,7 +196,7 @@ def test_pair_of_files(tmp_path):
 
 def test_files_spec_precedence(tmp_path, monkeypatch):
     # An existing path is taken whole, then :LANG1-LANG2, then A,B, then one missing path.
-    from core.data import FilesSpec, parse_files_spec
+    from core.data.files import FilesSpec, parse_files_spec
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
@@ -218,7 +218,7 @@ def test_files_spec_precedence(tmp_path, monkeypatch):
 
 
 def test_files_spec_precedence_when_loading(tmp_path, monkeypatch):
-    from core.data import local_files
+    from core.data.files import local_files
 
     monkeypatch.chdir(tmp_path)
     (tmp_path / "corpus:de-en").mkdir()
@@ -343,8 +343,8 @@ def test_hf_unreachable_fails_fast(monkeypatch):
         time.sleep(30)
         raise OSError("timed out")
 
-    monkeypatch.setattr(core.hf_data.urllib.request, "urlopen", stalled)
-    monkeypatch.setattr(core.hf_data, "HUB_PROBE_S", 0.5)
+    monkeypatch.setattr(core.data.huggingface.urllib.request, "urlopen", stalled)
+    monkeypatch.setattr(core.data.huggingface, "HUB_PROBE_S", 0.5)
     start = time.monotonic()
     assert not hub_reachable(timeout=0.5)
     with pytest.raises(ValueError, match=r"hf:opus_books:de-en: huggingface.co is unreachable.*files:PATH"):
@@ -353,7 +353,7 @@ def test_hf_unreachable_fails_fast(monkeypatch):
 
 
 def test_absolute_spec_names_the_same_files_from_any_folder(tmp_path, monkeypatch):
-    from core.data import absolute_spec
+    from core.data.files import absolute_spec
 
     (tmp_path / "c.tsv").write_text("x\ty\n")
     monkeypatch.chdir(tmp_path)

@@ -1,4 +1,4 @@
-"""core.decoding: cached, batched decoders against a naive full-recompute reference, their
+"""core.inference.decoding: cached, batched decoders against a naive full-recompute reference, their
 equivalences (beam 1 == greedy, batched == alone, top-k 1 sampling == greedy), options and
 bad input; and bench/decode.py's logic on the tiny model."""
 from __future__ import annotations
@@ -13,15 +13,15 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-
 from _models import reverse_sources, reverse_task, tiny_bundle
-from core import translation
-from core.beam import BeamStepper
-from core.batching import pad_ids
-from core.decoding import DecodeOptions, _repeated_ngrams, beam_search, greedy_decode, length_penalty
-from core.sampling import filter_logits, sample
-from core.translation import Translation, max_output_length, prepare_source, translate, translate_detailed
-from core.tokenizer import BOS_ID, EOS_ID, PAD_ID
+
+from core.inference import translation
+from core.data.batching import pad_ids
+from core.data.tokenizer import BOS_ID, EOS_ID, PAD_ID
+from core.inference.beam import BeamStepper
+from core.inference.decoding import DecodeOptions, _repeated_ngrams, beam_search, greedy_decode, length_penalty
+from core.inference.sampling import filter_logits, sample
+from core.inference.translation import Translation, max_output_length, prepare_source, translate, translate_detailed
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -1,10 +1,10 @@
-"""core.dropout.Dropout: nn.Dropout's function with a cheaper CPU mask."""
+"""core.model.dropout.Dropout: nn.Dropout's function with a cheaper CPU mask."""
 from __future__ import annotations
 
 import pytest
 import torch
 
-from core.dropout import Dropout, keep_mask
+from core.model.dropout import Dropout, keep_mask
 
 
 @pytest.mark.parametrize("p", [0.1, 0.3, 0.5])

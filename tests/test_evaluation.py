@@ -1,17 +1,17 @@
-"""core.evaluation: sacreBLEU corpus BLEU and chrF with signatures; evaluate_bundle."""
+"""core.training.evaluation: sacreBLEU corpus BLEU and chrF with signatures; evaluate_bundle."""
 from __future__ import annotations
 
 import random
 
 import pytest
 import sacrebleu
-
 from _models import reverse_task, tiny_bundle
-from core import evaluation
-from core.decoding import DecodeOptions
-from core.translation import Translation, translate
-from core.evaluation import EvalResult, evaluate_bleu, evaluate_bundle
-from core.tokenizer import Tokenizer
+
+from core.training import evaluation
+from core.data.tokenizer import Tokenizer
+from core.inference.decoding import DecodeOptions
+from core.inference.translation import Translation, translate
+from core.training.evaluation import EvalResult, evaluate_bleu, evaluate_bundle
 
 HYPS = ["The cat sat on the mat.", "A man rides a red bike down the street."]
 REFS = ["The cat sat on the mat.", "A man is riding a red bicycle down the road."]
@@ -93,8 +93,8 @@ def test_teacher_forced_metrics_are_the_references_accuracy_and_perplexity():
 
     import torch
 
-    from core.batching import BOS_ID, EOS_ID, pad_ids
-    from core.evaluation import TeacherForcedResult, teacher_forced_metrics
+    from core.data.batching import BOS_ID, EOS_ID, pad_ids
+    from core.training.evaluation import TeacherForcedResult, teacher_forced_metrics
 
     bundle, rng = tiny_bundle(), random.Random(7)
     pairs = [reverse_task(rng) for _ in range(12)]
@@ -117,7 +117,7 @@ def test_teacher_forced_metrics_are_the_references_accuracy_and_perplexity():
 
 
 def test_teacher_forced_metrics_leave_out_pairs_too_long_and_refuse_mismatches():
-    from core.evaluation import teacher_forced_metrics
+    from core.training.evaluation import teacher_forced_metrics
 
     bundle = tiny_bundle()
     long = " ".join(["a"] * 40)  # max_len is 32

@@ -3,19 +3,18 @@ reverse model translate as ours does, models the formats cannot carry are refuse
 export leaves nothing behind. Skipped where ctranslate2 / transformers are not installed (the "export" extra)."""
 from __future__ import annotations
 
-
 import pytest
 import torch
-
 from _models import reverse_sources, tiny_bundle
+
 from core.bundle import ModelBundle
 from core.checkpoint import save_checkpoint
-from core.config import ModelConfig
-from core.decoding import DecodeOptions
+from core.data.tokenizer import Tokenizer
 from core.export import ExportError, our_outputs
-from core.model import Transformer
-from core.scoring import score
-from core.tokenizer import Tokenizer
+from core.inference.decoding import DecodeOptions
+from core.inference.scoring import score
+from core.model.config import ModelConfig
+from core.model.transformer import Transformer
 
 
 @pytest.fixture(scope="module")
@@ -107,7 +106,7 @@ def test_a_failed_check_leaves_nothing(bundle, sentences, tmp_path, monkeypatch)
 def test_transformers_export_reloads_and_translates_as_ours(bundle, sentences, tmp_path):
     transformers = pytest.importorskip("transformers")
     from core.export.marian import export_marian
-    from core.translation import translate_detailed
+    from core.inference.translation import translate_detailed
 
     out = export_marian(bundle, tmp_path / "hf", sentences[:4])
     assert {"config.json", "model.safetensors", "tokenizer.json", "generation_config.json"} <= {

@@ -26,12 +26,12 @@ import pytest
 import torch
 
 from core import checkpoint
-from core.batching import encode_pairs
 from core.bundle import new_bundle
 from core.checkpoint import load_checkpoint, load_trainer_state
-from core.tasks import make_task
-from core.tokenizer import Tokenizer
-from core.trainer import TrainConfig, Trainer
+from core.data.batching import encode_pairs
+from core.data.tasks import make_task
+from core.data.tokenizer import Tokenizer
+from core.training.trainer import TrainConfig, Trainer
 
 ROOT = Path(__file__).resolve().parents[1]
 

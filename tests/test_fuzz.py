@@ -9,13 +9,13 @@ from pathlib import Path
 
 import gradio as gr
 import pytest
+from _studio import SENTENCES, studio_registry
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from _studio import SENTENCES, studio_registry
 from core.checkpoint import load_checkpoint
-from core.data import load_corpus
-from core.tokenizer import Tokenizer
+from core.data.files import load_corpus
+from core.data.tokenizer import Tokenizer
 from studio import limits
 from studio.tabs import attention, beam, translate
 

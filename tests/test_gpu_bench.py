@@ -13,9 +13,9 @@ from torch.utils.flop_counter import FlopCounterMode
 
 from bench import ddp_scaling, gpu_train, lecture_gpu
 from bench.flops import mfu, training_flops
-from core.config import ModelConfig
-from core.loss import Objective
-from core.model import Transformer
+from core.model.config import ModelConfig
+from core.model.transformer import Transformer
+from core.training.loss import Objective
 
 ROOT = Path(__file__).resolve().parents[1]
 

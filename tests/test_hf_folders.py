@@ -8,12 +8,12 @@ import shutil
 from pathlib import Path
 
 import pytest
-
-import core.hf_data
-import train_cli
-from core.data import absolute_spec, load_corpus
-from core.hf_disk import cached_datasets, find_cached
 from test_cli import one_line_error
+
+import core.data.huggingface
+import train_cli
+from core.data.files import absolute_spec, load_corpus
+from core.data.hf_disk import cached_datasets, find_cached
 
 QUICK = ["--preset", "tiny", "--tokenizer", "word", "--max-steps", "2", "--eval-every", "2", "--bleu-sentences", "3"]
 
@@ -151,7 +151,7 @@ def test_a_cached_hub_dataset_is_listed_and_read_without_a_network(tmp_path, dat
     def no_network(timeout: float = 0.0) -> bool:
         raise AssertionError("a cached dataset must not ask the Hub")
 
-    monkeypatch.setattr(core.hf_data, "hub_reachable", no_network)
+    monkeypatch.setattr(core.data.huggingface, "hub_reachable", no_network)
     corpus = load_corpus("hf:someone/dog-pairs", "en", "de")
     assert (len(corpus.train), len(corpus.valid), len(corpus.test)) == (119, 1, 5)
     assert corpus.train[0] == ("dog 0 runs", "Hund 0 läuft")
@@ -169,7 +169,7 @@ def test_a_dataset_cached_in_several_configurations_needs_one_named(tmp_path, da
 
 def test_a_dataset_neither_cached_nor_reachable_says_where_it_looked(monkeypatch, datasets_cache):
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
-    monkeypatch.setattr(core.hf_data, "hub_reachable", lambda timeout=0.0: False)
+    monkeypatch.setattr(core.data.huggingface, "hub_reachable", lambda timeout=0.0: False)
     with pytest.raises(ValueError, match=f"huggingface.co is unreachable and the local cache \\({datasets_cache}\\) "
                                          "holds no copy; .*hf:PATH"):
         load_corpus("hf:someone/not-cached")

@@ -28,21 +28,19 @@ from pathlib import Path
 import gradio as gr
 import pytest
 import torch
-
 from _studio import SENTENCES, studio_bundle, studio_registry, toasts  # noqa: F401 (a fixture)
+
 from bench.serving import free_port
-from core.bundle import ModelBundle
 from core import checkpoint as checkpoint_module
+from core.bundle import ModelBundle
 from core.checkpoint import load_checkpoint, load_trainer_state, save_checkpoint
-from core.config import ModelConfig
-from core.model import Transformer
-from core.tokenizer import Tokenizer
+from core.data.tokenizer import Tokenizer
+from core.model.config import ModelConfig
+from core.model.transformer import Transformer
 from studio import app, assets, limits, run_setup, saving, shell, sources, training, uploads
 from studio.registry import ModelRegistry
-from studio.tabs import attention, beam
+from studio.tabs import attention, beam, train_live, translate
 from studio.tabs import train as train_tab
-from studio.tabs import train_live
-from studio.tabs import translate
 
 ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = "/usr/bin/chromium"

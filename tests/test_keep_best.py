@@ -1,17 +1,17 @@
-"""Issue 42: runs that keep their best checkpoint by a validation metric (core/keep_best.py, asked by the
+"""Issue 42: runs that keep their best checkpoint by a validation metric (core/training/keep_best.py, asked by the
 Trainer) and stop when patience runs out; train_cli's --keep-best and --patience, and their refusals."""
 from __future__ import annotations
 
 import json
 
 import pytest
+from test_cli import one_line_error, usage_error
 
 import train_cli
 from core.checkpoint import load_checkpoint
-from core.keep_best import BestKeeper, check_keep_best
-from core.trainer import TrainConfig
-from core.translation import translate_detailed
-from test_cli import one_line_error, usage_error
+from core.inference.translation import translate_detailed
+from core.training.keep_best import BestKeeper, check_keep_best
+from core.training.trainer import TrainConfig
 
 QUICK = ["train", "--data", "synthetic:copy", "--preset", "tiny", "--max-tokens", "512", "--warmup", "10",
          "--lr-factor", "0.5", "--bleu-sentences", "5", "--limit", "200"]

@@ -4,8 +4,8 @@ import pytest
 import torch
 
 from core import ModelConfig, Transformer
-from core import loss as loss_module
-from core.loss import Objective, label_smoothed_loss, projected_loss, smoothed_target_distribution
+from core.training import loss as loss_module
+from core.training.loss import Objective, label_smoothed_loss, projected_loss, smoothed_target_distribution
 
 
 def test_smoothed_target_distribution_sums_to_one():

@@ -9,8 +9,9 @@ import pytest
 import torch
 
 from core import ModelConfig, Transformer, sinusoidal_encoding
-from core.config import PRESETS
-from core.model import Residual
+from core.explain.hooks import attention_maps, attention_modules, heads_off
+from core.model.config import PRESETS
+from core.model.layers import Residual
 
 V = 40
 
@@ -241,24 +242,24 @@ def test_head_ablation_changes_output_and_switches_back():
     model = tiny()
     src, tgt = batch([6]), batch([5], seed=7)
     before = model(src, tgt)
-    with model.heads_off({"cross": {0: [0, 1, 2, 3]}, "encoder": {1: [2]}}):
+    with heads_off(model, {"cross": {0: [0, 1, 2, 3]}, "encoder": {1: [2]}}):
         ablated, attn = model(src, tgt, return_attention=True)
         assert not torch.allclose(before, ablated)
         torch.testing.assert_close(model(src, tgt), ablated, atol=1e-5, rtol=0)  # both paths honour it
     torch.testing.assert_close(model(src, tgt), before)
     with pytest.raises(ValueError, match="head"):
-        with model.heads_off({"cross": {0: [9]}}):
+        with heads_off(model, {"cross": {0: [9]}}):
             pass
 
 
 def test_head_ablation_masks_exactly_the_heads_named():
     model = tiny()
-    with model.heads_off({"cross": {0: [0, 1, 2, 3]}, "encoder": {1: [2]}}):
+    with heads_off(model, {"cross": {0: [0, 1, 2, 3]}, "encoder": {1: [2]}}):
         masks = {stack: [None if m.head_mask is None else m.head_mask.tolist() for m in modules]
-                 for stack, modules in model.attention_modules().items()}
+                 for stack, modules in attention_modules(model).items()}
     assert masks == {"encoder": [None, [1.0, 1.0, 0.0, 1.0]], "decoder": [None, None],
                      "cross": [[0.0, 0.0, 0.0, 0.0], None]}
-    assert all(m.head_mask is None for modules in model.attention_modules().values() for m in modules)
+    assert all(m.head_mask is None for modules in attention_modules(model).values() for m in modules)
 
 
 def test_attention_maps_come_in_layer_order():
@@ -431,7 +432,7 @@ def test_bad_token_tensors_are_refused_by_name(src, tgt_in, message):
 def test_attention_maps_are_the_inspect_paths_for_one_pair_in_eval_mode():
     model = tiny().train()
     src, tgt = batch([6]), batch([4], seed=3)
-    maps = model.attention_maps(src[0].tolist(), tgt[0].tolist())
+    maps = attention_maps(model, src[0].tolist(), tgt[0].tolist())
     assert model.training  # its mode is given back
     _, attention = model.eval()(src, tgt, return_attention=True)
     assert {k: tuple(v.shape) for k, v in maps.items()} == {"encoder": (2, 4, 6, 6), "decoder": (2, 4, 4, 4),
@@ -463,7 +464,7 @@ def test_cache_reorders_compose_before_the_next_step():
 def test_packed_training_gradients_equal_the_padded_batch_gradients():
     # The trainer's objective runs real tokens packed and attention on a zero-padded grid;
     # every parameter's gradient must equal that of the plain loss on the padded logits.
-    from core.loss import Objective, label_smoothed_loss
+    from core.training.loss import Objective, label_smoothed_loss
     model = tiny()
     src, tgt = batch([3, 9, 6]), batch([5, 8, 2], seed=4)
     tgt_in, tgt_out = tgt[:, :-1], tgt[:, 1:]

@@ -1,16 +1,15 @@
-"""core.precision: translate's int8 and bf16 paths agree with fp32 on most sentences of the tiny model,
+"""core.inference.precision: translate's int8 and bf16 paths agree with fp32 on most sentences of the tiny model,
 fp32 is the model itself (exact), the prepared copy is cached until the weights change, bad dtypes are
 refused in one line; the CLI's --dtype."""
 from __future__ import annotations
 
-
 import pytest
 import torch
-
 from _models import reverse_sources, tiny_bundle
-from core import precision
-from core.decoding import DecodeOptions
-from core.translation import translate_detailed
+
+from core.inference import precision
+from core.inference.decoding import DecodeOptions
+from core.inference.translation import translate_detailed
 
 
 @pytest.fixture(scope="module")
@@ -64,8 +63,7 @@ def test_bad_dtype_refused_in_one_line(bundle):
 
 
 def test_cli_dtype_option(tmp_path, capsys):
-    from cli.args import parse_arguments
-    from cli.args import decode_options
+    from cli.args import decode_options, parse_arguments
 
     args = parse_arguments(["translate", "--dtype", "int8", "a b c"])
     assert decode_options(args).dtype == "int8"

@@ -6,13 +6,13 @@ from pathlib import Path
 
 import pytest
 import torch
+from _models import tiny_bundle
 
 import core
-from _models import tiny_bundle
 from core.checkpoint import load_checkpoint
-from core.decoding import greedy_decode
-from core.prefix import prefix_ids
-from core.scoring import score
+from core.inference.decoding import greedy_decode
+from core.inference.prefix import prefix_ids
+from core.inference.scoring import score
 
 CHECKPOINTS = Path(__file__).resolve().parents[1] / "checkpoints"
 METHODS = ("greedy", "beam", "sample")

@@ -13,12 +13,12 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-
 from _studio import studio_bundle, toasts  # noqa: F401 (a fixture)
-import core.tokenizer
+
+import core.data.tokenizer
 from core.checkpoint import FILES as CHECKPOINT_FILES
 from core.checkpoint import save_checkpoint
-from core.tokenizer import Tokenizer
+from core.data.tokenizer import Tokenizer
 from studio import limits, run_setup, uploads
 from studio.registry import ModelRegistry
 from studio.training import Settings, TrainingJob
@@ -74,8 +74,8 @@ def test_80k_characters_cannot_outgrow_the_public_cap(tmp_path):
 
 def test_the_cap_is_checked_on_the_model_built(tmp_path, monkeypatch):
     """Should a tokenizer outgrow the size asked for again, the model it builds is refused before training."""
-    real = core.tokenizer.trainers.BpeTrainer
-    monkeypatch.setattr(core.tokenizer.trainers, "BpeTrainer",
+    real = core.data.tokenizer.trainers.BpeTrainer
+    monkeypatch.setattr(core.data.tokenizer.trainers, "BpeTrainer",
                         lambda **kw: real(**{k: v for k, v in kw.items() if k != "limit_alphabet"}))
     job = TrainingJob(ModelRegistry(None), tmp_path / "checkpoints", public=True)
     with pytest.raises(ValueError, match=r"^Cannot start: this public studio trains models of at most 10M "

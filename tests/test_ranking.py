@@ -1,11 +1,11 @@
-"""core.ranking: the blocked top-k and argmax return exactly what torch.topk and torch.argmax
+"""core.inference.ranking: the blocked top-k and argmax return exactly what torch.topk and torch.argmax
 return, whatever the vocabulary size, ties, -inf and NaN."""
 from __future__ import annotations
 
 import pytest
 import torch
 
-from core.ranking import argmax, top_k
+from core.inference.ranking import argmax, top_k
 
 # Whole blocks, a partial last block, only a few blocks, fewer blocks than k.
 VOCABS = [8000, 1037, 130, 20]

@@ -1,4 +1,4 @@
-"""Named recipes (core/recipes.py): the lecture recipe resolves into a TrainConfig, the studio can list it,
+"""Named recipes (core/training/recipes.py): the lecture recipe resolves into a TrainConfig, the studio can list it,
 and `train_cli.py train --recipe` trains with its options, those given on the command line winning."""
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import pytest
 
 import cli.args
 import train_cli
-from core.recipes import LECTURE_MULTI30K, get_recipe, list_recipes
-from core.trainer import TrainConfig
+from core.training.recipes import LECTURE_MULTI30K, get_recipe, list_recipes
+from core.training.trainer import TrainConfig
 
 
 def test_the_lecture_recipe_is_a_train_config_for_a_gpu():
@@ -28,7 +28,9 @@ def test_an_unknown_recipe_is_refused_with_the_known_ones():
 
 
 def test_recipes_are_listed_for_the_studio():
-    (lecture,) = list_recipes()
+    listed = {recipe["name"]: recipe for recipe in list_recipes()}
+    assert list(listed) == ["lecture-multi30k", "tatoeba-en-es", "tatoeba-es-en"]
+    lecture = listed["lecture-multi30k"]
     assert lecture["name"] == "lecture-multi30k" and "Multi30k De→En" in lecture["description"]
     settings = lecture["settings"]
     assert settings["preset"] == "small" and settings["max_tokens"] == 12288 and settings["data"].endswith("multi30k")

@@ -10,11 +10,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-
 from _models import tiny_bundle
-from core import saliency
+
+from core.explain import saliency
 from core.checkpoint import load_checkpoint
-from core.scoring import prepare_pair, score
+from core.explain.hooks import attention_maps
+from core.inference.scoring import prepare_pair, score
 
 CHECKPOINTS = Path(__file__).resolve().parents[1] / "checkpoints"
 PAIR = ("Zwei junge Männer spielen Fußball.", "Two young men are playing soccer.")
@@ -128,7 +129,7 @@ def test_cross_attention_rows_are_distributions_over_the_source(shipped):
     assert attention.shape == (len(scored.tokens), len(scored.source_tokens))
     np.testing.assert_allclose(attention.sum(axis=1), 1.0, atol=1e-5)
     pair = prepare_pair(shipped, *PAIR)
-    maps = shipped.model.attention_maps(pair.src, pair.tgt_in)["cross"]
+    maps = attention_maps(shipped.model, pair.src, pair.tgt_in)["cross"]
     np.testing.assert_allclose(saliency.cross_attention(shipped, *PAIR), maps[-1].mean(0).numpy(), atol=1e-7)
 
 

@@ -6,11 +6,11 @@ import math
 from pathlib import Path
 
 import pytest
+from _models import tiny_bundle
 
 import core
-from _models import tiny_bundle
 from core.checkpoint import load_checkpoint
-from core.scoring import EMPTY_TARGET, prepare_pair
+from core.inference.scoring import EMPTY_TARGET, prepare_pair
 
 CHECKPOINTS = Path(__file__).resolve().parents[1] / "checkpoints"
 

@@ -8,16 +8,16 @@ import shutil
 
 import pytest
 import torch
+from test_cli import one_line_error
 
 import train_cli
-from core.batching import encode_pairs
-from core.beam import BeamStepper
 from core import ModelConfig, Transformer
 from core.bundle import ModelBundle, new_bundle
 from core.checkpoint import average_checkpoints, load_checkpoint, save_checkpoint
-from core.evaluation import teacher_forced_metrics
-from core.translation import translate_detailed
-from test_cli import one_line_error
+from core.data.batching import encode_pairs
+from core.inference.beam import BeamStepper
+from core.inference.translation import translate_detailed
+from core.training.evaluation import teacher_forced_metrics
 
 PAIRS = [(f"{a} {b}", f"{b.upper()} {a.upper()} !") for a in "abcdefgh" for b in "ijklmnop"]
 

@@ -7,10 +7,10 @@ import threading
 import time
 
 import pytest
+from _studio import SENTENCES, studio_bundle
 
 import core
-from _studio import SENTENCES, studio_bundle
-from core.decoding import DecodeOptions
+from core.inference.decoding import DecodeOptions
 from studio import serving
 
 TEXTS = SENTENCES + ["Ein Hund .", "Zwei Männer spielen auf einer Wiese .", "Eine Frau rennt durch den Schnee ."]

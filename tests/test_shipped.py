@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 import torch
 
-from core.batching import source_ids
 from core.checkpoint import load_checkpoint
-from core.beam import BeamStepper
-from core.translation import translate, translate_detailed
-from core.evaluation import evaluate_bleu
+from core.data.batching import source_ids
+from core.inference.beam import BeamStepper
+from core.inference.translation import translate, translate_detailed
+from core.training.evaluation import evaluate_bleu
 
 CHECKPOINTS = Path(__file__).resolve().parents[1] / "checkpoints"
 MULTI30K_MODEL = CHECKPOINTS / "multi30k-de-en-small"

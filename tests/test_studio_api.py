@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from _studio import SENTENCES, studio_registry
+
 from studio import api, app
 
 NAME = "studio-tiny"

@@ -8,10 +8,10 @@ import threading
 import gradio as gr
 import pytest
 import torch
-
 from _studio import SENTENCES, studio_bundle, studio_registry
-from core.decoding import DecodeOptions
-from core.translation import translate_detailed
+
+from core.inference.decoding import DecodeOptions
+from core.inference.translation import translate_detailed
 from studio import limits, plots
 from studio.tabs import beam
 

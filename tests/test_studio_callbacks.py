@@ -12,17 +12,18 @@ import zipfile
 import gradio as gr
 import numpy as np
 import plotly.graph_objects as go
-from plotly.subplots import make_subplots
 import pytest
 import torch
-
 from _studio import SENTENCES, studio_bundle, studio_registry, toasts  # noqa: F401 (a fixture)
+from plotly.subplots import make_subplots
+
 from core.bundle import ModelBundle
 from core.checkpoint import save_checkpoint
-from core.config import ModelConfig
-from core.model import Transformer
-from core.tokenizer import Tokenizer
-from core.translation import Translation, translate_detailed
+from core.data.tokenizer import Tokenizer
+from core.explain.hooks import attention_modules, heads_off
+from core.inference.translation import Translation, translate_detailed
+from core.model.config import ModelConfig
+from core.model.transformer import Transformer
 from studio import app, bertviz_offline, plots, shell
 from studio.registry import ModelRegistry
 from studio.tabs import attention, model_view, positional, translate
@@ -446,7 +447,7 @@ def test_head_ablation_switches_heads_off_only_on_the_copy(registry, current):
             (["L1 H1", "L1 H2", "L1 H3", "L1 H4"], [], {"encoder": {0: every}}, "unchanged"),
             ([], [f"L{li} H{h}" for li in (1, 2) for h in (1, 2, 3, 4)], {"cross": {0: every, 1: every}}, "changed")):
         twin = copy.deepcopy(bundle.model)
-        with twin.heads_off(spec):
+        with heads_off(twin, spec):
             after = translate_detailed(ModelBundle(twin, bundle.tokenizer, bundle.info), [current.source],
                                        current.options)[0].text
         assert (after == bundle.tokenizer.decode(current.ids)) == (verdict == "unchanged")
@@ -457,7 +458,7 @@ def test_head_ablation_switches_heads_off_only_on_the_copy(registry, current):
     assert attention.heads_named(attention.parse_heads([], [], every_cross), config) == (
         f"all {len(every_cross)} cross-attention heads")
     assert attention.heads_named(attention.parse_heads([], ["L1 H2"], []), config) == "decoder self-attention L1 H2"
-    for module in registry.get("studio-tiny").model.attention_modules()["encoder"]:
+    for module in attention_modules(registry.get("studio-tiny").model)["encoder"]:
         assert module.head_mask is None
     assert run_translate(registry, SENTENCES[1])[4].ids == current.ids
     assert attention.bold_changes("a b c", "a <b> c") == "a **&lt;b&gt;** c"
@@ -477,7 +478,7 @@ def test_attention_and_ablation_read_the_weights_that_translated(registry, curre
     model, _ = registry.ablation_model("studio-tiny", current.bundle)
     assert torch.equal(model.generator.weight, current.bundle.model.generator.weight)
     assert not torch.equal(model.generator.weight, newer.model.generator.weight)
-    monkeypatch.setattr(Transformer, "heads_off", contextlib.contextmanager(lambda self, heads: (yield)))
+    monkeypatch.setattr(attention, "heads_off", contextlib.contextmanager(lambda model, heads: (yield)))
     assert "is unchanged" in attention.ablate(registry, current, "studio-tiny", [], [], ["L1 H1"])  # none off really
 
 

@@ -10,17 +10,17 @@ import re
 import gradio as gr
 import numpy as np
 import pytest
+from _studio import SENTENCES, studio_bundle
 
 import core
-from _studio import SENTENCES, studio_bundle
 from core.bundle import ModelBundle
-from core.config import ModelConfig
-from core.model import Transformer
-from core.tokenizer import Tokenizer
+from core.data.tokenizer import Tokenizer
+from core.model.config import ModelConfig
+from core.model.transformer import Transformer
 from studio import compare as cmp
 from studio.registry import ModelRegistry
-from studio.text import word_diff
 from studio.tabs import compare as tab
+from studio.text import word_diff
 
 A, B = "studio-tiny", "other-vocab"
 

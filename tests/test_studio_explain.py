@@ -11,10 +11,10 @@ import re
 import gradio as gr
 import numpy as np
 import pytest
+from _studio import SENTENCES, studio_bundle, studio_registry
 
 import core
 from core.bundle import ModelBundle
-from _studio import SENTENCES, studio_bundle, studio_registry
 from studio import api, app, explain, plots
 from studio.limits import MAX_IG_STEPS
 from studio.shell import Current

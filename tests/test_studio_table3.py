@@ -7,11 +7,11 @@ from dataclasses import replace
 
 import gradio as gr
 import pytest
-
-from core.checkpoint import load_checkpoint
-from core.translation import translate
 from _jobs import ENDED, QUICK, few_eval_sentences, job, wait_for  # noqa: F401 (fixtures)
 from _studio import studio_bundle
+
+from core.checkpoint import load_checkpoint
+from core.inference.translation import translate
 from studio.registry import ModelRegistry
 from studio.tabs import attention, positional
 from studio.tabs import train as tab

@@ -15,17 +15,17 @@ import gradio as gr
 import plotly.graph_objects as go
 import pytest
 import torch
-
 from _jobs import QUICK, few_eval_sentences, job, wait_for  # noqa: F401 (fixtures)
 from _studio import studio_bundle, toasts  # noqa: F401 (a fixture)
+
 import core.bundle as bundle_module
-import core.run
+import core.training.prepare
 from core.bundle import check_fits, parameter_count
 from core.checkpoint import FILES as CHECKPOINT_FILES
 from core.checkpoint import load_checkpoint
-from core.config import ModelConfig
-from core.translation import translate_detailed
-from core.model import Transformer
+from core.inference.translation import translate_detailed
+from core.model.config import ModelConfig
+from core.model.transformer import Transformer
 from studio import plots, run_setup, shell, sources, training
 from studio.registry import ModelRegistry
 from studio.tabs import model_view
@@ -287,7 +287,7 @@ def test_hugging_face_offline_message_reaches_the_user(job, monkeypatch):
         raise ValueError(f"{spec}: huggingface.co is unreachable; set HF_HUB_OFFLINE=1 to use a cached copy")
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "0")  # a studio started with the network allowed
-    monkeypatch.setattr(core.run, "load_corpus", offline)
+    monkeypatch.setattr(core.training.prepare, "load_corpus", offline)
     with pytest.raises(ValueError, match="Cannot start: hf:bentrevett/multi30k: huggingface.co is unreachable"):
         job.start(replace(QUICK, data=spec))
     with pytest.raises(ValueError, match="Hugging Face dataset name"):
@@ -303,7 +303,7 @@ def test_offline_a_hugging_face_dataset_not_in_the_cache_is_refused_at_once(job,
         loaded.append(spec)
         raise ValueError("the loader's own message")
 
-    monkeypatch.setattr(core.run, "load_corpus", loader)
+    monkeypatch.setattr(core.training.prepare, "load_corpus", loader)
     with pytest.raises(ValueError, match=r"^Cannot start: the Hugging Face dataset bentrevett/multi30k is not in "
                                          r"this machine's Hugging Face cache, and the studio runs offline"):
         job.start(replace(QUICK, data="hf:bentrevett/multi30k"))
@@ -371,8 +371,8 @@ def test_a_model_large_for_a_cpu_starts_with_a_notice(job, toasts, monkeypatch):
 
 
 def test_a_vocabulary_that_leaves_the_data_unknown_gives_a_notice():
-    from core.batching import Example, unknown_share
-    from core.run import RunNotes
+    from core.data.batching import Example, unknown_share
+    from core.training.prepare import RunNotes
 
     def notes(train, rare_words):
         return RunNotes(len(train), 1, unknown_share=unknown_share(train), unknown_from_rare_words=rare_words)
@@ -768,7 +768,7 @@ def test_a_tick_already_running_leaves_a_scrub_alone(job, monkeypatch):
 
 
 def test_synthetic_tasks_have_labels_that_fit_their_box():
-    from core.tasks import TASKS
+    from core.data.tasks import TASKS
 
     assert set(form.TASK_LABELS) == set(TASKS)  # "numbers: English number 0-999, as lower-case words (…" was cut
     assert all(len(f"{name}: {label}") <= 40 for name, label in form.TASK_LABELS.items())
@@ -840,6 +840,7 @@ def test_a_public_studio_bounds_runs_and_lets_only_their_starter_control_them(tm
 
 def test_train_buttons_get_the_browser_session_from_gradio(job):
     from gradio.helpers import special_args
+
     from studio.text import guard
 
     request = gr.Request(session_hash="abc")

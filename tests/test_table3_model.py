@@ -7,13 +7,13 @@ import json
 
 import pytest
 import torch
+from _models import tiny_bundle
 
 from core import ModelConfig, Transformer
 from core.bundle import ModelBundle, parameter_count
 from core.checkpoint import load_checkpoint, save_checkpoint
-from core.schedule import constant_lr, learning_rate
-from core.trainer import TrainConfig
-from _models import tiny_bundle
+from core.training.schedule import constant_lr, learning_rate
+from core.training.trainer import TrainConfig
 
 V = 40
 

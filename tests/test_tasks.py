@@ -1,4 +1,4 @@
-"""core.tasks: the synthetic lecture tasks are deterministic, disjoint and correct."""
+"""core.data.tasks: the synthetic lecture tasks are deterministic, disjoint and correct."""
 from __future__ import annotations
 
 import datetime
@@ -7,10 +7,19 @@ import random
 
 import pytest
 
-from core.data import load_corpus
-from core.tasks import (DATE_FORMATS, TASKS, TOKENIZER_KIND, _draw, english_number, form_notice, german_number,
-                        iso_date, make_task)
-from core.tokenizer import UNK_ID, Tokenizer
+from core.data.files import load_corpus
+from core.data.tasks import (
+    DATE_FORMATS,
+    TASKS,
+    TOKENIZER_KIND,
+    _draw,
+    english_number,
+    form_notice,
+    german_number,
+    iso_date,
+    make_task,
+)
+from core.data.tokenizer import UNK_ID, Tokenizer
 
 SMALL = dict(n_train=300, n_valid=40, n_test=40)
 

@@ -1,4 +1,4 @@
-"""core.tokenizer: subword vocabularies give German and English text back exactly."""
+"""core.data.tokenizer: subword vocabularies give German and English text back exactly."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core.data import load_corpus
-from core.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Tokenizer
+from core.data.files import load_corpus
+from core.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Tokenizer
 
 SAMPLE = Path(__file__).parent / "fixtures" / "de_en_sample.tsv"  # 20 hand-written pairs
 
@@ -151,8 +151,8 @@ class CountingEncoder:
 @pytest.mark.parametrize("text", ["Ein Hund läuft.", "Zwölf ☃ Äpfel <pad> und 日本", "", "  ", "<eos>"])
 def test_encode_with_unknown_is_encode_and_unknown_pieces_in_one_pass(subword, text, monkeypatch):
     """Translation's one-pass reading of a source, beside the two calls it replaces."""
-    from core.batching import source_ids
-    from core.translation import prepare_source
+    from core.data.batching import source_ids
+    from core.inference.translation import prepare_source
 
     assert subword.encode_with_unknown(text) == (subword.encode(text), subword.unknown_pieces(text))
     expected = prepare_source(subword, text, 256)

@@ -10,18 +10,18 @@ import warnings
 
 import pytest
 import torch
-
 from _models import reverse_task, tiny_bundle
 from _trainers import losses, make_trainer
-from core.batching import encode_pairs
+
+from core.training import trainer as trainer_module
 from core.bundle import new_bundle
 from core.checkpoint import load_checkpoint, load_trainer_state
-from core.translation import translate
-from core.evaluation import evaluate_bleu
-from core.schedule import learning_rate
-from core.tasks import make_task
-from core import trainer as trainer_module
-from core.trainer import TrainConfig, Trainer, TrainingStopped, make_optimizer
+from core.data.batching import encode_pairs
+from core.data.tasks import make_task
+from core.inference.translation import translate
+from core.training.evaluation import evaluate_bleu
+from core.training.schedule import learning_rate
+from core.training.trainer import TrainConfig, Trainer, TrainingStopped, make_optimizer
 
 
 @pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])

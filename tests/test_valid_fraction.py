@@ -6,13 +6,13 @@ from __future__ import annotations
 import json
 
 import pytest
+from test_cli import one_line_error, usage_error
 
 import train_cli
-from core.corpus import carve_splits, held_out_size
-from core.data import load_corpus
-from core.hf_data import corpus_from_dataset_dict
-from core.run import RunPlan, read_corpus
-from test_cli import one_line_error, usage_error
+from core.data.corpus import carve_splits, held_out_size
+from core.data.files import load_corpus
+from core.data.huggingface import corpus_from_dataset_dict
+from core.training.prepare import RunPlan, read_corpus
 
 
 def tsv(tmp_path, n: int = 2000):

@@ -10,7 +10,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Callable
 
-from ..translation import translate_detailed
+from ..inference.translation import translate_detailed
 
 CHECK_SENTENCES = 4  # sentences each exporter's self-check translates
 # The decoding both sides run in the self-check: section 6.1's beam, with the length penalty the other

@@ -19,9 +19,9 @@ from typing import Any
 
 import torch
 
-from ..translation import max_output_length, prepare_source
-from ..decoding import DecodeOptions
-from . import CHECK_OPTIONS, ExportError, check_sentences, mismatch, our_outputs, write_checked
+from ..export import CHECK_OPTIONS, ExportError, check_sentences, mismatch, our_outputs, write_checked
+from ..inference.decoding import DecodeOptions
+from ..inference.translation import max_output_length, prepare_source
 
 CANNOT_CARRY = ("learned positions (Marian computes sinusoids on load), pre-norm (norm_first), separate source "
                 "and target vocabularies (one tokenizer), or d_k other than d_model / n_heads")

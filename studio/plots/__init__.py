@@ -8,10 +8,33 @@ arithmetic and saliency. The tabs call them as ``plots.NAME``.
 from .arithmetic import arithmetic_title, concat_to_output, query_and_keys, weighted_values
 from .attention import attention_grid, attention_head, cross_attention_rows, token_probabilities
 from .beam_tree import CROWDED_STEPS, beam_tree
-from .layout import (FONT, NARROW_CHARS, NARROW_FONT, NARROW_PX, TEMPLATE, empty, hover_text, label, narrow, shown,
-                     stacked, title_room, word_start_note, wrap)
-from .model import (label_smoothing, learned_heatmap, learned_similarity, lr_schedule, masks, parameter_shares,
-                    pe_curves, pe_heatmap, pe_similarity)
+from .layout import (
+                     FONT,
+                     NARROW_CHARS,
+                     NARROW_FONT,
+                     NARROW_PX,
+                     TEMPLATE,
+                     empty,
+                     hover_text,
+                     label,
+                     narrow,
+                     shown,
+                     stacked,
+                     title_room,
+                     word_start_note,
+                     wrap,
+)
+from .model import (
+                     label_smoothing,
+                     learned_heatmap,
+                     learned_similarity,
+                     lr_schedule,
+                     masks,
+                     parameter_shares,
+                     pe_curves,
+                     pe_heatmap,
+                     pe_similarity,
+)
 from .saliency import agreement_bars, saliency_maps
 from .training import SPEED_WINDOW, training_attention, training_curves
 from .what_if import target_probabilities, token_chips

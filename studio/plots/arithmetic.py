@@ -1,5 +1,5 @@
 """The Attention arithmetic tab's figures: one query's numbers through a multi-head attention sub-layer
-(core.arithmetic), each vector a heat strip (one-row heatmap: hover names each dimension's value) and
+(core.explain.arithmetic), each vector a heat strip (one-row heatmap: hover names each dimension's value) and
 each per-key matrix one row per key, every panel titled with its step of section 3.2.
 
 Signed numbers use PuOr (ColorBrewer's purple-orange, colour-blind safe) centred on 0, each panel on
@@ -12,7 +12,7 @@ from typing import Sequence
 import numpy as np
 import plotly.graph_objects as go
 
-from core.arithmetic import AttentionArithmetic
+from core.explain.arithmetic import AttentionArithmetic
 
 from .attention import ATTENTION_SCALE
 from .layout import NARROW_FONT, hover_text, label, narrow, styled, token_axis

@@ -12,8 +12,8 @@ from functools import partial
 
 import gradio as gr
 
-from core.arithmetic import AttentionArithmetic
-from core.scoring import prepare_pair
+from core.explain.arithmetic import AttentionArithmetic
+from core.inference.scoring import prepare_pair
 
 from .. import plots
 from ..explain import Refused, arithmetic

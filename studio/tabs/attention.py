@@ -11,10 +11,11 @@ import plotly.graph_objects as go
 import torch
 
 from core.bundle import ModelBundle
-from core.config import ModelConfig
-from core.decoding import DecodeOptions
-from core.translation import prepare_source, translate_detailed
-from core.tokenizer import BOS_ID, EOS_ID
+from core.data.tokenizer import BOS_ID, EOS_ID
+from core.explain.hooks import attention_maps, heads_off
+from core.inference.decoding import DecodeOptions
+from core.inference.translation import prepare_source, translate_detailed
+from core.model.config import ModelConfig
 
 from .. import bertviz_offline, plots, serving
 from ..limits import HEAVY, clean_input
@@ -61,7 +62,7 @@ def analyse(bundle: ModelBundle, name: str, source: str, ids: list[int]) -> Anal
     if not src:
         return None
     tgt_in = ([BOS_ID] + list(ids))[:max_len]
-    maps = {k: v.numpy() for k, v in bundle.model.attention_maps(src, tgt_in).items()}  # (L, h, q, k)
+    maps = {k: v.numpy() for k, v in attention_maps(bundle.model, src, tgt_in).items()}  # (L, h, q, k)
     tok = bundle.target_tokenizer.tokens  # the decoder's side; the source's tokens are the source tokenizer's
     return Analysis(name, source, bundle.target_tokenizer.decode(ids), bundle.tokenizer.tokens(src), tok(tgt_in),
                     tok(tgt_in[1:] + [EOS_ID]),
@@ -302,7 +303,7 @@ def ablate(registry: ModelRegistry, current: Current, picked: str | None, encode
     except UNAVAILABLE as exc:
         return f"**Cannot ablate:** {md(exc)}"
     twin = replace(bundle, model=model)  # the same tokenizers (both, with separate vocabularies)
-    with lock, model.heads_off(spec):
+    with lock, heads_off(model, spec):
         after = translate_detailed(twin, [current.source], current.options or DecodeOptions())[0].text
     before = bundle.target_tokenizer.decode(current.ids)
     off = heads_named(spec, model.config)

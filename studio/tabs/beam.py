@@ -14,11 +14,11 @@ from functools import partial
 import gradio as gr
 import plotly.graph_objects as go
 
-from core.beam import BeamStepper, HypothesisView, StepView
 from core.bundle import ModelBundle
-from core.decoding import DecodeOptions
-from core.translation import translate_detailed
-from core.tokenizer import EOS_ID
+from core.data.tokenizer import EOS_ID
+from core.inference.beam import BeamStepper, HypothesisView, StepView
+from core.inference.decoding import DecodeOptions
+from core.inference.translation import translate_detailed
 
 from .. import plots
 from ..assets import script

@@ -11,13 +11,13 @@ import numpy as np
 import plotly.graph_objects as go
 import torch
 
-from core.batching import pad_ids, source_ids
 from core.bundle import ModelBundle
-from core.loss import smoothed_target_distribution
-from core.schedule import learning_rate
-from core.tokenizer import PAD_ID
-from core.trainer import TrainConfig
-from core.translation import Translation, translate_detailed
+from core.data.batching import pad_ids, source_ids
+from core.data.tokenizer import PAD_ID
+from core.inference.translation import Translation, translate_detailed
+from core.training.loss import smoothed_target_distribution
+from core.training.schedule import learning_rate
+from core.training.trainer import TrainConfig
 
 from .. import plots
 from ..registry import UNAVAILABLE, ModelRegistry

@@ -9,7 +9,7 @@ import numpy as np
 import plotly.graph_objects as go
 import torch
 
-from core.positional import encoding_at, sinusoidal_encoding
+from core.model.positional import encoding_at, sinusoidal_encoding
 
 from .. import plots
 from ..registry import UNAVAILABLE, ModelRegistry

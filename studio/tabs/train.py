@@ -7,17 +7,17 @@ train_form's, the live view, which a gr.Timer redraws when something changed, tr
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable
 from functools import partial
 from pathlib import Path
+from typing import Callable
 
 import gradio as gr
 
 from ..limits import PUBLIC_MAX_MINUTES, PUBLIC_MAX_PARAMETERS
+from ..run_setup import warm_up
 from ..shell import Shell, picker_update
 from ..sources import discard_upload_copy
 from ..text import guard, md, warn
-from ..run_setup import warm_up
 from ..training import JobBusy, TrainingJob
 from .train_form import FIELDS, NAMING, SetupPanel, build_setup, data_picked, settings_from, setup_of_the_run
 from .train_live import build_live_view, session_of, watch

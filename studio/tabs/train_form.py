@@ -10,19 +10,19 @@ from pathlib import Path
 
 import gradio as gr
 
-from core.config import PRESETS
-from core.recipes import list_recipes
-from core.data import TSV_COLUMNS
-from core.hf_data import hub_offline
-from core.hf_disk import cached_datasets
-from core.schedule import noam_lr
-from core.tasks import TASKS
+from core.data.files import TSV_COLUMNS
+from core.data.hf_disk import cached_datasets
+from core.data.huggingface import hub_offline
+from core.data.tasks import TASKS
+from core.model.config import PRESETS
+from core.training.recipes import list_recipes
+from core.training.schedule import noam_lr
 
 from ..limits import MAX_NAME_CHARS, clean_input
-from ..sources import ROOT, SOURCES, UPLOAD_COPY_PREFIX, corpus_spec, discard_upload_copy
-from ..text import guard, md
 from ..run_setup import Settings, device_line
 from ..saving import safe_name
+from ..sources import ROOT, SOURCES, UPLOAD_COPY_PREFIX, corpus_spec, discard_upload_copy
+from ..text import guard, md
 from ..training import TrainingJob
 
 DEFAULTS = Settings()
@@ -179,7 +179,7 @@ def recipe_choices() -> list[tuple[str, str]]:
 
 
 def recipe_values(name: str) -> tuple:
-    """The set-up panel (FIELDS' order) filled with a recipe's settings (core.recipes): the data, the model and
+    """The set-up panel (FIELDS' order) filled with a recipe's settings (core.training.recipes): the data, the model and
     the schedule it was tuned with; the boxes it does not set keep the tab's defaults. None picked: left as is."""
     recipe = next((r["settings"] for r in list_recipes() if r["name"] == name), None)
     if recipe is None:
@@ -191,7 +191,7 @@ def recipe_values(name: str) -> tuple:
 
 
 def cached_line() -> str:
-    """The Hugging Face datasets this machine's cache holds (core.hf_disk), as the name box's hint."""
+    """The Hugging Face datasets this machine's cache holds (core.data.hf_disk), as the name box's hint."""
     found = [f"{d.name}:{d.config}" if d.config else d.name for d in cached_datasets()]
     if not found:
         return "No dataset in this machine's Hugging Face cache."

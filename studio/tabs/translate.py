@@ -6,11 +6,11 @@ from functools import partial
 import gradio as gr
 
 from core.bundle import ModelBundle
-from core.config import INT64_MAX
-from core.decoding import DTYPES, SAMPLE_TEMPERATURE, SAMPLE_TOP_P, DecodeOptions
-from core.loss import smoothed_target_distribution
-from core.precision import DESCRIPTIONS, supported_dtypes
-from core.translation import Translation
+from core.inference.decoding import DTYPES, SAMPLE_TEMPERATURE, SAMPLE_TOP_P, DecodeOptions
+from core.inference.precision import DESCRIPTIONS, supported_dtypes
+from core.inference.translation import Translation
+from core.model.config import INT64_MAX
+from core.training.loss import smoothed_target_distribution
 
 from .. import plots, serving
 from ..limits import BATCHED, BEAM_RANGE, DEFAULT_BEAM, clamp_beam, clean_input
@@ -211,7 +211,7 @@ def build(shell: Shell) -> gr.State:
                 alpha = Slider(0.0, 2.0, value=0.6, step=0.05, label="length penalty α")
                 n_best = Slider(1, 16, value=4, step=1, label="n-best shown")
             with gr.Group(visible=False) as sample_group:
-                # Sampling starts where it reads as language (core.decoding); the sliders reach T = 1, top-p 1.
+                # Sampling starts where it reads as language (core/inference/decoding.py); sliders reach T = 1, top-p 1.
                 temperature = Slider(0.05, 3.0, value=SAMPLE_TEMPERATURE, step=0.05, label="temperature")
                 top_k = Slider(0, 100, value=0, step=1, label="top-k (0: off)")
                 top_p = Slider(0.05, 1.0, value=SAMPLE_TOP_P, step=0.05, label="top-p (1: off)")

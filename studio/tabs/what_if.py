@@ -12,9 +12,9 @@ from functools import partial
 import gradio as gr
 
 from core.bundle import ModelBundle
-from core.decoding import DecodeOptions
-from core.scoring import Score
-from core.translation import translate_detailed
+from core.inference.decoding import DecodeOptions
+from core.inference.scoring import Score
+from core.inference.translation import translate_detailed
 
 from .. import plots
 from ..explain import Refused, score, source_text, target_text, totals

@@ -13,7 +13,7 @@ Scoring the model's own greedy output therefore returns the greedy decoder's own
 A pair is read as the decoders read it: the source is ``tokenizer.encode(text) + [eos]`` (cut to
 max_len - 1 tokens and <eos>), the target's tokens are followed by <eos>, which is scored too, and
 hold at most max_len - 1 tokens with it (the longest output the decoders write; a longer target is
-cut there, with a notice). core.saliency and core.arithmetic read pairs the same way (prepare_pair).
+cut there, with a notice). core.explain.saliency and core.explain.arithmetic read pairs the same way (prepare_pair).
 """
 from __future__ import annotations
 
@@ -23,12 +23,11 @@ from typing import Any, Callable, Sequence
 
 import torch
 
+from ..data.batching import pad_ids
+from ..data.tokenizer import BOS_ID, EOS_ID
 from . import ranking
-from .batching import pad_ids
 from .decoding import inference
-from .evaluation import str_list
-from .tokenizer import BOS_ID, EOS_ID
-from .translation import check_bundle, prepare_source, target_tokenizer, text_list
+from .translation import check_bundle, prepare_source, str_list, target_tokenizer, text_list
 
 EMPTY_TARGET = "empty target: only <eos> is scored"
 

@@ -17,10 +17,10 @@ from typing import Any
 from sacrebleu.metrics import BLEU, CHRF
 from tqdm.auto import tqdm
 
-from .batching import TokenBatcher, encode_pairs
-from .decoding import DecodeOptions, inference
+from ..data.batching import TokenBatcher, encode_pairs
+from ..inference.decoding import DecodeOptions, inference
+from ..inference.translation import Translation, check_bundle, str_list, target_tokenizer, translate_detailed
 from .loss import Objective
-from .translation import Translation, check_bundle, target_tokenizer, text_list, translate_detailed
 
 
 @dataclass(frozen=True)
@@ -34,15 +34,6 @@ class EvalResult:
     def __str__(self) -> str:
         return (f"BLEU {self.bleu:.2f} ({self.bleu_signature}); chrF {self.chrf:.2f} ({self.chrf_signature}); "
                 f"{self.n} sentences")
-
-
-def str_list(texts: Any, what: str) -> list[str]:
-    """texts as a list, each a str; else a TypeError naming `what` and the first item that is not."""
-    texts = text_list(texts, what)
-    for i, text in enumerate(texts):
-        if not isinstance(text, str):
-            raise TypeError(f"{what}[{i}] must be a str, got {type(text).__name__} {str(text)[:40]!r}")
-    return texts
 
 
 def evaluate_bleu(hypotheses: list[str], references: list[str]) -> EvalResult:

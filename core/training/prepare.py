@@ -14,7 +14,8 @@ from typing import Any
 
 import torch
 
-from .batching import (
+from ..bundle import ModelBundle, check_fits, resolve_device
+from ..data.batching import (
     TOO_MANY_UNKNOWN,
     Example,
     checked_pair,
@@ -22,14 +23,13 @@ from .batching import (
     unknown_from_rare_words,
     unknown_share,
 )
-from .bundle import ModelBundle, check_fits, resolve_device
-from .config import ModelConfig
-from .corpus import ParallelCorpus, dropped_empty_note
-from .data import load_corpus
-from .directions import both_directions, language_tag, untagged
-from .model import Transformer
-from .tasks import TOKENIZER_KIND
-from .tokenizer import Tokenizer
+from ..data.corpus import ParallelCorpus, dropped_empty_note
+from ..data.directions import both_directions, language_tag, untagged
+from ..data.files import load_corpus
+from ..data.tasks import TOKENIZER_KIND
+from ..data.tokenizer import Tokenizer
+from ..model.config import ModelConfig
+from ..model.transformer import Transformer
 
 FEW_PAIRS = 100  # fewer training pairs than this can be learnt by heart, not generalised from
 
@@ -38,7 +38,7 @@ FEW_PAIRS = 100  # fewer training pairs than this can be learnt by heart, not ge
 class RunPlan:
     """What a new run is asked to be, before any data is read: its corpus, vocabulary and model."""
 
-    data: str  # a corpus spec (core.data): synthetic:NAME, files:PATH, hf:NAME[:CONFIG]
+    data: str  # a corpus spec (core.data.files): synthetic:NAME, files:PATH, hf:NAME[:CONFIG]
     src_lang: str | None = None
     tgt_lang: str | None = None
     seed: int = 0  # the data split, the training sample (limit) and the model's initialisation
@@ -53,7 +53,7 @@ class RunPlan:
     separate_vocab: bool = False
     src_vocab_size: int | None = None
     tgt_vocab_size: int | None = None
-    # One model for both directions, each source tagged with its target language (core/directions.py).
+    # One model for both directions, each source tagged with its target language (core/data/directions.py).
     both_directions: bool = False
 
     def __post_init__(self) -> None:
@@ -92,7 +92,7 @@ class RunNotes:
 
     training_pairs: int
     validation_pairs: int
-    dropped_empty: str = ""  # core.corpus.dropped_empty_note's sentence; "" when no pair had an empty side
+    dropped_empty: str = ""  # core.data.corpus.dropped_empty_note's sentence; "" when no pair had an empty side
     too_long: int = 0  # training pairs longer than the model's max_len, left out
     max_len: int = 0
     unknown_share: float = 0.0  # of the training tokens that are <unk>

@@ -1,5 +1,5 @@
 """Hugging Face data on this machine (section 5.1's data), read with ``datasets``' own readers and no
-network, as a ``datasets.DatasetDict`` (core.hf_data makes corpora of them):
+network, as a ``datasets.DatasetDict`` (core.data.huggingface makes corpora of them):
 
 - a folder written by ``save_to_disk`` (a DatasetDict, or one Dataset: its only split is train);
 - a folder of parquet, JSON Lines or CSV files, split by their names as the Hub names them

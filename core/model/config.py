@@ -110,7 +110,7 @@ class ModelConfig:
         if self.shared_vocab and self.src_vocab_size != self.tgt_vocab_size:
             raise ValueError("ModelConfig.shared_vocab=True needs src_vocab_size == tgt_vocab_size "
                              f"(got {self.src_vocab_size} and {self.tgt_vocab_size})")
-        # The tokenizer (core/tokenizer.py) always gives the specials these ids; a config that
+        # The tokenizer (core/data/tokenizer.py) always gives the specials these ids; a config that
         # said otherwise would decode with the wrong end-of-sentence token.
         ids = {"pad_id": self.pad_id, "bos_id": self.bos_id, "eos_id": self.eos_id, "unk_id": self.unk_id}
         for (name, value), expected in zip(ids.items(), range(len(SPECIAL_TOKENS))):

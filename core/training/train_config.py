@@ -1,6 +1,6 @@
 """Section 5's training settings as one dataclass, checked when made: the batch size in tokens (5.1),
 the optimizer's schedule (5.3), regularisation (5.4), and how a run uses its hardware (precision,
-torch.compile, shape buckets, how often figures are read back from the GPU: core/acceleration.py).
+torch.compile, shape buckets, how often figures are read back from the GPU: core/training/acceleration.py).
 """
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import functools
 from dataclasses import dataclass, fields
 from typing import get_type_hints
 
-from .config import INT64_MAX
+from ..model.config import INT64_MAX
 from .keep_best import check_keep_best
 from .schedule import SCHEDULES
 
@@ -30,7 +30,7 @@ class TrainConfig:
     amp: str = "auto"  # auto: bf16 on CUDA (fp16 on a GPU without bf16) and on CPUs with native bf16, else off
     compile: bool = False  # torch.compile the training step (CUDA)
     # Pad every batch's lengths up to a multiple of bucket and its rows to max_tokens // length, and train on the
-    # whole grid (0: off): a few fixed shapes and no read-back in the forward pass (core/acceleration.py).
+    # whole grid (0: off): a few fixed shapes and no read-back in the forward pass (core/training/acceleration.py).
     bucket: int = 0
     cuda_graphs: bool = False  # with compile and bucket: replay each shape's graph as a CUDA graph
     # Steps between reading the figures (loss, accuracy, gradient norm) back from the device: 1 waits for the
@@ -42,7 +42,7 @@ class TrainConfig:
     bleu_sentences: int = 100  # validation sentences decoded for BLEU at each evaluation
     sample_translations: int = 3
     max_bad_steps: int = 5  # consecutive non-finite losses before giving up
-    # core/keep_best.py: the validation metric ("bleu", "loss", "exact_match") whose best evaluation the run
+    # core/training/keep_best.py: the validation metric ("bleu", "loss", "exact_match") whose best evaluation the run
     # keeps (None: none), and the evaluations without a better one after which it stops (None: never).
     keep_best: str | None = None
     patience: int | None = None

@@ -1,5 +1,5 @@
 """``hf:NAME[:CONFIG]`` corpora: Hugging Face datasets, read through ``datasets``. A copy in the local
-cache is read as it is, with no setting and no network (core.hf_disk); otherwise the Hub is asked, and
+cache is read as it is, with no setting and no network (core.data.hf_disk); otherwise the Hub is asked, and
 without a network this fails within seconds with a clear message (a stalled DNS lookup would otherwise
 hang); with HF_HUB_OFFLINE=1, datasets looks in its caches itself. ``hf:PATH`` reads a dataset folder
 on disk: a save_to_disk folder, or a folder of parquet, jsonl or csv files.
@@ -90,7 +90,7 @@ def load_hf(name: str, config: str | None = None, src_lang: str | None = None, t
 
 def load_dataset_folder(folder: Path, src_lang: str | None = None, tgt_lang: str | None = None, *, seed: int = 0,
                         valid_fraction: float | None = None, kind: str = "hf") -> ParallelCorpus:
-    """A dataset folder on disk (core.hf_disk: save_to_disk, or parquet/jsonl/csv files) as a corpus; kind is
+    """A dataset folder on disk (core.data.hf_disk: save_to_disk, or parquet/jsonl/csv files) as a corpus; kind is
     the spec's (hf or files), for its record. An unreadable folder is a one-line ValueError naming it."""
     dd = read_dataset_folder(folder, f"{kind}:{folder}")
     return corpus_from_dataset_dict(dd, src_lang, tgt_lang, f"{kind}:{folder.resolve()}", seed=seed,

@@ -24,18 +24,25 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from .acceleration import (MIN_LOSS_SCALE, FigureWindow, compile_objective, make_optimizer, precision, resolve_amp,
-                           step_unless)
-from .batching import Batch, Example, TokenBatcher
-from .bundle import ModelBundle, resolve_device
-from .checkpoint import save_checkpoint
+from ..bundle import ModelBundle, resolve_device
+from ..checkpoint import save_checkpoint
+from ..data.batching import Batch, Example, TokenBatcher
+from ..data.tasks import task_of
+from ..inference.translation import translate_detailed
+from .acceleration import (
+    MIN_LOSS_SCALE,
+    FigureWindow,
+    compile_objective,
+    make_optimizer,
+    precision,
+    resolve_amp,
+    step_unless,
+)
 from .evaluation import evaluate_bleu
 from .keep_best import BestKeeper, check_keep_best
 from .loss import Objective
 from .schedule import learning_rate
-from .tasks import task_of
 from .train_config import TrainConfig
-from .translation import translate_detailed
 
 
 @dataclass
@@ -66,14 +73,14 @@ class TrainingStopped(RuntimeError):
 class Trainer:
     def __init__(self, bundle: ModelBundle, train: list[Example], config: TrainConfig,
                  valid_pairs: list[tuple[str, str]] | None = None, valid: list[Example] | None = None):
-        """train and valid: encoded examples (core.batching.encode_pairs); valid_pairs: the validation
+        """train and valid: encoded examples (core.data.batching.encode_pairs); valid_pairs: the validation
         sentences as text, for BLEU and sample translations."""
         if not isinstance(config, TrainConfig):
             raise TypeError(f"config must be a TrainConfig, got {type(config).__name__}")
         for what, examples in (("train", train), ("valid", valid or [])):
             bad = next((e for e in examples if not isinstance(e, Example)), None)
             if bad is not None:
-                raise TypeError(f"{what} must hold Examples (core.batching.encode_pairs makes them from sentence "
+                raise TypeError(f"{what} must hold Examples (core.data.batching.encode_pairs makes them from sentence "
                                 f"pairs), got {type(bad).__name__} {str(bad)[:40]!r}")
         check_keep_best(config.keep_best, config.patience, eval_every=config.eval_every,
                         bleu_sentences=config.bleu_sentences, synthetic=task_of(bundle.info) is not None)
@@ -93,7 +100,7 @@ class Trainer:
         torch.manual_seed(config.seed)
         random.seed(config.seed)
         self.batcher = TokenBatcher(train, config.max_tokens, shuffle=True, seed=config.seed, bucket=config.bucket)
-        # Bucketed batches have fixed shapes; the grid keeps them so (core/acceleration.py).
+        # Bucketed batches have fixed shapes; the grid keeps them so (core/training/acceleration.py).
         self.objective: nn.Module = Objective(self.model, config.label_smoothing, grid=config.bucket > 0)
         # Under DDP, accumulation's micro-batches skip the gradient all-reduce but the last (no_sync); the
         # DDP wrapper is kept apart, since torch.compile's wrapper around it is no DDP module.
@@ -103,7 +110,7 @@ class Trainer:
             self.objective = self._ddp = nn.parallel.DistributedDataParallel(self.objective, device_ids=ids)
         if config.compile:
             self.objective = compile_objective(self.objective, cuda_graphs=config.cuda_graphs)
-        # readback_every > 1: the figures stay on the device between read-backs (core/acceleration.py).
+        # readback_every > 1: the figures stay on the device between read-backs (core/training/acceleration.py).
         self.window = FigureWindow(self.device) if config.readback_every > 1 else None
         self._measured: StepEvent | None = None  # the last read-back's event, whose figures later steps repeat
         self.optimizer = make_optimizer(self.model, config.weight_decay)

@@ -4,7 +4,7 @@ decoder layer, and the memory keys and values come from the output of the encode
 correlation to compare the two.
 
 Attributions explain f_t = log P(y_t | y_<t, x) of each target token (teacher forcing, as in
-core.scoring, <eos> included) in terms of the source token embeddings e_s = E[x_s] (the lookup,
+core.inference.scoring, <eos> included) in terms of the source token embeddings e_s = E[x_s] (the lookup,
 before section 3.4's sqrt(d_model) scaling and 3.5's positions, which stay as they are):
 
 - ``grad_x_input``: gradient × input (Shrikumar et al. 2016, "Not Just a Black Box"; the gradient
@@ -29,8 +29,9 @@ from typing import Any, Iterator, Sequence
 import numpy as np
 import torch
 
-from .model import Transformer
-from .scoring import Pair, prepare_pair
+from ..inference.scoring import Pair, prepare_pair
+from ..model.transformer import Transformer
+from .hooks import attention_maps
 
 METHODS = ("grad_x_input", "integrated_gradients")
 
@@ -106,7 +107,7 @@ def cross_attention(bundle: Any, source: str, target: str | Sequence[int], layer
     if not isinstance(layer, int) or isinstance(layer, bool) or not -layers <= layer < layers:
         raise ValueError(f"layer {layer!r} is out of range: this model's decoder has {layers} layers "
                          f"(0..{layers - 1}, or -{layers}..-1 from the last)")
-    cross = bundle.model.attention_maps(pair.src, pair.tgt_in)["cross"]  # (L, h, T, S)
+    cross = attention_maps(bundle.model, pair.src, pair.tgt_in)["cross"]  # (L, h, T, S)
     return cross[layer].mean(dim=0).double().numpy()
 
 

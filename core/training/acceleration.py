@@ -1,6 +1,6 @@
 """How a training step (section 5) uses the hardware, each choice beside the plain way it replaces:
 mixed precision (autocast), the fused Adam of section 5.3, torch.compile (with CUDA graphs over the few
-shapes of bucketed batches, core/batching.py), and figures kept on the device, read back every N steps.
+shapes of bucketed batches, core/data/batching.py), and figures kept on the device, read back every N steps.
 
 On a GPU the host queues kernels ahead of the device; anything that reads a value back (`.item()`,
 `.tolist()`, a Python `if` on a tensor) waits for the queue to drain, so a small model spends its step

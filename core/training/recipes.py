@@ -1,4 +1,4 @@
-"""Named training recipes: a corpus, a model preset (section 6.2's sizes, core/config.py) and section 5's
+"""Named training recipes: a corpus, a model preset (section 6.2's sizes, core/model/config.py) and section 5's
 training settings chosen together for one purpose, so a lecturer or a script asks for them by name
 (`train_cli.py train --recipe NAME`, the studio's Train tab) instead of a dozen options.
 
@@ -13,12 +13,12 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from .config import PRESETS
+from ..model.config import PRESETS
 from .train_config import TrainConfig
 
 # Beside the repository, where this project's data lives (README: Set up); a device machine's copy
 # travels inside the checkout, in shared/data (docs/gpu.md).
-REPOSITORY = Path(__file__).resolve().parents[1]
+REPOSITORY = Path(__file__).resolve().parents[2]
 DATA_ROOTS = (REPOSITORY / "shared" / "data", REPOSITORY.parent / "shared" / "data")
 
 
@@ -42,7 +42,7 @@ class Recipe:
     model: dict[str, Any] = field(default_factory=dict)  # the preset's sizes changed, named as train's options
     train: dict[str, Any] = field(default_factory=dict)
     attention_every: int = 10  # the studio's attention timeline: steps between snapshots of the example's map
-    both_directions: bool = False  # one model for src->tgt and tgt->src, sources tagged (core/directions.py)
+    both_directions: bool = False  # one model for src->tgt and tgt->src, sources tagged (core/data/directions.py)
 
     def __post_init__(self) -> None:
         if self.preset not in PRESETS:
@@ -51,7 +51,7 @@ class Recipe:
 
     @property
     def data(self) -> str:
-        """The corpus as a core.data spec."""
+        """The corpus as a core.data.files spec."""
         folder, slash, file = self.corpus.partition("/")
         return f"files:{data_folder(folder)}{slash}{file}"
 
@@ -66,8 +66,9 @@ class Recipe:
     def settings(self) -> dict[str, Any]:
         """Everything the recipe sets, flat, for a UI to show."""
         return {"data": self.data, "src_lang": self.src_lang, "tgt_lang": self.tgt_lang, "preset": self.preset,
-                "vocab_size": self.vocab_size, **self.model, **({"both_directions": True} if self.both_directions else {}),
-                **self.train, "attention_every": self.attention_every}
+                "vocab_size": self.vocab_size, **self.model,
+                **({"both_directions": True} if self.both_directions else {}), **self.train,
+                "attention_every": self.attention_every}
 
 
 LECTURE_MULTI30K = Recipe(

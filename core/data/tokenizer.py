@@ -12,11 +12,10 @@ import json
 from pathlib import Path
 from typing import Iterable, Sequence
 
-from tokenizers import AddedToken
+from tokenizers import AddedToken, decoders, models, normalizers, pre_tokenizers, trainers
 from tokenizers import Tokenizer as HFTokenizer
-from tokenizers import decoders, models, normalizers, pre_tokenizers, trainers
 
-from .config import SPECIAL_TOKENS
+from ..model.config import SPECIAL_TOKENS
 
 KINDS = ("bpe", "unigram", "word")
 PAD_ID, BOS_ID, EOS_ID, UNK_ID = range(4)
@@ -104,7 +103,7 @@ class Tokenizer:
         return cls(hf)
 
     def add_language_tags(self, tags: Sequence[str]) -> "Tokenizer":
-        """Add tags (core.directions' <2es>) as tokens of their own, matched in the text before subwords, after
+        """Add tags (core.data.directions' <2es>) as tokens of their own, matched in the text before subwords, after
         the learnt vocabulary (ids vocab_size, vocab_size + 1, ...). Unlike <pad>/<bos>/<eos> they are read
         from typed text: a tag is how a source asks for its target language."""
         self.hf.add_tokens([AddedToken(tag, normalized=False, single_word=False) for tag in tags])

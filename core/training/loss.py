@@ -19,10 +19,10 @@ from typing import TYPE_CHECKING
 import torch
 from torch import nn
 
-from . import ranking
+from ..inference import ranking
 
 if TYPE_CHECKING:
-    from .model import Transformer
+    from ..model.transformer import Transformer
 
 CHUNK_ELEMENTS = 1 << 22  # logits per chunk: 16 MB in fp32
 WHOLE_LOGITS_MAX = 1 << 28  # on a GPU, logits up to 1 GiB in fp32 are computed whole

@@ -1,4 +1,4 @@
-"""Sentences in, text out: the decoders of core.decoding on text, with a notice for everything
+"""Sentences in, text out: the decoders of core.inference.decoding on text, with a notice for everything
 done to a sentence that its translation alone does not show (empty, truncated, unknown
 characters, not the form a synthetic task's model learnt, output cut at the maximum length).
 
@@ -16,14 +16,23 @@ from typing import Any, Callable, Iterable
 
 import torch
 
-from . import precision, tasks
-from .batching import pad_ids
-from .decoding import (NEG_INF, DecodeOptions, Hypothesis, Sources, beam_search, greedy_decode, inference,
-                       resolve_options)
-from .model import Transformer
+from ..data import tasks
+from ..data.batching import pad_ids
+from ..data.tokenizer import EOS_ID, Tokenizer
+from ..model.transformer import Transformer
+from . import precision
+from .decoding import (
+    NEG_INF,
+    DecodeOptions,
+    Hypothesis,
+    Sources,
+    beam_search,
+    greedy_decode,
+    inference,
+    resolve_options,
+)
 from .prefix import prefix_notice, prefixes_for
 from .sampling import make_generator, sample
-from .tokenizer import EOS_ID, Tokenizer
 
 # Notices that translate() does not warn about: an empty input's empty output explains itself, and a
 # clamped length limit changes no output by itself (an output cut at the limit has its own notice).
@@ -133,7 +142,7 @@ def translate_detailed(bundle: Any, sentences: list[str], options: DecodeOptions
     returned in input order. on_batch(n) is called after each batch of n sentences.
 
     prefix: a beginning every output must have (one str for all sentences, or a list with one per
-    sentence; "" for none), with any method: its tokens are forced (core/prefix.py says how text
+    sentence; "" for none), with any method: its tokens are forced (core/inference/prefix.py says how text
     becomes them, and what is refused), then the method goes on. Translation.prefix_length counts
     them; their token_logprobs are the model's own, and count in the score."""
     check_bundle(bundle)
@@ -218,6 +227,16 @@ def text_list(texts: Any, what: str) -> list:
         return list(texts)
     except TypeError:
         raise TypeError(f"{what} must be a list of str, got {type(texts).__name__}") from None
+
+
+def str_list(texts: Any, what: str) -> list[str]:
+    """texts as a list, each a str; else a TypeError naming `what` and the first item that is not."""
+    texts = text_list(texts, what)
+    for i, text in enumerate(texts):
+        if not isinstance(text, str):
+            raise TypeError(f"{what}[{i}] must be a str, got {type(text).__name__} {str(text)[:40]!r}")
+    return texts
+
 
 
 def _decode(model: Transformer, src: Sources, max_out: torch.Tensor, options: DecodeOptions,

@@ -22,11 +22,12 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from .attention import MultiHeadAttention
-from .decoding import inference
-from .model import Residual, Transformer
-from .scoring import Pair, prepare_pair
-from .translation import target_tokenizer
+from ..inference.decoding import inference
+from ..inference.scoring import Pair, prepare_pair
+from ..inference.translation import target_tokenizer
+from ..model.attention import MultiHeadAttention
+from ..model.layers import Residual
+from ..model.transformer import Transformer
 
 STACKS = ("encoder", "decoder", "cross")
 

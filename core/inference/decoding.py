@@ -1,5 +1,5 @@
 """Inference: greedy decoding and beam search, batched over sentences on the decoder's key/value
-cache (each step feeds one new token per hypothesis); core.sampling draws on the same steps.
+cache (each step feeds one new token per hypothesis); core.inference.sampling draws on the same steps.
 
 Section 6.1 of the paper: "we used beam search with a beam size of 4 and length penalty
 α = 0.6 ... We set the maximum output length during inference to input length + 50, but
@@ -9,8 +9,8 @@ terminate early when possible." The length penalty is GNMT's (Wu et al. 2016, se
 
 (without GNMT's coverage penalty); ``length_penalty="plain"`` divides by |Y|^α instead.
 
-Conventions (shared with core.beam, the studio and the CLI):
-- source ids are ``tokenizer.encode(text) + [eos]``, right-padded with pad (core.translation
+Conventions (shared with core.inference.beam, the studio and the CLI):
+- source ids are ``tokenizer.encode(text) + [eos]``, right-padded with pad (core.inference.translation
   prepares them from text);
 - |Y| counts the generated tokens including eos;
 - the maximum output length is a·|source| + b tokens including eos, |source| counting the
@@ -34,14 +34,14 @@ from typing import Any, Callable, Iterator, Sequence
 
 import torch
 
+from ..model.cache import DecoderCache
+from ..model.config import INT64_MAX
+from ..model.transformer import Transformer
 from . import ranking
-from .config import INT64_MAX
-from .cache import DecoderCache
-from .model import Transformer
 
 METHODS = ("greedy", "beam", "sample")
 LENGTH_PENALTIES = ("gnmt", "plain")
-DTYPES = ("fp32", "int8", "bf16")  # core/precision.py builds the last two
+DTYPES = ("fp32", "int8", "bf16")  # core/inference/precision.py builds the last two
 # Sampling that reads as language (DecodeOptions' defaults draw from the plain distribution, T = 1, no
 # cut-off). On the shipped model, test_2016's first 300 sentences, 3 seeds: T = 1 scores 23-25 BLEU and
 # reads as nonsense ("People repair floor at truck.i a house."); T = 0.8 with top-p 0.9 scores 34-36
@@ -73,7 +73,7 @@ class DecodeOptions:
     # and sampling, 256 for beam search, about 1,024 rows either way (2-core CPU, bench/decode.py:
     # greedy gains from 1,024 sentences over 256, beam search from more than 256 does not).
     batch_size: int | None = None
-    # core.translate's arithmetic (core/precision.py): "fp32" exact, "int8" or "bf16" faster, nearly the same
+    # core.translate's arithmetic (core/inference/precision.py): "fp32" exact, "int8" or "bf16" faster, nearly the same
     # outputs. The tensor-level decoders here run the model they are given.
     dtype: str = "fp32"
 
@@ -256,7 +256,7 @@ def _lengths(src: Sources, max_len: torch.Tensor | int, model: Transformer) -> t
     return limits.clamp(1, model.config.max_len - 1)
 
 
-# ----- beam search: one step function for the one-shot search and core.beam's stepper ------
+# ----- beam search: one step function for the one-shot search and core.inference.beam's stepper ------
 @dataclass
 class BeamState:
     """Beam search over N active sentences × R hypotheses (R = 1 before the first step, then

@@ -57,7 +57,7 @@ def linked_groups(pairs: Sequence[Pair]) -> list[list[int]]:
 
 def carve_linked(pairs: Sequence[Pair], seed: int, valid_fraction: float | None = None
                  ) -> tuple[list[Pair], list[Pair], list[Pair]]:
-    """train, valid and test (core.corpus.held_out_size each: 1%, at most 1000, by default), whole linked
+    """train, valid and test (core.data.corpus.held_out_size each: 1%, at most 1000, by default), whole linked
     groups at a time, chosen by shuffling the groups with seed."""
     groups = linked_groups(pairs)
     random.Random(seed).shuffle(groups)
@@ -102,4 +102,5 @@ def both_directions(corpus: ParallelCorpus, seed: int = 0, valid_fraction: float
 
 def directions_of(info: dict) -> list[tuple[str, str]]:
     """The (source, target) language pairs a checkpoint's record says its model translates."""
-    return [tuple(d) for d in info.get("directions", [])] or [(info.get("src_lang", "src"), info.get("tgt_lang", "tgt"))]
+    listed = [(src, tgt) for src, tgt in info.get("directions", [])]
+    return listed or [(info.get("src_lang", "src"), info.get("tgt_lang", "tgt"))]

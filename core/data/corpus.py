@@ -2,7 +2,7 @@
 record, reading UTF-8 text, dropping pairs with an empty side (counted, never silent), choosing the
 direction, and carving valid/test splits out of a corpus that has none.
 
-``core.data`` (files), ``core.hf_data`` (Hugging Face datasets) and ``core.tasks`` (synthetic
+``core.data.files`` (files), ``core.data.huggingface`` (Hugging Face datasets) and ``core.data.tasks`` (synthetic
 lecture tasks) build their corpora from these pieces.
 """
 from __future__ import annotations

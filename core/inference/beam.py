@@ -2,7 +2,7 @@
 
 Section 6.1 of the paper decodes with "beam search with a beam size of 4 and length
 penalty α = 0.6", GNMT's lp(Y) = ((5 + |Y|)/6)^α (Wu et al. 2016). ``BeamStepper`` runs
-exactly the one-shot search of core.decoding: both call ``core.decoding.beam_step``, so once
+exactly the one-shot search of core.inference.decoding: both call ``core.inference.decoding.beam_step``, so once
 it is done (run_to_end()), hypotheses() returns the same hypotheses and scores as
 ``beam_search(..., n_best=beam_size)``.
 
@@ -17,8 +17,24 @@ from typing import Any
 
 import torch
 
-from .decoding import (FINISHED, LIVE, PRUNED, BeamState, DecodeOptions, Hypothesis, StepRecord, beam_start, beam_step,
-                       check_beam_fits, copy_cache, inference, last_tokens, length_penalty, ranked, resolve_options)
+from .decoding import (
+    FINISHED,
+    LIVE,
+    PRUNED,
+    BeamState,
+    DecodeOptions,
+    Hypothesis,
+    StepRecord,
+    beam_start,
+    beam_step,
+    check_beam_fits,
+    copy_cache,
+    inference,
+    last_tokens,
+    length_penalty,
+    ranked,
+    resolve_options,
+)
 from .translation import max_output_length, prepare_source, target_tokenizer
 
 STATUS = {PRUNED: "pruned", LIVE: "live", FINISHED: "finished"}

@@ -1,0 +1,1 @@
+"""Section 6.1's decoding: greedy, beam, sampling, prefixes, precision paths, translation, scoring."""
