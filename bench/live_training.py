@@ -38,9 +38,9 @@ def one_run(task: str, timeout: float) -> tuple[float | None, int | None, float]
     """(seconds to >= TARGET or None, step of that snapshot, last exact match)."""
     from core.data.tasks import make_task
     from studio.registry import ModelRegistry
-    from studio.run_setup import warm_up
-    from studio.tabs.train_form import DEFAULTS
-    from studio.training import TrainingJob
+    from studio.train.form import DEFAULTS
+    from studio.train.job import TrainingJob
+    from studio.train.setup import warm_up
 
     settings = replace(DEFAULTS, data=f"synthetic:{task}", name=f"live-{task}", max_steps=100_000)
     test = make_task(task, seed=settings.seed).test
@@ -77,7 +77,7 @@ def main() -> None:
     args = parser.parse_args()
     import torch
 
-    from studio.tabs.train_form import DEFAULTS
+    from studio.train.form import DEFAULTS
 
     torch.set_num_threads(args.threads)
     task = args.task or DEFAULTS.data.split(":")[1]

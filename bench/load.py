@@ -80,10 +80,10 @@ def pick_model(checkpoints: Path, wanted: str | None) -> tuple[str, list[str]]:
 
 
 def train_values(steps: int) -> list:
-    """The Train tab's set-up panel (studio.tabs.train_form.FIELDS order): its defaults, a long run."""
+    """The Train tab's set-up panel (studio.train.form.FIELDS order): its defaults, a long run."""
     from dataclasses import replace
 
-    from studio.tabs.train_form import DEFAULTS, form_values
+    from studio.train.form import DEFAULTS, form_values
 
     return list(form_values(replace(DEFAULTS, max_steps=steps, name=TRAIN_NAME)))
 

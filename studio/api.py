@@ -19,7 +19,7 @@ from . import explain, serving
 from .limits import BATCHED, HEAVY
 from .registry import UNAVAILABLE, ModelRegistry
 from .text import guard
-from .training import TrainingJob
+from .train.job import TrainingJob
 
 # The endpoints a script may call, under names that stay (docs/api.md). Every other event is the page's own
 # (private): its name, /wrapper_12 or /lambda_3, changed whenever the code did.

@@ -21,8 +21,8 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import gradio as gr  # noqa: E402
 import torch  # noqa: E402
 
-from . import api, plots, sessions, training  # noqa: E402
-from .assets import script, stylesheet  # noqa: E402
+from . import api, plots, sessions  # noqa: E402
+from .components import script, stylesheet  # noqa: E402
 from .limits import (  # noqa: E402
     DEFAULT_CONCURRENCY,
     MAX_UPLOAD_BYTES,
@@ -41,12 +41,13 @@ from .tabs import (  # noqa: E402
     model_view,
     positional,
     saliency,
-    train,
-    train_live,
     translate,
     what_if,
 )
 from .text import guard  # noqa: E402
+from .train import job as training  # noqa: E402
+from .train import live as train_live  # noqa: E402
+from .train import tab as train  # noqa: E402
 from .uploads import open_checkpoint  # noqa: E402
 
 # Gradio's default theme, with colours that read (WCAG AA, 4.5:1): white on its orange buttons was 2.8:1,

@@ -27,7 +27,7 @@ from core.training.evaluation import evaluate_bleu, teacher_forced_metrics
 
 from .explain import Refused, finite, floats, source_text
 from .registry import UNAVAILABLE, ModelRegistry
-from .sources import DATA_ROOTS, ROOT
+from .train.sources import DATA_ROOTS, ROOT
 
 DECODINGS = {"greedy": DecodeOptions(method="greedy"), "beam 4": DecodeOptions(method="beam", beam_size=4)}
 DEFAULT_SENTENCES, MAX_SENTENCES = 100, 500  # a corpus score: 500 beam-4 sentences take minutes on 2 cores

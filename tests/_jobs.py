@@ -1,4 +1,4 @@
-"""Test helpers for the Train tab's job (studio.training): a quick lecture run, the job fixture, and waiting
+"""Test helpers for the Train tab's job (studio.train.job): a quick lecture run, the job fixture, and waiting
 on the job's state (never on a fixed sleep)."""
 from __future__ import annotations
 
@@ -6,9 +6,10 @@ import time
 
 import pytest
 
-from studio import run_setup, training
 from studio.registry import ModelRegistry
-from studio.training import Settings, TrainingJob
+from studio.train import job as training
+from studio.train import setup as run_setup
+from studio.train.job import Settings, TrainingJob
 
 QUICK = Settings(max_steps=30, max_tokens=256, warmup=10, eval_every=10, attention_every=5)
 ENDED = ("finished", "stopped", "failed")

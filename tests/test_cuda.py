@@ -222,11 +222,11 @@ def test_the_fast_decoders_on_the_gpu_give_the_naive_decoders_outputs():
 
 
 def test_the_studio_trains_on_the_gpu_and_says_so(tmp_path):
-    """python -m studio on a CUDA machine: the Train tab's job (studio/training.py) picks the GPU by itself
+    """python -m studio on a CUDA machine: the Train tab's job (studio/train/job.py) picks the GPU by itself
     (Settings.device "auto"), names it, and hands out CPU snapshots while training there."""
-    from studio import run_setup
     from studio.registry import ModelRegistry
-    from studio.training import Settings, TrainingJob
+    from studio.train import setup as run_setup
+    from studio.train.job import Settings, TrainingJob
 
     assert run_setup.device_line("auto").startswith("GPU: ") and "(CUDA)" in run_setup.device_line("auto")
     job = TrainingJob(ModelRegistry(None), tmp_path / "checkpoints")

@@ -15,9 +15,9 @@ import pytest
 import torch
 from _models import reverse_sources, reverse_task, tiny_bundle
 
-from core.inference import translation
 from core.data.batching import pad_ids
 from core.data.tokenizer import BOS_ID, EOS_ID, PAD_ID
+from core.inference import translation
 from core.inference.beam import BeamStepper
 from core.inference.decoding import DecodeOptions, _repeated_ngrams, beam_search, greedy_decode, length_penalty
 from core.inference.sampling import filter_logits, sample

@@ -374,9 +374,10 @@ def test_disk_full_while_saving_keeps_the_previous_checkpoint(tmp_path, monkeypa
 
 
 def test_disk_full_reaches_the_train_tab_as_a_message(tmp_path, monkeypatch):
-    from studio import run_setup, training
     from studio.registry import ModelRegistry
-    from studio.tabs import train as tab
+    from studio.train import job as training
+    from studio.train import setup as run_setup
+    from studio.train import tab
 
     monkeypatch.setattr(run_setup, "EVAL_SENTENCES", 5)
     job = training.TrainingJob(ModelRegistry(None), tmp_path / "checkpoints")

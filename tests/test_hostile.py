@@ -37,10 +37,14 @@ from core.checkpoint import load_checkpoint, load_trainer_state, save_checkpoint
 from core.data.tokenizer import Tokenizer
 from core.model.config import ModelConfig
 from core.model.transformer import Transformer
-from studio import app, assets, limits, run_setup, saving, shell, sources, training, uploads
+from studio import app, components, limits, shell, uploads
 from studio.registry import ModelRegistry
-from studio.tabs import attention, beam, train_live, translate
-from studio.tabs import train as train_tab
+from studio.tabs import attention, beam, translate
+from studio.train import job as training
+from studio.train import live as train_live
+from studio.train import saving, sources
+from studio.train import setup as run_setup
+from studio.train import tab as train_tab
 
 ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM = "/usr/bin/chromium"
@@ -592,7 +596,7 @@ def _drive(page, url: str) -> None:
     page.locator("#arithmetic-steps table").wait_for(timeout=30000)
     page.get_by_role("tab", name="Saliency").click()
     page.locator("#saliency-agreement").get_by_text("Agreement").wait_for(timeout=30000)
-    page.evaluate(assets.script("downloads.js"))  # a page script, which this test's launch does not give
+    page.evaluate(components.script("downloads.js"))  # a page script, which this test's launch does not give
     page.locator("#tab-saliency .studio-download summary").first.click()
     with page.expect_download():
         page.locator("#tab-saliency .studio-download-menu button", has_text="JSON").first.click()

@@ -19,9 +19,10 @@ import core.data.tokenizer
 from core.checkpoint import FILES as CHECKPOINT_FILES
 from core.checkpoint import save_checkpoint
 from core.data.tokenizer import Tokenizer
-from studio import limits, run_setup, uploads
+from studio import limits, uploads
 from studio.registry import ModelRegistry
-from studio.training import Settings, TrainingJob
+from studio.train import setup as run_setup
+from studio.train.job import Settings, TrainingJob
 
 ONE_STEP = Settings(max_steps=1, max_tokens=256, warmup=1, eval_every=1, attention_every=1, preset="small",
                     vocab_size=9, name="cjk")
@@ -158,8 +159,8 @@ def test_a_zip_is_refused_on_its_total_unpacked_size(registry, tmp_path, toasts,
     (-1, "beam size -1 is below the minimum 1; using 1"),
     (1e9, "beam size 1e+09 is above the maximum 16; using 16")])
 def test_the_translate_tabs_beam_size_says_what_it_used(registry, typed, said):
+    from studio.components import TypedSlider
     from studio.tabs import translate
-    from studio.widgets import TypedSlider
 
     box = TypedSlider(1, 16, value=4, step=1, label="beam size")
     assert box.get_block_name() == "slider" and box.preprocess(typed) == typed  # the callback sees it as it came
@@ -169,7 +170,7 @@ def test_the_translate_tabs_beam_size_says_what_it_used(registry, typed, said):
 
 
 def test_a_corpus_path_with_a_nul_byte_is_named_plainly():
-    from studio import sources
+    from studio.train import sources
 
     with pytest.raises(ValueError, match=r"^A path cannot hold a NUL character"):
         sources.corpus_path_spec("multi30k\0/../etc")
@@ -177,7 +178,7 @@ def test_a_corpus_path_with_a_nul_byte_is_named_plainly():
 
 def test_the_download_zip_is_deleted_when_the_studio_exits(tmp_path):
     """A fresh process zips a checkpoint for download and exits: its folder in /tmp goes with it."""
-    script = ("import sys; from pathlib import Path; from studio.downloads import Downloads; "
+    script = ("import sys; from pathlib import Path; from studio.train.downloads import Downloads; "
               "from core.checkpoint import save_checkpoint; sys.path.insert(0, 'tests'); from _studio import "
               "studio_bundle; print(Downloads().zip_checkpoint(save_checkpoint(Path(sys.argv[1]), studio_bundle())))")
     done = subprocess.run([sys.executable, "-c", script, str(tmp_path / "ck")], capture_output=True, text=True,

@@ -12,8 +12,8 @@ import pytest
 import torch
 from _models import tiny_bundle
 
-from core.explain import saliency
 from core.checkpoint import load_checkpoint
+from core.explain import saliency
 from core.explain.hooks import attention_maps
 from core.inference.scoring import prepare_pair, score
 

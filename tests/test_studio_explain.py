@@ -20,7 +20,7 @@ from studio.limits import MAX_IG_STEPS
 from studio.shell import Current
 from studio.tabs import arithmetic, attention, saliency, translate, what_if
 from studio.tabs.looked_at import Looked, looked_at
-from studio.training import TrainingJob
+from studio.train.job import TrainingJob
 
 NAME = "studio-tiny"
 CROSS = arithmetic.FIRST_STACK

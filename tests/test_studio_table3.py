@@ -14,8 +14,7 @@ from core.checkpoint import load_checkpoint
 from core.inference.translation import translate
 from studio.registry import ModelRegistry
 from studio.tabs import attention, positional
-from studio.tabs import train as tab
-from studio.tabs import train_form as form
+from studio.train import form, tab
 from studio.uploads import open_checkpoint
 
 

@@ -26,13 +26,14 @@ from core.checkpoint import load_checkpoint
 from core.inference.translation import translate_detailed
 from core.model.config import ModelConfig
 from core.model.transformer import Transformer
-from studio import plots, run_setup, shell, sources, training
+from studio import plots, shell
 from studio.registry import ModelRegistry
 from studio.tabs import model_view
-from studio.tabs import train as tab
-from studio.tabs import train_form as form
-from studio.tabs import train_live as live
-from studio.training import JobBusy, TrainingJob
+from studio.train import form, live, sources, tab
+from studio.train import job as training
+from studio.train import plots as train_plots
+from studio.train import setup as run_setup
+from studio.train.job import JobBusy, TrainingJob
 from studio.uploads import open_checkpoint
 
 
@@ -705,7 +706,8 @@ def test_live_view_redraws_only_when_something_changed(job):
     # The speed panel draws a running mean: step by step it swung 3k-22k tokens/s, noise on a projector.
     speed = next(t for t in curves.data if t.xaxis == "x5")
     raw = [h["tokens_per_s"] for h in view.history]
-    assert speed.y[-1] == pytest.approx(sum(raw[-plots.SPEED_WINDOW:]) / plots.SPEED_WINDOW) and speed.y[0] == raw[0]
+    window = train_plots.SPEED_WINDOW
+    assert speed.y[-1] == pytest.approx(sum(raw[-window:]) / window) and speed.y[0] == raw[0]
     perplexity = curves.layout.yaxis2  # log axis: 1, 2, 5, 10, 20, 50 written in full, not D2's "5, 2, 10, 5"
     assert perplexity.type == "log" and perplexity.dtick is None and perplexity.tickformat == ",d"
     assert {1, 2, 5, 10, 20, 50, 100} <= set(perplexity.tickvals)
@@ -726,7 +728,7 @@ def test_the_plots_are_drawn_only_with_the_train_tab_on_screen(job, monkeypatch)
     job.start(QUICK)
     wait_for(job, lambda v: v.state == "finished")
     with monkeypatch.context() as patched:  # not even built for a page on another tab
-        patched.setattr(plots, "training_curves", lambda view: pytest.fail("curves built for a page on another tab"))
+        patched.setattr(train_plots, "training_curves", lambda view: pytest.fail("curves built on another tab"))
         elsewhere = live.tick(job, None, 2, 1, live.Following(True), None, None, "translate")
     seen, state, _, curves, _, samples, *_, attention, _, _, _ = elsewhere
     assert "Finished" in state and curves == samples == attention == gr.skip()
@@ -755,14 +757,14 @@ def test_a_tick_already_running_leaves_a_scrub_alone(job, monkeypatch):
     the tick must not put the newest snapshot back over the step asked for."""
     job.start(QUICK)
     wait_for(job, lambda v: v.state == "finished")
-    following, draw = live.Following(), plots.training_attention
+    following, draw = live.Following(), train_plots.training_attention
 
     def scrub_while_drawing(*args):
-        monkeypatch.setattr(plots, "training_attention", draw)  # the scrub itself draws as usual
+        monkeypatch.setattr(train_plots, "training_attention", draw)  # the scrub itself draws as usual
         live.scrub(job, following, 10, 1, 0)
         return draw(*args)
 
-    monkeypatch.setattr(plots, "training_attention", scrub_while_drawing)
+    monkeypatch.setattr(train_plots, "training_attention", scrub_while_drawing)
     *_, timeline, plot, spoken, picker, key = live.tick(job, None, 2, 0, following, None, None)
     assert plot == gr.skip() and "value" not in timeline.constructor_args  # neither the plot nor the slider's value
 

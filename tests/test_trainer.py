@@ -13,12 +13,12 @@ import torch
 from _models import reverse_task, tiny_bundle
 from _trainers import losses, make_trainer
 
-from core.training import trainer as trainer_module
 from core.bundle import new_bundle
 from core.checkpoint import load_checkpoint, load_trainer_state
 from core.data.batching import encode_pairs
 from core.data.tasks import make_task
 from core.inference.translation import translate
+from core.training import trainer as trainer_module
 from core.training.evaluation import evaluate_bleu
 from core.training.schedule import learning_rate
 from core.training.trainer import TrainConfig, Trainer, TrainingStopped, make_optimizer

@@ -36,14 +36,13 @@ from .model import (
                      pe_similarity,
 )
 from .saliency import agreement_bars, saliency_maps
-from .training import SPEED_WINDOW, training_attention, training_curves
 from .what_if import target_probabilities, token_chips
 
-__all__ = ["CROWDED_STEPS", "FONT", "NARROW_CHARS", "NARROW_FONT", "NARROW_PX", "SPEED_WINDOW", "TEMPLATE",
+__all__ = ["CROWDED_STEPS", "FONT", "NARROW_CHARS", "NARROW_FONT", "NARROW_PX", "TEMPLATE",
            "agreement_bars", "arithmetic_title", "attention_grid", "attention_head", "beam_tree", "concat_to_output",
            "cross_attention_rows", "empty", "hover_text", "label", "label_smoothing", "lr_schedule", "masks",
            "learned_heatmap", "learned_similarity", "narrow", "parameter_shares", "pe_curves", "pe_heatmap",
            "pe_similarity", "query_and_keys",
            "saliency_maps", "shown", "stacked", "target_probabilities", "title_room", "token_chips",
-           "token_probabilities", "training_attention", "training_curves", "weighted_values", "word_start_note",
+           "token_probabilities", "weighted_values", "word_start_note",
            "wrap"]

@@ -16,12 +16,12 @@ from core.explain.arithmetic import AttentionArithmetic
 from core.inference.scoring import prepare_pair
 
 from .. import plots
+from ..components import Slider
 from ..explain import Refused, arithmetic
 from ..limits import HEAVY
 from ..registry import ModelRegistry
 from ..shell import Current, Shell
 from ..text import clip, guard, md, md_table
-from ..widgets import Slider
 from .attention import STACKS
 from .looked_at import NOTHING_YET, Looked, looked_at
 

@@ -18,11 +18,11 @@ from core.inference.translation import prepare_source, translate_detailed
 from core.model.config import ModelConfig
 
 from .. import bertviz_offline, plots, serving
+from ..components import Slider
 from ..limits import HEAVY, clean_input
 from ..registry import UNAVAILABLE, ModelRegistry
 from ..shell import Current, Shell, switched
 from ..text import clip, guard, md, word_diff
-from ..widgets import Slider
 
 STACKS = {"Encoder self-attention": "encoder", "Decoder self-attention": "decoder",
           "Cross-attention (decoder → encoder)": "cross"}

@@ -21,12 +21,11 @@ from core.inference.decoding import DecodeOptions
 from core.inference.translation import translate_detailed
 
 from .. import plots
-from ..assets import script
+from ..components import Slider, script
 from ..limits import BEAM_RANGE, DEFAULT_BEAM, HEAVY, clamp_beam, clean_input
 from ..registry import UNAVAILABLE, ModelRegistry
 from ..shell import Current, Shell, picked_examples
 from ..text import clip, guard, info, md, md_table
-from ..widgets import Slider
 
 # The search tree's pruned children lie within this much of a row below their parent: the upper quarter
 # of the gap, clear of the next row's word, written above its node (at 0.6 a wide beam's marks touched it).

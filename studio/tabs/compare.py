@@ -15,13 +15,13 @@ import plotly.graph_objects as go
 
 from .. import compare as cmp
 from ..compare import DECODINGS, Refused, Side
+from ..components import Slider
 from ..limits import HEAVY
 from ..plots import compare as plots
 from ..plots import empty, label
 from ..registry import UNAVAILABLE, ModelRegistry
 from ..shell import Shell, picked_examples
 from ..text import clip, guard, md, word_diff
-from ..widgets import Slider
 
 TAB_ID = "compare"
 INTRO = ("**Compare** two models on the same sentence: the natural pairs are post-norm vs pre-norm, sinusoidal vs "

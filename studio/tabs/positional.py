@@ -12,10 +12,10 @@ import torch
 from core.model.positional import encoding_at, sinusoidal_encoding
 
 from .. import plots
+from ..components import Slider
 from ..registry import UNAVAILABLE, ModelRegistry
 from ..shell import Shell
 from ..text import guard
-from ..widgets import Slider
 
 D_MODEL_RANGE = (8, 512)
 HEATMAP_CAPTION = (

@@ -8,12 +8,12 @@ from functools import partial
 import gradio as gr
 
 from .. import plots
+from ..components import Slider
 from ..explain import METHOD_NAMES, Refused, Saliency, saliency
 from ..limits import HEAVY, MAX_IG_STEPS
 from ..registry import ModelRegistry
 from ..shell import Current, Shell
 from ..text import clip, guard, md
-from ..widgets import Slider
 from .looked_at import NOTHING_YET, Looked, looked_at
 
 TAB_ID = "saliency"

@@ -13,11 +13,11 @@ from core.model.config import INT64_MAX
 from core.training.loss import smoothed_target_distribution
 
 from .. import plots, serving
+from ..components import Slider, TypedSlider
 from ..limits import BATCHED, BEAM_RANGE, DEFAULT_BEAM, clamp_beam, clean_input
 from ..registry import UNAVAILABLE, ModelRegistry
 from ..shell import Current, Shell, picked_examples, switched
 from ..text import clip, guard, md, md_table
-from ..widgets import Slider, TypedSlider
 
 # Below this confidence (Translation.confidence) a beam or greedy translation comes with a notice that
 # the model is unsure. Measured on the shipped Multi30k De→En model with beam 4: 96% of test_2016's German

@@ -11,12 +11,12 @@ from functools import partial
 import gradio as gr
 import plotly.graph_objects as go
 
-from .. import plots
+from ..components import Slider
 from ..shell import Shell
 from ..text import guard, md, md_table
-from ..training import ACTIVE, JobView, TrainingJob
-from ..widgets import Slider
-from .train_form import DEFAULTS, preset_values
+from . import plots
+from .form import DEFAULTS, preset_values
+from .job import ACTIVE, JobView, TrainingJob
 
 TAB_ID = "train"
 TICK_S = 1.0

@@ -23,11 +23,11 @@ import torch
 from core.bundle import ModelBundle
 from core.training.trainer import StepEvent, Trainer, TrainingStopped
 
-from . import limits, serving
+from .. import limits, serving
+from ..registry import CHECKPOINTS, ModelRegistry
 from .downloads import Downloads
-from .registry import CHECKPOINTS, ModelRegistry
-from .run_setup import Settings, check_size, cross_attention, prepare
 from .saving import safe_name, write_checkpoint
+from .setup import Settings, check_size, cross_attention, prepare
 
 TRAINING = ("running", "paused", "stopping")  # a run with a trainer (preparing: not yet)
 ACTIVE = ("preparing", *TRAINING)
@@ -300,7 +300,7 @@ class TrainingJob:
         return saved
 
     def zip_saved(self, folder: Path) -> Path:
-        """A .zip of a saved checkpoint to download (studio.downloads: only the newest is kept)."""
+        """A .zip of a saved checkpoint to download (studio.train.downloads: only the newest is kept)."""
         return self._downloads.zip_checkpoint(folder)
 
     # ----- reading ------------------------------------------------------------------------

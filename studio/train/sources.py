@@ -16,9 +16,9 @@ from pathlib import Path
 from core.data.files import TSV_COLUMNS
 from core.data.huggingface import hub_offline
 
-from .limits import check_upload_size
+from ..limits import check_upload_size
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 DATA_ROOTS = (ROOT / "data", ROOT.parent / "shared" / "data")  # where typed corpus paths may point
 SOURCES = ("Synthetic task", "Corpus on this machine", "Uploaded TSV", "Hugging Face dataset")
 UPLOAD_COPY_PREFIX = "studio-tsv-"  # the temporary folder of an uploaded TSV's copy

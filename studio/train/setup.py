@@ -1,6 +1,6 @@
 """The Train tab's run, set up: the set-up panel's Settings, the studio's size limits checked on them,
 core.training.prepare's preparation of the corpus, vocabulary, model and trainer, and core's notes put in the
-studio's words. No Gradio here; studio.training runs what this prepares.
+studio's words. No Gradio here; studio.train.job runs what this prepares.
 """
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from core.training.keep_best import check_keep_best
 from core.training.prepare import RunNotes, RunPlan, prepare_run
 from core.training.trainer import TrainConfig, Trainer
 
-from . import limits
+from .. import limits
 from .sources import check_hf_cached, in_users_words
 
 # The set-up panel's names for the model's fields, in messages from core's checks.

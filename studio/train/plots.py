@@ -7,9 +7,9 @@ import itertools
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from ..training import Frame, JobView
-from .attention import attention_head
-from .layout import NARROW_FONT, TEMPLATE, empty, narrow, stacked
+from ..plots.attention import attention_head
+from ..plots.layout import NARROW_FONT, TEMPLATE, empty, narrow, stacked
+from .job import Frame, JobView
 
 CURVES = (("Loss (label-smoothed)", "loss", "val_loss"), ("Perplexity", "perplexity", "val_perplexity"),
           ("Token accuracy", "accuracy", "val_accuracy"), ("Learning rate", "lr", None),

@@ -19,11 +19,11 @@ from core.training.recipes import list_recipes
 from core.training.schedule import noam_lr
 
 from ..limits import MAX_NAME_CHARS, clean_input
-from ..run_setup import Settings, device_line
-from ..saving import safe_name
-from ..sources import ROOT, SOURCES, UPLOAD_COPY_PREFIX, corpus_spec, discard_upload_copy
 from ..text import guard, md
-from ..training import TrainingJob
+from .job import TrainingJob
+from .saving import safe_name
+from .setup import Settings, device_line
+from .sources import ROOT, SOURCES, UPLOAD_COPY_PREFIX, corpus_spec, discard_upload_copy
 
 DEFAULTS = Settings()
 # The set-up panel's inputs, in the order the callbacks receive them.

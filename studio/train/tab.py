@@ -1,7 +1,7 @@
 """Train: set up a run, start/pause/resume/stop/save it, watch it learn (curves, progress,
 sample translations, the attention forming) and use the model at once in the other tabs.
 
-The run lives in the process-wide TrainingJob (studio/training.py); the set-up panel is
+The run lives in the process-wide TrainingJob (studio/train/job.py); the set-up panel is
 train_form's, the live view, which a gr.Timer redraws when something changed, train_live's.
 """
 from __future__ import annotations
@@ -14,13 +14,13 @@ from typing import Callable
 import gradio as gr
 
 from ..limits import PUBLIC_MAX_MINUTES, PUBLIC_MAX_PARAMETERS
-from ..run_setup import warm_up
 from ..shell import Shell, picker_update
-from ..sources import discard_upload_copy
 from ..text import guard, md, warn
-from ..training import JobBusy, TrainingJob
-from .train_form import FIELDS, NAMING, SetupPanel, build_setup, data_picked, settings_from, setup_of_the_run
-from .train_live import build_live_view, session_of, watch
+from .form import FIELDS, NAMING, SetupPanel, build_setup, data_picked, settings_from, setup_of_the_run
+from .job import JobBusy, TrainingJob
+from .live import build_live_view, session_of, watch
+from .setup import warm_up
+from .sources import discard_upload_copy
 
 NOT_STARTED = "**Not started:**"  # starts the line under the buttons when Start is refused
 
