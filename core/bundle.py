@@ -3,13 +3,14 @@ on, and whether a model of a given size fits there to train (checked before it i
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from .data.batching import checked_pair
+from .data.directions import directions_of, language_tag
 from .data.tokenizer import Tokenizer
 from .model.config import ModelConfig
 from .model.transformer import Transformer
@@ -38,7 +39,27 @@ class ModelBundle:
     @property
     def target_tokenizer(self) -> Tokenizer:
         """The tokenizer of the target side: what encodes references and decodes the model's outputs."""
-        return self.tokenizer if self.separate_target is None else self.separate_target
+        return self.tokenizer.base if self.separate_target is None else self.separate_target
+
+    @property
+    def directions(self) -> list[tuple[str, str]]:
+        """The (source, target) languages the model translates: two for a model serving both directions."""
+        return directions_of(self.info)
+
+    def toward(self, target_lang: str | None = None) -> "ModelBundle":
+        """This bundle translating into target_lang (None: the bound or first direction). A model serving both
+        directions (core/data/directions.py) is bound by its tokenizer, which puts the language tag before
+        every source; its info then names that direction's languages. A one-way model names its target only."""
+        directions = self.directions
+        targets = {tgt: src for src, tgt in directions}
+        if target_lang is not None and target_lang not in targets:
+            raise ValueError(f"{self.name} translates into {', '.join(targets)}, not {target_lang!r}")
+        if len(directions) == 1 or (target_lang is None and self.tokenizer.prefix):
+            return self
+        target_lang = target_lang or directions[0][1]
+        return replace(self, tokenizer=self.tokenizer.base.with_prefix(language_tag(target_lang)),
+                       info={**self.info, "src_lang": targets[target_lang], "tgt_lang": target_lang,
+                             "examples": self.info.get("examples_by_lang", {}).get(targets[target_lang], [])})
 
     @property
     def name(self) -> str:

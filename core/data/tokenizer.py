@@ -27,7 +27,7 @@ MAX_VOCAB = 1_000_000
 class Tokenizer:
     """Text <-> ids. Specials: <pad>=0, <bos>=1, <eos>=2, <unk>=3. encode() adds no bos/eos."""
 
-    def __init__(self, hf: HFTokenizer):
+    def __init__(self, hf: HFTokenizer, prefix: Sequence[int] = ()):
         for i, token in enumerate(SPECIAL_TOKENS):
             if hf.token_to_id(token) != i:
                 raise ValueError(f"tokenizer must map {token} to id {i}, got {hf.token_to_id(token)}")
@@ -35,6 +35,24 @@ class Tokenizer:
         # (a pad inside a source broke the whole batch; a typed "<eos>" would have ended a target).
         hf.encode_special_tokens = True
         self.hf = hf
+        # Ids put before every encoded text: a language tag (core/data/directions.py) that binds a model serving
+        # both directions to one of them. Texts that begin with it already keep theirs.
+        self.prefix = list(prefix)
+
+    def with_prefix(self, token: str) -> "Tokenizer":
+        """This tokenizer, every text it encodes starting with token (one of its added tokens, e.g. <2es>)."""
+        token_id = self.hf.token_to_id(token)
+        if token_id is None:
+            raise ValueError(f"{token} is not a token of this vocabulary")
+        return Tokenizer(self.hf, [token_id])
+
+    @property
+    def base(self) -> "Tokenizer":
+        """This tokenizer without its prefix (what encodes the target side)."""
+        return Tokenizer(self.hf) if self.prefix else self
+
+    def _prefixed(self, ids: list[int]) -> list[int]:
+        return ids if not self.prefix or ids[:len(self.prefix)] == self.prefix else self.prefix + ids
 
     @classmethod
     def train(cls, texts: Iterable[str], vocab_size: int = 8000, kind: str = "bpe",
@@ -142,10 +160,10 @@ class Tokenizer:
         return json.loads(self.hf.to_str())["model"]["type"].lower().replace("wordlevel", "word")
 
     def encode(self, text: str) -> list[int]:
-        return _no_control(self.hf.encode(text, add_special_tokens=False).ids)
+        return self._prefixed(_no_control(self.hf.encode(text, add_special_tokens=False).ids))
 
     def encode_batch(self, texts: Sequence[str]) -> list[list[int]]:
-        return [_no_control(e.ids) for e in self.hf.encode_batch(list(texts), add_special_tokens=False)]
+        return [self._prefixed(_no_control(e.ids)) for e in self.hf.encode_batch(list(texts), add_special_tokens=False)]
 
     def decode(self, ids: Sequence[int]) -> str:
         """The text of ids, <pad>/<bos>/<eos> dropped. A generated <unk> stays, as a word of its own: dropped
@@ -177,7 +195,7 @@ class Tokenizer:
         this way: encoding it twice cost as much as a tenth of a short sentence's greedy decoding)."""
         enc = self.hf.encode(text, add_special_tokens=False)
         ids = _no_control(enc.ids)
-        return ids, [text[a:b] for i, (a, b) in zip(ids, enc.offsets) if i == UNK_ID]
+        return self._prefixed(ids), [text[a:b] for i, (a, b) in zip(ids, enc.offsets) if i == UNK_ID]
 
 
 def _no_control(ids: list[int]) -> list[int]:

@@ -27,7 +27,7 @@ from ..data.batching import pad_ids
 from ..data.tokenizer import BOS_ID, EOS_ID
 from . import ranking
 from .decoding import inference
-from .translation import check_bundle, prepare_source, str_list, target_tokenizer, text_list
+from .translation import check_bundle, prepare_source, str_list, target_tokenizer, text_list, toward
 
 EMPTY_TARGET = "empty target: only <eos> is scored"
 
@@ -122,7 +122,8 @@ class Score:
 
 
 def score(bundle: Any, sources: Sequence[str], targets: Sequence[str | Sequence[int]], *, top_k: int = 5,
-          batch_size: int = 64, on_batch: Callable[[int], None] | None = None) -> list[Score]:
+          batch_size: int = 64, on_batch: Callable[[int], None] | None = None,
+          target_lang: str | None = None) -> list[Score]:
     """Score each target as a translation of its source, by teacher forcing, in input order.
 
     targets: text, or token ids without <eos> (Translation.ids). Pairs run batch_size at a time,
@@ -130,9 +131,11 @@ def score(bundle: Any, sources: Sequence[str], targets: Sequence[str | Sequence[
     batch of n pairs (and once for the empty sources, first). ranks and alternatives leave out
     <pad> and <bos>, which the decoders never write; so a greedy output's tokens all rank 1 (unless
     eos was forced at the maximum length). An empty source scores nothing: empty lists, NaN figures
-    and the notice "empty input". See prepare_pair for empty and too-long targets.
+    and the notice "empty input". See prepare_pair for empty and too-long targets. target_lang: as
+    translate_detailed's, for a model serving both directions.
     """
     check_bundle(bundle)
+    bundle = toward(bundle, target_lang)
     sources, targets = str_list(sources, "sources"), text_list(targets, "targets")
     if len(sources) != len(targets):
         raise ValueError(f"{len(sources)} sources but {len(targets)} targets; they must pair up one to one")

@@ -121,7 +121,7 @@ def max_output_length(source_length: int, options: DecodeOptions, model_max_len:
 def translate(bundle: Any, sentences: Iterable[str], **options: Any) -> list[str]:
     """Translate sentences with bundle.model, reading them with bundle.tokenizer and writing with its
     target_tokenizer (e.g. a ModelBundle; the same tokenizer when the vocabulary is shared); options
-    are DecodeOptions fields, and prefix (see translate_detailed). What happened to a sentence that the
+    are DecodeOptions fields, prefix and target_lang (see translate_detailed). What happened to a sentence that the
     text alone does not show (source truncated, unknown characters, not the form a synthetic task's model
     reads, output cut at the maximum length, no hypothesis possible) is reported with warnings.warn;
     translate_detailed returns every notice."""
@@ -137,15 +137,19 @@ def translate(bundle: Any, sentences: Iterable[str], **options: Any) -> list[str
 
 def translate_detailed(bundle: Any, sentences: list[str], options: DecodeOptions | None = None, *,
                        prefix: str | list[str] | None = None, on_batch: Callable[[int], None] | None = None,
-                       **overrides: Any) -> list[Translation]:
+                       target_lang: str | None = None, **overrides: Any) -> list[Translation]:
     """Translate sentences, in batches of options.sentences_per_batch sentences of similar length,
     returned in input order. on_batch(n) is called after each batch of n sentences.
 
     prefix: a beginning every output must have (one str for all sentences, or a list with one per
     sentence; "" for none), with any method: its tokens are forced (core/inference/prefix.py says how text
     becomes them, and what is refused), then the method goes on. Translation.prefix_length counts
-    them; their token_logprobs are the model's own, and count in the score."""
+    them; their token_logprobs are the model's own, and count in the score.
+
+    target_lang: the language to translate into, for a model serving both directions of a pair
+    (core/data/directions.py; None: its first direction, or the one bundle.toward() bound it to)."""
     check_bundle(bundle)
+    bundle = toward(bundle, target_lang)
     sentences = text_list(sentences, "sentences")
     if on_batch is not None and not callable(on_batch):
         raise TypeError(f"on_batch must be a function taking a number of sentences, got {type(on_batch).__name__}")
@@ -204,6 +208,16 @@ def _output_limit(source_length: int, prefix_length: int, options: DecodeOptions
                        f"<eos>")
         limit = prefix_length + 1
     return limit, notices
+
+
+def toward(bundle: Any, target_lang: str | None) -> Any:
+    """bundle translating into target_lang (core.bundle.ModelBundle.toward); any other object with a model and a
+    tokenizer translates one way."""
+    if hasattr(bundle, "toward"):
+        return bundle.toward(target_lang)
+    if target_lang is not None:
+        raise ValueError(f"target_lang {target_lang!r} needs a core.ModelBundle of a model serving both directions")
+    return bundle
 
 
 def check_bundle(bundle: Any) -> None:
