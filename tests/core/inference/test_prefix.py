@@ -14,7 +14,7 @@ from core.inference.decoding import greedy_decode
 from core.inference.prefix import prefix_ids
 from core.inference.scoring import score
 
-CHECKPOINTS = Path(__file__).resolve().parents[1] / "checkpoints"
+CHECKPOINTS = Path(__file__).resolve().parents[3] / "checkpoints"
 METHODS = ("greedy", "beam", "sample")
 
 

@@ -33,7 +33,7 @@ from core.data.tasks import make_task
 from core.data.tokenizer import Tokenizer
 from core.training.trainer import TrainConfig, Trainer
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 STEPS = 12
 TIMEOUT = 120.0  # seconds a child may take to say something (a busy 2-core machine)

@@ -24,7 +24,7 @@ from core.inference.translation import translate, translate_detailed
 from core.training.trainer import Trainer
 
 pytestmark = pytest.mark.gpu
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.parametrize("amp", ["bf16", "fp16"])

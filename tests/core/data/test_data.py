@@ -14,7 +14,7 @@ from core.data.corpus import ParallelCorpus, carve_splits, dropped_empty_note
 from core.data.files import load_corpus
 from core.data.huggingface import corpus_from_dataset_dict, hub_reachable, load_hf
 
-TATOEBA = Path(__file__).resolve().parents[2] / "shared" / "data" / "tatoeba-deu-eng" / "deu-eng.tsv.gz"
+TATOEBA = Path(__file__).resolve().parents[4] / "shared" / "data" / "tatoeba-deu-eng" / "deu-eng.tsv.gz"
 
 
 def write(path: Path, lines: list[str] | bytes) -> Path:

@@ -19,7 +19,7 @@ from studio.app import PRESENTER_PLOT_SCALE
 from studio.plots import FONT, NARROW_FONT
 
 CHROMIUM = "/usr/bin/chromium"
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 LOCAL = {"127.0.0.1", "localhost"}
 
 pytestmark = [

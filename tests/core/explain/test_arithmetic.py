@@ -19,7 +19,7 @@ from core.inference.scoring import prepare_pair
 from core.model.config import ModelConfig
 from core.model.transformer import Transformer
 
-CHECKPOINTS = Path(__file__).resolve().parents[1] / "checkpoints"
+CHECKPOINTS = Path(__file__).resolve().parents[3] / "checkpoints"
 PAIR = ("Zwei junge Männer spielen Fußball.", "Two young men are playing soccer.")
 
 

@@ -17,7 +17,7 @@ from core.model.config import ModelConfig
 from core.model.transformer import Transformer
 from core.training.loss import Objective
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.parametrize("overrides", [{}, {"d_k": 8, "shared_vocab": False, "src_vocab_size": 40}])

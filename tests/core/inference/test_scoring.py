@@ -12,7 +12,7 @@ import core
 from core.checkpoint import load_checkpoint
 from core.inference.scoring import EMPTY_TARGET, prepare_pair
 
-CHECKPOINTS = Path(__file__).resolve().parents[1] / "checkpoints"
+CHECKPOINTS = Path(__file__).resolve().parents[3] / "checkpoints"
 
 
 @pytest.fixture(scope="module")

@@ -20,8 +20,8 @@ from studio import limits
 from studio.tabs import attention, beam, translate
 
 FUZZ = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-SAMPLE = Path(__file__).parent / "fixtures" / "de_en_sample.tsv"
-SHIPPED = Path(__file__).resolve().parents[1] / "checkpoints" / "numbers-en-de-tiny"
+SAMPLE = Path(__file__).resolve().parents[1] / "fixtures" / "de_en_sample.tsv"
+SHIPPED = Path(__file__).resolve().parents[2] / "checkpoints" / "numbers-en-de-tiny"
 MODEL = "studio-tiny"
 REGISTRY = studio_registry()
 # Any code point at all: lone surrogates (JSON can carry them) and control characters included.

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from core.data.files import load_corpus
 from core.data.tokenizer import BOS_ID, EOS_ID, PAD_ID, UNK_ID, Tokenizer
 
-SAMPLE = Path(__file__).parent / "fixtures" / "de_en_sample.tsv"  # 20 hand-written pairs
+SAMPLE = Path(__file__).resolve().parents[2] / "fixtures" / "de_en_sample.tsv"  # 20 hand-written pairs
 
 
 @pytest.fixture(scope="module")

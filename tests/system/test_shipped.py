@@ -15,7 +15,7 @@ from core.inference.beam import BeamStepper
 from core.inference.translation import translate, translate_detailed
 from core.training.evaluation import evaluate_bleu
 
-CHECKPOINTS = Path(__file__).resolve().parents[1] / "checkpoints"
+CHECKPOINTS = Path(__file__).resolve().parents[2] / "checkpoints"
 MULTI30K_MODEL = CHECKPOINTS / "multi30k-de-en-small"
 NUMBERS_MODEL = CHECKPOINTS / "numbers-en-de-tiny"
 shipped = sorted(p for p in CHECKPOINTS.iterdir() if (p / "config.json").exists())

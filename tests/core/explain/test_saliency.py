@@ -17,7 +17,7 @@ from core.explain import saliency
 from core.explain.hooks import attention_maps
 from core.inference.scoring import prepare_pair, score
 
-CHECKPOINTS = Path(__file__).resolve().parents[1] / "checkpoints"
+CHECKPOINTS = Path(__file__).resolve().parents[3] / "checkpoints"
 PAIR = ("Zwei junge Männer spielen Fußball.", "Two young men are playing soccer.")
 
 

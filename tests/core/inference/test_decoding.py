@@ -23,7 +23,7 @@ from core.inference.decoding import DecodeOptions, _repeated_ngrams, beam_search
 from core.inference.sampling import filter_logits, sample
 from core.inference.translation import Translation, max_output_length, prepare_source, translate, translate_detailed
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture(scope="module")

@@ -46,7 +46,7 @@ from studio.train import saving, sources
 from studio.train import setup as run_setup
 from studio.train import tab as train_tab
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = "/usr/bin/chromium"
 MODEL = "studio-tiny"
 # Whole-token payloads (no spaces: a word vocabulary keeps each one a single token).

@@ -13,7 +13,7 @@ import torch.multiprocessing as mp
 from bench.serving import free_port
 from core.checkpoint import load_checkpoint
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def worker(rank: int, world: int, port: int, results) -> None:
