@@ -170,7 +170,13 @@ def build_parser() -> argparse.ArgumentParser:
                         version=f"Transformer Studio {__version__} (torch {torch.__version__}, {cuda})")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     parser.commands = sub.choices  # so that a command's unknown option is refused by that command
+    for add_command in (add_train, add_evaluate, add_translate, add_score, add_average, add_export):
+        add_command(sub)
+    return parser
 
+
+def add_train(sub: argparse._SubParsersAction) -> None:
+    """`train`: the data and the run folder, then the model, optimisation and saving options."""
     t = sub.add_parser("train", help="train a model (CPU, GPU, or several GPUs under torchrun)",
                        description="Train a model; Ctrl-C saves a checkpoint first.", formatter_class=HelpFormatter,
                        epilog=EXAMPLES["train"])
@@ -193,6 +199,13 @@ def build_parser() -> argparse.ArgumentParser:
                    help="a named set of options (core/training/recipes.py); options given as well override its values. "
                         + "; ".join(f"{r.name}: {r.description} ({' '.join(recipe_options(r))})"
                                     for r in RECIPES.values()))
+    add_model_options(t)
+    add_optimisation_options(t)
+    add_saving_options(t)
+
+
+def add_model_options(t: argparse.ArgumentParser) -> None:
+    """train's model: a preset, then overrides (section 3's sizes, 3.4's vocabulary, 3.5's positions)."""
     m = t.add_argument_group("model (a preset, then overrides)")
     m.add_argument("--preset", default="small", choices=list(PRESETS), help="model size (core/model/config.py)")
     m.add_argument("--d-model", type=POSITIVE_INT, help="model width (default: the preset's)")
@@ -230,6 +243,10 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--tokenizer", choices=KINDS, default=None,
                    help="how text becomes tokens: bpe or unigram subwords (--vocab-size of them), or whole words "
                         "(default: word for synthetic tasks, bpe otherwise)")
+
+
+def add_optimisation_options(t: argparse.ArgumentParser) -> None:
+    """train's section 5: batches, steps, the schedule, regularisation, hardware."""
     o = t.add_argument_group("optimisation (section 5)")
     o.add_argument("--max-tokens", type=POSITIVE_INT, default=4096,
                    help="padded tokens per batch, per process under torchrun (the paper's steps held about 25000 "
@@ -270,6 +287,10 @@ def build_parser() -> argparse.ArgumentParser:
     o.add_argument("--seed", type=SEED, default=0, help="initialisation, batch order and data split")
     o.add_argument("--limit", type=POSITIVE_INT, default=None,
                    help="use at most this many training pairs, a seeded sample (default: all)")
+
+
+def add_saving_options(t: argparse.ArgumentParser) -> None:
+    """train's validations and checkpoints."""
     r = t.add_argument_group("evaluation and saving")
     r.add_argument("--eval-every", type=NON_NEGATIVE_INT, default=1000, help="steps between validations (0: never)")
     r.add_argument("--bleu-sentences", type=NON_NEGATIVE_INT, default=200,
@@ -284,6 +305,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--tensorboard", action=argparse.BooleanOptionalAction, default=False,
                    help="also log to TensorBoard (if installed)")
 
+
+def add_evaluate(sub: argparse._SubParsersAction) -> None:
+    """`evaluate`: BLEU and chrF of a checkpoint on a corpus or two files."""
     e = sub.add_parser("evaluate", help="BLEU and chrF (sacreBLEU) of a checkpoint",
                        description="BLEU and chrF (sacreBLEU, detokenized) of a checkpoint's translations.",
                        formatter_class=HelpFormatter, epilog=EXAMPLES["evaluate"])
@@ -299,6 +323,9 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--output", type=Path, help="write the hypotheses here, one per line (default: not written)")
     add_decoding_options(e)
 
+
+def add_translate(sub: argparse._SubParsersAction) -> None:
+    """`translate`: sentences from arguments, a file or stdin."""
     tr = sub.add_parser("translate", help="translate sentences: arguments, --input or stdin, one per line",
                         description="Translate the sentences given as arguments, or --input's or stdin's lines\n"
                                     "(typed at a terminal: each as soon as Enter is pressed).",
@@ -318,6 +345,9 @@ def build_parser() -> argparse.ArgumentParser:
                          "cross-attention, averaged over the last decoder layer's heads")
     add_decoding_options(tr)
 
+
+def add_score(sub: argparse._SubParsersAction) -> None:
+    """`score`: given translations' log-probabilities by teacher forcing."""
     sc = sub.add_parser("score", help="score given translations: each one's log-probability (teacher forcing)",
                         description="Score each reference as a translation of its source by teacher forcing "
                                     "(fairseq's\n"
@@ -343,12 +373,19 @@ def build_parser() -> argparse.ArgumentParser:
     sc.add_argument("--batch-size", type=POSITIVE_INT, default=64, help="pairs scored together")
     sc.add_argument("--device", type=device_name, default="auto", help="auto (CUDA if present), cpu, cuda, cuda:1, ...")
 
+
+def add_average(sub: argparse._SubParsersAction) -> None:
+    """`average`: a run's last checkpoints averaged into one."""
     a = sub.add_parser("average", help="average the last N checkpoints of a run into one",
                        description="Average the weights of a run's last N checkpoints (the paper averages 5).",
                        formatter_class=HelpFormatter, epilog=EXAMPLES["average"])
     a.add_argument("--run", type=Path, required=True, help="run folder written by `train`")
     a.add_argument("--last", type=POSITIVE_INT, default=5, help="how many of the latest checkpoints")
     a.add_argument("--out", type=Path, required=True, help="checkpoint folder to write (refused if it exists)")
+
+
+def add_export(sub: argparse._SubParsersAction) -> None:
+    """`export`: a checkpoint for CTranslate2 or Hugging Face transformers."""
     x = sub.add_parser("export", help="write a checkpoint for CTranslate2 or Hugging Face transformers",
                        description=EXPORT_HELP, formatter_class=HelpFormatter, epilog=EXAMPLES["export"])
     x.add_argument("out", type=Path, help="folder to write (refused if it exists)")
@@ -357,7 +394,6 @@ def build_parser() -> argparse.ArgumentParser:
     x.add_argument("--check-input", type=Path,
                    help="sentences, one per line, that the export must translate as ours (the first 4; default: "
                         "the checkpoint's examples, else words of its vocabulary)")
-    return parser
 
 
 RECIPE_FLAGS = {"peak_lr": "--lr", "src_lang": "--src", "tgt_lang": "--tgt"}  # where dest and field differ

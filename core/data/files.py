@@ -31,7 +31,7 @@
   (Tatoeba repeats sentences with other translations).
 - ``hf:NAME[:CONFIG]``: a Hugging Face dataset, e.g. ``hf:bentrevett/multi30k``,
   ``hf:bbaaaa/iwslt14-de-en``, ``hf:opus_books:de-en``, ``hf:Helsinki-NLP/opus-100:en-es``; a copy in
-  the local cache is read without asking the Hub (core.data.hf_disk.cached_datasets lists them).
+  the local cache is read without asking the Hub (core.data.huggingface.cached_datasets lists them).
   ``hf:PATH``: a dataset folder on disk, written by ``save_to_disk`` or holding parquet, jsonl or
   csv files (split by their names, as the Hub does). Rows hold a ``translation`` dict or a column
   per language. A split the dataset lacks (valid, test or both) is carved out of train as above;
@@ -59,8 +59,7 @@ from .corpus import (
     report_empty,
     stripped_pairs,
 )
-from .hf_disk import data_files, is_dataset_folder
-from .huggingface import load_dataset_folder, load_hf
+from .huggingface import data_files, is_dataset_folder, load_dataset_folder, load_hf
 from .tasks import make_task
 
 SPEC_FORMS = "synthetic:NAME, files:PATH (folder, .tsv[.gz], or A,B), hf:NAME[:CONFIG] or hf:PATH (a dataset folder)"

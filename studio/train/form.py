@@ -11,8 +11,7 @@ from pathlib import Path
 import gradio as gr
 
 from core.data.files import TSV_COLUMNS
-from core.data.hf_disk import cached_datasets
-from core.data.huggingface import hub_offline
+from core.data.huggingface import cached_datasets, hub_offline
 from core.data.tasks import TASKS
 from core.model.config import PRESETS
 from core.training.recipes import list_recipes
@@ -191,7 +190,7 @@ def recipe_values(name: str) -> tuple:
 
 
 def cached_line() -> str:
-    """The Hugging Face datasets this machine's cache holds (core.data.hf_disk), as the name box's hint."""
+    """The Hugging Face datasets this machine's cache holds (core.data.huggingface), as the name box's hint."""
     found = [f"{d.name}:{d.config}" if d.config else d.name for d in cached_datasets()]
     if not found:
         return "No dataset in this machine's Hugging Face cache."

@@ -26,7 +26,7 @@ from core.checkpoint import load_checkpoint
 from core.inference.translation import translate_detailed
 from core.model.config import ModelConfig
 from core.model.transformer import Transformer
-from studio import plots, shell
+from studio import shell
 from studio.registry import ModelRegistry
 from studio.tabs import model_view
 from studio.train import form, live, sources, tab

@@ -12,8 +12,6 @@ from _models import tiny_bundle
 from core import ModelConfig, Transformer
 from core.bundle import ModelBundle, parameter_count
 from core.checkpoint import load_checkpoint, save_checkpoint
-from core.training.schedule import constant_lr, learning_rate
-from core.training.trainer import TrainConfig
 
 V = 40
 
@@ -122,19 +120,3 @@ def test_learned_positions_of_another_length_than_the_config_are_refused(tmp_pat
         load_checkpoint(tmp_path / "ckpt")
 
 
-def test_constant_schedule_warms_up_linearly_then_stays():
-    rates = [constant_lr(step, 1e-3, 4) for step in (1, 2, 4, 5, 1000)]
-    assert rates == pytest.approx([2.5e-4, 5e-4, 1e-3, 1e-3, 1e-3])
-    assert constant_lr(1, 1e-4, 1) == constant_lr(10**6, 1e-4, 1) == 1e-4  # --warmup 1: the tutorials' fixed rate
-    rate = learning_rate(7, schedule="constant", d_model=512, warmup=10, factor=2.0, peak_lr=3e-4)
-    assert rate == pytest.approx(2.1e-4)  # the factor is eq. 3's alone
-    assert TrainConfig(schedule="constant").schedule == "constant"
-    with pytest.raises(ValueError, match="allowed: noam, inverse_sqrt, constant"):
-        TrainConfig(schedule="cosine")
-
-
-def test_the_constant_schedule_drives_the_trainer():
-    from _trainers import make_trainer
-
-    trainer = make_trainer(steps=3, schedule="constant", warmup=2, peak_lr=1e-3)
-    assert [trainer.step().lr for _ in range(3)] == pytest.approx([5e-4, 1e-3, 1e-3])

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from test_cli import one_line_error, usage_error
+from _cli import one_line_error, usage_error
 
 import train_cli
 from core.checkpoint import load_checkpoint

@@ -8,7 +8,7 @@ import shutil
 
 import pytest
 import torch
-from test_cli import one_line_error
+from _cli import one_line_error
 
 import train_cli
 from core import ModelConfig, Transformer

@@ -292,17 +292,3 @@ def test_tiny_model_learns_reverse_to_95_percent_exact_match():
     assert exact >= 0.95
 
 
-def test_learning_rate_schedules_follow_eq_3_and_fairseq():
-    def noam(step):
-        return learning_rate(step, schedule="noam", d_model=512, warmup=4000, factor=1.0, peak_lr=0.0)
-
-    assert noam(4000) == pytest.approx(512 ** -0.5 * 4000 ** -0.5)  # the peak, ~7.0e-4
-    assert noam(1000) == pytest.approx(noam(4000) / 4)  # linear warm-up
-    assert noam(16000) == pytest.approx(noam(4000) / 2)  # then step^-0.5
-
-    def inverse(step):
-        return learning_rate(step, schedule="inverse_sqrt", d_model=512, warmup=100, factor=1.0, peak_lr=5e-4)
-
-    assert (inverse(50), inverse(100), inverse(400)) == pytest.approx((2.5e-4, 5e-4, 2.5e-4))
-    with pytest.raises(ValueError, match="warmup must be at least 1 step, got 0"):
-        learning_rate(10, schedule="noam", d_model=512, warmup=0, factor=1.0, peak_lr=0.0)
