@@ -252,23 +252,24 @@ def trial(variants: list[Variant], steps: int, threads: int | None) -> None:
 
     from cli.args import build_parser
     from cli.train import run_plan, train_config
-    from core.training.prepare import build_bundle, encode_run_data, learn_tokenizers, read_corpus
+    from core.training.prepare import learn_tokenizers, prepare_run, read_corpus
     from core.training.trainer import Trainer
 
     if threads:
         torch.set_num_threads(threads)
     parser = build_parser()
     base = parser.parse_args(["train", "--data", DATA, *COMMON, "--max-steps", str(steps + 2), "--out", "unused"])
-    corpus = read_corpus(run_plan(base))
-    tokenizer, _ = learn_tokenizers(corpus, run_plan(base))
+    shared = learn_tokenizers(read_corpus(run_plan(base)), run_plan(base))  # every variant's vocabulary
     print(f"torch threads {torch.get_num_threads()}; {steps} timed steps per variant; estimate for {STEPS} steps")
     print(f"{'variant':<12} {'params':>8} {'s/step':>7} {'estimate':>9}")
     for variant in variants:
         args = parser.parse_args(["train", "--data", DATA, *COMMON, "--max-steps", str(steps + 2), *variant.args,
                                   "--out", "unused"])
-        bundle = build_bundle(run_plan(args), tokenizer, corpus, {})  # the model train_cli builds of these options
-        train, valid, _ = encode_run_data(corpus, bundle, args.max_tokens, run_plan(args).vocab_sizes)
-        trainer = Trainer(bundle, train, train_config(args, train, 1, None), valid_pairs=corpus.valid, valid=valid)
+        # The run train_cli prepares of these options, with the shared vocabulary.
+        run = prepare_run(run_plan(args), max_tokens=args.max_tokens, learn=lambda corpus, plan: shared)
+        trainer = Trainer(run.bundle, run.train, train_config(args, run.train, 1, None), valid_pairs=run.corpus.valid,
+                          valid=run.valid)
+        bundle = run.bundle
         trainer.step(), trainer.step()  # untimed: first allocations
         started = time.perf_counter()
         for _ in range(steps):

@@ -3,11 +3,11 @@ periodic checkpoints keeping the last few (and with --keep-best, the best in bes
 run before it exits."""
 from __future__ import annotations
 
-import argparse
 import json
 import shutil
 import signal
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 from tqdm import tqdm
@@ -20,28 +20,45 @@ LOG_EVERY = 100  # steps between the lines of a training log without a progress 
 BEST = "best"  # the folder of a run's best checkpoint (--keep-best)
 
 
-def train_loop(trainer, args: argparse.Namespace, rank: int) -> None:
+@dataclass(frozen=True)
+class Saving:
+    """Where and how often a run is saved: train's --out, --save-every, --keep-last and --tensorboard."""
+    out: Path
+    every: int
+    keep_last: int
+    tensorboard: bool = False
+
+
+class MetricsLog:
+    """A run's metrics.jsonl (and TensorBoard): a line per measured step, and the last step written."""
+
+    def __init__(self, out: Path, tensorboard: bool, step: int):
+        self.file = open(out / "metrics.jsonl", "a")
+        self.board = open_tensorboard(out) if tensorboard else None
+        self.logged = step
+
+    def write(self, event) -> None:
+        record = {k: v for k, v in event.to_dict().items() if v is not None}
+        self.file.write(json.dumps(record) + "\n")
+        self.file.flush()
+        self.logged = event.step
+        if self.board:
+            for key in ("loss", "perplexity", "accuracy", "lr", "tokens_per_s", "grad_norm"):
+                self.board.add_scalar(f"train/{key}", record[key], event.step)
+            for key, value in (event.validation or {}).items():
+                if isinstance(value, (int, float)):
+                    self.board.add_scalar(f"valid/{key}", value, event.step)
+
+    def close(self) -> None:
+        self.file.close()
+
+
+def train_loop(trainer, saving: Saving, rank: int) -> None:
     """Steps with a progress bar; metrics.jsonl, periodic checkpoints, Ctrl-C saves first."""
-    board = open_tensorboard(args.out) if args.tensorboard and rank == 0 else None
     # disable=None: a bar on a terminal; a redirected log gets a plain line every LOG_EVERY steps instead
     bar = tqdm(total=trainer.config.max_steps, initial=trainer.step_count, disable=None if rank == 0 else True,
                unit="step", dynamic_ncols=True)
-    metrics = open(args.out / "metrics.jsonl", "a") if rank == 0 else None
-    logged = trainer.step_count
-
-    def log(event) -> None:
-        """The step's line in metrics.jsonl (and TensorBoard)."""
-        nonlocal logged
-        record = {k: v for k, v in event.to_dict().items() if v is not None}
-        metrics.write(json.dumps(record) + "\n")
-        metrics.flush()
-        logged = event.step
-        if board:
-            for key in ("loss", "perplexity", "accuracy", "lr", "tokens_per_s", "grad_norm"):
-                board.add_scalar(f"train/{key}", record[key], event.step)
-            for key, value in (event.validation or {}).items():
-                if isinstance(value, (int, float)):
-                    board.add_scalar(f"valid/{key}", value, event.step)
+    metrics = MetricsLog(saving.out, saving.tensorboard, trainer.step_count) if rank == 0 else None
 
     def on_step(event) -> None:
         if rank != 0:
@@ -54,15 +71,15 @@ def train_loop(trainer, args: argparse.Namespace, rank: int) -> None:
             print(f"step {event.step}/{trainer.config.max_steps}: "
                   + " ".join(f"{k} {v}" for k, v in status.items()), flush=True)
         if event.measured:  # --readback-every N: the N-th step's line holds the means of the N steps
-            log(event)
+            metrics.write(event)
         if event.validation:
             shown = " ".join(f"{k} {v:.3f}" for k, v in event.validation.items() if isinstance(v, float))
             bar.write(f"step {event.step}: {shown}" + (f" (best: saved in {BEST}/)" if event.validation.get("best")
                                                        else ""))
             if event.validation.get("best"):
-                trainer.save(args.out / BEST, with_state=False)  # the weights alone: resuming starts from a step-N
-        if event.step % args.save_every == 0 or event.step == trainer.config.max_steps:
-            save(trainer, args)
+                trainer.save(saving.out / BEST, with_state=False)  # the weights alone: resuming starts from a step-N
+        if event.step % saving.every == 0 or event.step == trainer.config.max_steps:
+            save(trainer, saving)
 
     def on_ctrl_c(signum, frame) -> None:
         # Ignored from here to the exit: a second Ctrl-C would lose the run's work, and one after the save
@@ -83,14 +100,14 @@ def train_loop(trainer, args: argparse.Namespace, rank: int) -> None:
         bar.close()
         if rank == 0:
             last = trainer.last_event
-            if last is not None and last.step > logged and last.measured:  # stopped in its evaluation
-                log(last)  # the step is kept, logged without the evaluation
+            if last is not None and last.step > metrics.logged and last.measured:  # stopped in its evaluation
+                metrics.write(last)  # the step is kept, logged without the evaluation
             print("\ninterrupted: saving a checkpoint first (further Ctrl-C presses are ignored)", file=sys.stderr)
-            path = save(trainer, args)
+            path = save(trainer, saving)
             # final/ too: one left from an earlier end of this run would otherwise be evaluated as its latest
-            final = copy_checkpoint(path, args.out / "final")
+            final = copy_checkpoint(path, saving.out / "final")
             print(f"saved {path} (and {final.name}/); continue with: python {sys.argv[0]} train --out "
-                  f"{args.out.resolve()} --resume", file=sys.stderr)
+                  f"{saving.out.resolve()} --resume", file=sys.stderr)
         raise SystemExit(130) from None
     finally:
         if not trainer.stopped:
@@ -102,13 +119,13 @@ def train_loop(trainer, args: argparse.Namespace, rank: int) -> None:
         if trainer.stopped_early:
             print(f"stopped early at step {trainer.step_count}: no better {trainer.keeper.metric} in "
                   f"{trainer.keeper.patience} evaluation{'s' * (trainer.keeper.patience != 1)}")
-            saved = run_checkpoints(args.out)
+            saved = run_checkpoints(saving.out)
             if not saved or saved[-1].name != checkpoint_name(trainer.step_count):
-                save(trainer, args)  # the step it stopped at, for final/ and a resume
-        final = copy_checkpoint(run_checkpoints(args.out)[-1], args.out / "final")  # never half of one
+                save(trainer, saving)  # the step it stopped at, for final/ and a resume
+        final = copy_checkpoint(run_checkpoints(saving.out)[-1], saving.out / "final")  # never half of one
         if trainer.keeper:
             print(f"done: {trainer.step_count} steps; final checkpoint {final} (the last step's); best checkpoint "
-                  f"{args.out / BEST} ({trainer.keeper.describe()})")
+                  f"{saving.out / BEST} ({trainer.keeper.describe()})")
         else:
             print(f"done: {trainer.step_count} steps; final checkpoint {final} (the last step's: `average` the last "
                   f"few, or evaluate a step-N folder, where a validation score was higher earlier)")
@@ -118,16 +135,16 @@ def checkpoint_name(step: int) -> str:
     return f"{CHECKPOINT_PREFIX}{step:07d}"
 
 
-def save(trainer, args: argparse.Namespace) -> Path:
-    path = trainer.save(args.out / checkpoint_name(trainer.step_count))
+def save(trainer, saving: Saving) -> Path:
+    path = trainer.save(saving.out / checkpoint_name(trainer.step_count))
     # Renamed out of the way first (one atomic step), then deleted: a Ctrl-C inside the deletion leaves
     # a hidden folder that the next save sweeps away, never a half-deleted step folder.
-    for old in run_checkpoints(args.out)[: -args.keep_last]:
+    for old in run_checkpoints(saving.out)[: -saving.keep_last]:
         trash = old.with_name(f".{old.name}.pruning")
         if trash.exists():  # an interrupted pruning of this step's checkpoint before a resume trained it again
             shutil.rmtree(trash)
         old.rename(trash)
-    for trash in args.out.glob(f".{CHECKPOINT_PREFIX}*.pruning"):
+    for trash in saving.out.glob(f".{CHECKPOINT_PREFIX}*.pruning"):
         shutil.rmtree(trash)
     return path
 

@@ -13,18 +13,18 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-from core.bundle import ModelBundle, check_fits, resolve_device
+from core.bundle import ModelBundle
 from core.data.batching import TokenBatcher
 from core.data.corpus import ParallelCorpus
 from core.data.files import UNNAMED, absolute_spec
 from core.data.tokenizer import Tokenizer
 from core.training.keep_best import check_keep_best
-from core.training.prepare import RunPlan, build_bundle, encode_run_data, learn_tokenizers, read_corpus
+from core.training.prepare import RunNotes, RunPlan, learn_tokenizers, prepare_run
 from core.training.trainer import TrainConfig, Trainer
 
 from .args import build_parser, run_options
 from .common import CHECKPOINT_PREFIX, CLIError, check_creatable, run_checkpoints
-from .loop import train_loop
+from .loop import Saving, train_loop
 from .resume import check_same_data, data_fingerprint, restore_trainer, resumed_bundle, run_record
 
 
@@ -41,20 +41,18 @@ def command_train(args: argparse.Namespace) -> None:
         check_same_data(args, record)
     rank, world, device = setup_distributed()
     plan = run_plan(args)
-    if not args.resume:  # before the corpus is read and anything built; its vocabulary is at most --vocab-size
-        check_fits(plan.planned_config(), resolve_device(device or args.device))
-    corpus = read_corpus(plan)
-    if args.valid_fraction is not None and "valid" not in corpus.description.get("carved", {}) and rank == 0:
-        print(f"note: --valid-fraction has no effect: {args.data} has a validation split of its own", file=sys.stderr)
-    fingerprint = data_fingerprint(corpus)
     latest = run_checkpoints(args.out)[-1] if args.resume else None
-    if latest:
-        bundle = resumed_bundle(args, plan, record, corpus, fingerprint, latest)
-    else:
-        tokenizer, target_tokenizer = learnt_tokenizers(corpus, plan, rank, world)
-        bundle = build_bundle(plan, tokenizer, corpus, {"name": args.out.name}, target_tokenizer)
+    resume = (lambda corpus: resumed_bundle(args, plan, record, corpus, data_fingerprint(corpus), latest)) \
+        if latest else None
+    prepared = prepare_run(plan, max_tokens=args.max_tokens, device=device or args.device,
+                           info={"name": args.out.name}, resume=resume,
+                           learn=lambda corpus, plan: learnt_tokenizers(corpus, plan, rank, world))
+    corpus, bundle, train, valid = prepared.corpus, prepared.bundle, prepared.train, prepared.valid
+    fingerprint = data_fingerprint(corpus)
     log = print if rank == 0 else (lambda *a, **k: None)
-    train, valid = encoded_data(args, corpus, bundle, log)
+    if args.valid_fraction is not None and "valid" not in corpus.description.get("carved", {}):
+        log(f"note: --valid-fraction has no effect: {args.data} has a validation split of its own", file=sys.stderr)
+    note_data(args, prepared.notes, bundle, len(train), log)
     # The config first: its check of a bad option (--label-smoothing 1) comes before any note on the run.
     config = train_config(args, train, world, device)
     note_unused_rate(args, log)
@@ -64,7 +62,7 @@ def command_train(args: argparse.Namespace) -> None:
     note_run(args, corpus, trainer, len(train), world, log)
     if rank == 0:
         write_run_record(args, fingerprint)
-    train_loop(trainer, args, rank)
+    train_loop(trainer, Saving(args.out, args.save_every, args.keep_last, args.tensorboard), rank)
 
 
 def run_plan(args: argparse.Namespace) -> RunPlan:
@@ -165,10 +163,9 @@ def learnt_tokenizers(corpus: ParallelCorpus, plan: RunPlan, rank: int,
     return Tokenizer.from_json(source), Tokenizer.from_json(target) if target else None
 
 
-def encoded_data(args: argparse.Namespace, corpus: ParallelCorpus, bundle: ModelBundle, log) -> tuple[list, list]:
-    """The training and validation pairs as token ids (core.training.prepare), with a note on each thing the run will
-    not see as given: pairs left out (an empty side, too long), words the vocabulary lacks, pairs over --max-tokens."""
-    train, valid, notes = encode_run_data(corpus, bundle, args.max_tokens, run_plan(args).vocab_sizes)
+def note_data(args: argparse.Namespace, notes: RunNotes, bundle: ModelBundle, pairs: int, log) -> None:
+    """A note on each thing the run will not see as given (core.training.prepare's notes): pairs left out (an empty
+    side, too long), words the vocabulary lacks, pairs over --max-tokens."""
     if notes.dropped_empty:
         log(f"note: {notes.dropped_empty}", file=sys.stderr)
     if notes.too_long:
@@ -180,10 +177,9 @@ def encoded_data(args: argparse.Namespace, corpus: ParallelCorpus, bundle: Model
             f"{vocabulary_sizes(bundle)} ({bundle.tokenizer.kind}) does not cover this data, and the model "
             f"would learn to write <unk>; {advice}", file=sys.stderr)
     if notes.over_max_tokens and "max_tokens" not in getattr(args, "from_run", ()):
-        log(f"note: {notes.over_max_tokens} of {len(train)} training pairs are longer than --max-tokens "
+        log(f"note: {notes.over_max_tokens} of {pairs} training pairs are longer than --max-tokens "
             f"{args.max_tokens} tokens, so each of them is a batch of its own (slow); the budget counts a batch's "
             f"padded tokens, and a few thousand batches many sentences", file=sys.stderr)
-    return train, valid
 
 
 def vocabulary_sizes(bundle: ModelBundle) -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
@@ -179,13 +179,25 @@ def encode_run_data(corpus: ParallelCorpus, bundle: ModelBundle, max_tokens: int
     return train, valid, notes
 
 
+Learn = Callable[[ParallelCorpus, RunPlan], tuple[Tokenizer, Tokenizer | None]]
+
+
 def prepare_run(plan: RunPlan, *, max_tokens: int, device: str | torch.device = "auto",
-                info: dict[str, Any] | None = None) -> PreparedRun:
-    """Everything a new run needs, in one process: the model is checked to fit on the device before
-    the corpus is read, and info (its name, its training settings) goes into the checkpoint's record."""
-    check_fits(plan.planned_config(), resolve_device(device) if isinstance(device, str) else device)
+                info: dict[str, Any] | None = None, learn: Learn = learn_tokenizers,
+                resume: Callable[[ParallelCorpus], ModelBundle] | None = None) -> PreparedRun:
+    """Everything a run needs: a new run's model is checked to fit on the device before the corpus is read,
+    and info (its name, its training settings) goes into the checkpoint's record. The studio, train_cli.py and
+    bench/table3.py all prepare their runs here.
+
+    learn: how the vocabulary is learnt (under torchrun, rank 0 learns it and sends it to the others).
+    resume: the bundle of a run taken up again, given the corpus (its vocabulary and weights are the run's own)."""
+    if resume is None:
+        check_fits(plan.planned_config(), resolve_device(device) if isinstance(device, str) else device)
     corpus = read_corpus(plan)
-    tokenizer, target_tokenizer = learn_tokenizers(corpus, plan)
-    bundle = build_bundle(plan, tokenizer, corpus, info or {}, target_tokenizer)
+    if resume is not None:
+        bundle = resume(corpus)
+    else:
+        tokenizer, target_tokenizer = learn(corpus, plan)
+        bundle = build_bundle(plan, tokenizer, corpus, info or {}, target_tokenizer)
     train, valid, notes = encode_run_data(corpus, bundle, max_tokens, plan.vocab_sizes)
     return PreparedRun(corpus, bundle, train, valid, notes)

@@ -226,10 +226,9 @@ class CheckpointWriter:
 
 
 def test_a_ctrl_c_while_pruning_leaves_no_half_deleted_step_folder(tmp_path, monkeypatch):
-    import argparse
     import shutil
 
-    args, trainer, rmtree = argparse.Namespace(out=tmp_path, keep_last=1), CheckpointWriter(), shutil.rmtree
+    args, trainer, rmtree = cli.loop.Saving(tmp_path, every=1, keep_last=1), CheckpointWriter(), shutil.rmtree
     for trainer.step_count in (1, 2):
         cli.loop.save(trainer, args)
 

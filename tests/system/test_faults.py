@@ -261,12 +261,10 @@ def test_resume_after_kill_9_reproduces_the_uninterrupted_run(tmp_path, straight
 
 def interrupted_train_loop(trainer: Trainer, out: Path) -> None:
     """train_cli's loop over trainer, into out, ended by a SIGINT the trainer sends itself: it exits 130."""
-    import argparse
-
     import cli.common
     import cli.loop
 
-    args = argparse.Namespace(out=out, tensorboard=False, save_every=1000, keep_last=3)
+    args = cli.loop.Saving(out, every=1000, keep_last=3)
     try:
         with pytest.raises(SystemExit) as exited:
             cli.loop.train_loop(trainer, args, rank=0)
