@@ -321,6 +321,9 @@ def add_evaluate(sub: argparse._SubParsersAction) -> None:
     e.add_argument("--reference-file", type=Path, help="references, one per line")
     e.add_argument("--limit", type=POSITIVE_INT, help="score only the first N sentences (default: all)")
     e.add_argument("--output", type=Path, help="write the hypotheses here, one per line (default: not written)")
+    e.add_argument("--all-references", action="store_true",
+                   help="a source given more than once (Tatoeba lists several translations of one sentence) is "
+                        "translated once and scored against all its references")
     add_decoding_options(e)
 
 
@@ -334,6 +337,8 @@ def add_translate(sub: argparse._SubParsersAction) -> None:
                     help="sentences to translate, each in quotes (default: --input, else stdin)")
     tr.add_argument("--checkpoint", type=Path, default=DEFAULT_CHECKPOINT, help="checkpoint folder")
     tr.add_argument("--input", type=Path, help="input file, one sentence per line (default: stdin)")
+    tr.add_argument("--tgt", help="for a model serving both directions (tatoeba-en-es): the language to translate "
+                                  "into (default: its first direction's)")
     tr.add_argument("--output", type=Path, help="output file (default: stdout)")
     tr.add_argument("--n-best", type=POSITIVE_INT, default=1,
                     help="print this many hypotheses per line, tab-separated with their scores (2 x N columns)")

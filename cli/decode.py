@@ -10,6 +10,7 @@ import warnings
 
 from tqdm import tqdm
 
+from core.data.directions import both_directions, language_tag
 from core.data.files import load_corpus
 from core.explain.saliency import alignment
 from core.inference.prefix import prefixes_for
@@ -27,14 +28,17 @@ def command_evaluate(args: argparse.Namespace) -> None:
     bundle = load_bundle(args.checkpoint, args.device)
     note_min_len(options, bundle)
     sources, references, where = read_pairs(args, bundle)
+    bundle = bundle.toward(args.tgt) if len(bundle.directions) > 1 else bundle
     started = time.perf_counter()
     # a bar only on a terminal, never in a redirected log
-    result, translations = evaluate_bundle(bundle, sources, references, options, progress=sys.stderr.isatty())
+    result, translations = evaluate_bundle(bundle, sources, references, options, progress=sys.stderr.isatty(),
+                                           all_references=args.all_references)
     elapsed = time.perf_counter() - started
     report_notices(translations, where)
     if args.output:
         write_output(args.output, "".join(t.text + "\n" for t in translations))
-    print(f"{bundle.name}: {len(sources)} sentences, {options.method}"
+    counted = f"{len(translations)} sentences" + (f" ({len(references)} references)" if args.all_references else "")
+    print(f"{bundle.name}: {counted}, {options.method}"
           f"{f' {options.beam_size}' if options.method == 'beam' else ''}"
           f"{f', {options.dtype}' if options.dtype != 'fp32' else ''}, {elapsed:.1f} s")
     print(f"BLEU = {result.bleu:.2f}   {result.bleu_signature}")
@@ -59,7 +63,7 @@ def command_translate(args: argparse.Namespace) -> None:
     lines = read_text_lines(args.input) if args.input else args.sentences or None
     if lines is None and sys.stdin is None:  # started with stdin closed (`<&-`)
         raise CLIError("no sentences to translate: give them as arguments, with --input, or on stdin (it is closed)")
-    bundle = load_bundle(args.checkpoint, args.device)  # before waiting on stdin: a bad model is said at once
+    bundle = load_bundle(args.checkpoint, args.device).toward(args.tgt)  # before stdin: a bad model is said at once
     note_min_len(options, bundle)
     check_prefix(args.prefix, bundle)
     if lines is None and sys.stdin.isatty() and not args.output:
@@ -121,7 +125,10 @@ def read_pairs(args: argparse.Namespace, bundle) -> tuple[list[str], list[str], 
 
 
 def data_pairs(args: argparse.Namespace, bundle) -> tuple[list[str], list[str]]:
-    """(sources, references) of --data's --split, in the checkpoint's direction (the other is refused)."""
+    """(sources, references) of --data's --split, in the checkpoint's direction (the other is refused), or for a
+    model serving both directions, in the one --src/--tgt name (default: its first)."""
+    if len(bundle.directions) > 1:
+        return both_ways_pairs(args, bundle)
     trained = (bundle.info.get("src_lang"), bundle.info.get("tgt_lang"))
     src, tgt = args.src, args.tgt
     if src is None and tgt is None and not args.data.startswith("synthetic:"):
@@ -154,6 +161,26 @@ def data_pairs(args: argparse.Namespace, bundle) -> tuple[list[str], list[str]]:
     files = corpus.description.get("files")  # a folder's, by split: say which of its test sets was scored
     if isinstance(files, dict) and files.get(args.split):
         print(f"scoring the {args.split} split: {' → '.join(files[args.split])}", file=sys.stderr)
+    return [s for s, _ in pairs], [t for _, t in pairs]
+
+
+def both_ways_pairs(args: argparse.Namespace, bundle) -> tuple[list[str], list[str]]:
+    """--split of --data as a model serving both directions saw it (read in its first direction and carved by
+    linked sentences, core/data/directions.py), the pairs of one direction kept: their sources carry its tag."""
+    directions = bundle.directions
+    wanted = next((d for d in directions if args.tgt in (None, d[1]) and args.src in (None, d[0])), None)
+    if wanted is None:
+        raise CLIError(f"{bundle.name} translates {' and '.join('->'.join(d) for d in directions)}; --src {args.src} "
+                       f"--tgt {args.tgt} is not one of them")
+    args.src, args.tgt = wanted  # evaluate binds the model to this direction
+    seed = (bundle.info.get("train") or {}).get("seed", 0)
+    valid_fraction = ((bundle.info.get("data") or {}).get("carved") or {}).get("valid_fraction")
+    corpus = both_directions(load_corpus(args.data, *directions[0], seed=seed, valid_fraction=valid_fraction), seed,
+                             valid_fraction)
+    tag = language_tag(wanted[1])
+    pairs = [(s, t) for s, t in (corpus.test if args.split == "test" else corpus.valid) if s.startswith(tag + " ")]
+    print(f"note: {args.data}'s {args.split} split as {bundle.name} was trained beside it (carved with seed {seed} "
+          f"by linked sentences), {wanted[0]}->{wanted[1]}: {len(pairs)} pairs", file=sys.stderr)
     return [s for s, _ in pairs], [t for _, t in pairs]
 
 

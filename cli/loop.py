@@ -76,6 +76,8 @@ def train_loop(trainer, saving: Saving, rank: int) -> None:
             shown = " ".join(f"{k} {v:.3f}" for k, v in event.validation.items() if isinstance(v, float))
             bar.write(f"step {event.step}: {shown}" + (f" (best: saved in {BEST}/)" if event.validation.get("best")
                                                        else ""))
+            for sample in event.validation.get("samples", [])[:1]:  # seed 004's preview beside the reference
+                bar.write(sample_lines(sample))
             if event.validation.get("best"):
                 trainer.save(saving.out / BEST, with_state=False)  # the weights alone: resuming starts from a step-N
         if event.step % saving.every == 0 or event.step == trainer.config.max_steps:
@@ -129,6 +131,14 @@ def train_loop(trainer, saving: Saving, rank: int) -> None:
         else:
             print(f"done: {trainer.step_count} steps; final checkpoint {final} (the last step's: `average` the last "
                   f"few, or evaluate a step-N folder, where a validation score was higher earlier)")
+
+
+def sample_lines(sample: dict[str, str]) -> str:
+    """A validation sample as the log shows it: the reference, the model's likeliest token at each of its places
+    (teacher forcing) and its greedy translation."""
+    return "\n".join(f"  {label:<22} {sample.get(key, '')}" for label, key in (
+        ("source", "source"), ("reference", "reference"), ("teacher-forced argmax", "teacher_forced"),
+        ("greedy", "output")))
 
 
 def checkpoint_name(step: int) -> str:

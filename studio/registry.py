@@ -1,12 +1,15 @@
 """The models the studio offers: checkpoints on disk plus models made in this app session.
 
-A plain dict of names; checkpoints load on first use and stay loaded. Head ablation runs on
+A plain dict of names; checkpoints load on first use and stay loaded. A checkpoint of a model serving both
+directions of a pair (core/data/directions.py) is offered once per direction, one model under two names:
+tatoeba-en-es and tatoeba-es-en. Head ablation runs on
 a private copy of a model (one per model, under its own lock), so switching heads off for
 one user never changes what another user's translation sees.
 """
 from __future__ import annotations
 
 import copy
+import json
 import threading
 from pathlib import Path
 
@@ -26,6 +29,8 @@ UNAVAILABLE = (LookupError, ValueError, FileNotFoundError)
 class ModelRegistry:
     def __init__(self, checkpoint_dir: Path | None = CHECKPOINTS):
         self._paths: dict[str, Path] = {}
+        self._targets: dict[str, str] = {}  # a name offering one direction of a two-way model -> its target language
+        self._loaded: dict[Path, ModelBundle] = {}  # a two-way checkpoint, loaded once for both its names
         self._bundles: dict[str, ModelBundle] = {}
         self._ablation: dict[str, tuple[Transformer, Transformer, threading.Lock]] = {}  # name -> (of, copy, lock)
         self._lock = threading.Lock()
@@ -38,7 +43,10 @@ class ModelRegistry:
         if checkpoint_dir is not None and checkpoint_dir.is_dir():
             for sub in sorted(checkpoint_dir.iterdir()):
                 if (sub / "config.json").is_file() and not sub.name.startswith("."):
-                    self._paths[sub.name] = sub
+                    for name, target in direction_names(sub).items():
+                        self._paths[name] = sub
+                        if target:
+                            self._targets[name] = target
 
     def names(self) -> list[str]:
         return list(dict.fromkeys([*self._paths, *self._bundles]))
@@ -144,8 +152,17 @@ class ModelRegistry:
             raise LookupError(f"no model called {name!r}; available: {', '.join(self.names()) or 'none'}")
         with self._lock:
             if name not in self._bundles:
-                self._bundles[name] = load_checkpoint(self._paths[name])
+                self._bundles[name] = self._load(name)
             return self._bundles[name]
+
+    def _load(self, name: str) -> ModelBundle:
+        """The checkpoint offered as name, bound to its direction; call with the lock held."""
+        path = self._paths[name]
+        if name not in self._targets:
+            return load_checkpoint(path)
+        if path not in self._loaded:
+            self._loaded[path] = load_checkpoint(path)
+        return self._loaded[path].toward(self._targets[name])
 
     def ablation_model(self, name: str, bundle: ModelBundle | None = None) -> tuple[Transformer, threading.Lock]:
         """A private copy of bundle's model (default: the one offered as name) for head ablation, and
@@ -157,6 +174,24 @@ class ModelRegistry:
             if held is None or held[0] is not bundle.model:
                 held = self._ablation[name] = (bundle.model, copy.deepcopy(bundle.model).eval(), threading.Lock())
             return held[1], held[2]
+
+
+def direction_names(folder: Path) -> dict[str, str | None]:
+    """The names a checkpoint folder is offered under, each with the language it translates into (None: a one-way
+    model, offered as its folder's name). A two-way model's first direction keeps the folder's name, e.g.
+    tatoeba-en-es; the other is named by its languages, tatoeba-es-en. An unreadable config.json is offered
+    under the folder's name, and says what is wrong when it is picked."""
+    try:
+        directions = json.loads((folder / "config.json").read_text(encoding="utf-8")).get("directions") or []
+        directions = [(str(src), str(tgt)) for src, tgt in directions]
+    except (OSError, ValueError, TypeError, AttributeError):
+        directions = []
+    if len(directions) < 2:
+        return {folder.name: None}
+    first = "-{}-{}".format(*directions[0])
+    stem = folder.name.removesuffix(first)
+    return {f"{stem}-{src}-{tgt}" if stem != folder.name or i else folder.name: tgt
+            for i, (src, tgt) in enumerate(directions)}
 
 
 def same_model(a: ModelBundle, b: ModelBundle) -> bool:

@@ -14,12 +14,22 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+import torch
 from sacrebleu.metrics import BLEU, CHRF
 from tqdm.auto import tqdm
 
 from ..data.batching import TokenBatcher, encode_pairs
+from ..data.tokenizer import BOS_ID, EOS_ID
 from ..inference.decoding import DecodeOptions, inference
-from ..inference.translation import Translation, check_bundle, str_list, target_tokenizer, translate_detailed
+from ..inference.translation import (
+    Translation,
+    check_bundle,
+    prepare_source,
+    str_list,
+    target_tokenizer,
+    text_list,
+    translate_detailed,
+)
 from .loss import Objective
 
 
@@ -51,17 +61,51 @@ def evaluate_bleu(hypotheses: list[str], references: list[str]) -> EvalResult:
                       len(hypotheses))
 
 
+def evaluate_bleu_references(hypotheses: list[str], references: list[list[str]]) -> EvalResult:
+    """Corpus BLEU and chrF of detokenized hypotheses against every reference given for each (Tatoeba lists
+    several translations of one sentence): sacreBLEU counts an n-gram found in any of them."""
+    hypotheses, references = str_list(hypotheses, "hypotheses"), text_list(references, "references")
+    if len(hypotheses) != len(references):
+        raise ValueError(f"{len(hypotheses)} hypotheses but {len(references)} lists of references; they must pair up")
+    for i, refs in enumerate(references):
+        if isinstance(refs, str) or not refs or not all(isinstance(r, str) for r in refs):
+            raise TypeError(f"references[{i}] must be a non-empty list of str, got {refs!r:.60}")
+    if not hypotheses:
+        raise ValueError("nothing to score: hypotheses and references are empty")
+    most = max(map(len, references))
+    streams = [[refs[k] if k < len(refs) else None for refs in references] for k in range(most)]  # None: no k-th
+    bleu, chrf = BLEU(), CHRF()
+    bleu_score, chrf_score = bleu.corpus_score(hypotheses, streams), chrf.corpus_score(hypotheses, streams)
+    return EvalResult(bleu_score.score, chrf_score.score, str(bleu.get_signature()), str(chrf.get_signature()),
+                      len(hypotheses))
+
+
+def grouped_references(sources: list[str], references: list[str]) -> tuple[list[str], list[list[str]]]:
+    """Each distinct source once, in first-seen order, with every reference given for it."""
+    by_source: dict[str, list[str]] = {}
+    for source, reference in zip(sources, references):
+        by_source.setdefault(source, []).append(reference)
+    return list(by_source), list(by_source.values())
+
+
 def evaluate_bundle(bundle: Any, sources: list[str], references: list[str], options: DecodeOptions | None = None,
-                    progress: bool = True, **overrides: Any) -> tuple[EvalResult, list[Translation]]:
+                    progress: bool = True, all_references: bool = False,
+                    **overrides: Any) -> tuple[EvalResult, list[Translation]]:
     """Translate sources with bundle (a ModelBundle or anything with .model and .tokenizer),
     then score against references. Returns the scores and the translations, in input order:
-    each holds its hypothesis (.text) and what was done to its source (.notices: truncation, <unk>)."""
+    each holds its hypothesis (.text) and what was done to its source (.notices: truncation, <unk>).
+    all_references: a source given more than once is translated once, against all its references
+    (grouped_references; the translations are then the distinct sources')."""
     sources, references = str_list(sources, "sources"), str_list(references, "references")
     if len(sources) != len(references):
         raise ValueError(f"{len(sources)} sources but {len(references)} references; they must pair up one to one")
+    if all_references:
+        sources, grouped = grouped_references(sources, references)
     with tqdm(total=len(sources), desc="translating", unit="sent", disable=not progress) as bar:
         results = translate_detailed(bundle, sources, options, on_batch=bar.update, **overrides)
-    return evaluate_bleu([r.text for r in results], references), results
+    hypotheses = [r.text for r in results]
+    scores = evaluate_bleu_references(hypotheses, grouped) if all_references else evaluate_bleu(hypotheses, references)
+    return scores, results
 
 
 @dataclass(frozen=True)
@@ -102,3 +146,25 @@ def teacher_forced_metrics(bundle: Any, sources: list[str], references: list[str
             nll, correct = nll + batch_nll.item(), correct + hits.item()
     tokens = sum(len(e.tgt) - 1 for e in examples)  # each target token after <bos>, <eos> included
     return TeacherForcedResult(correct / tokens, math.exp(min(nll / tokens, 50.0)), tokens, len(examples), too_long)
+
+
+@torch.no_grad()
+def teacher_forced_argmax(bundle: Any, sources: list[str], references: list[str]) -> list[str]:
+    """Seed 004's preview during training, as text: at each position of the reference, the token the model finds
+    most likely given the source and the reference before it (teacher forcing: no decoding, so it is cheap and it
+    shows what the model has learnt before it can write a sentence of its own), up to its first <eos>."""
+    check_bundle(bundle)
+    model, target = bundle.model, target_tokenizer(bundle)
+    device, max_len = next(model.parameters()).device, model.config.max_len
+    previews = []
+    with inference(model):
+        for source, reference in zip(str_list(sources, "sources"), str_list(references, "references")):
+            src = prepare_source(bundle.tokenizer, source, max_len).ids
+            tgt_in = [BOS_ID] + target.encode(reference)[: max_len - 1]
+            if not src:
+                previews.append("")
+                continue
+            logits = model(torch.tensor([src], device=device), torch.tensor([tgt_in], device=device))
+            ids = logits[0].argmax(-1).tolist()
+            previews.append(target.decode(ids[: ids.index(EOS_ID)] if EOS_ID in ids else ids))
+    return previews

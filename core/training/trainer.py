@@ -38,7 +38,7 @@ from .acceleration import (
     resolve_amp,
     step_unless,
 )
-from .evaluation import evaluate_bleu
+from .evaluation import evaluate_bleu, teacher_forced_argmax
 from .keep_best import BestKeeper, check_keep_best
 from .loss import Objective
 from .schedule import learning_rate
@@ -366,8 +366,10 @@ class Trainer:
             scores = evaluate_bleu(hypotheses, [t for _, t in pairs])
             result["bleu"] = scores.bleu
             result["exact_match"] = sum(h == t for h, (_, t) in zip(hypotheses, pairs)) / len(pairs)
-            result["samples"] = [{"source": s, "reference": t, "output": h}
-                                 for (s, t), h in list(zip(pairs, hypotheses))[: self.config.sample_translations]]
+            shown = list(zip(pairs, hypotheses))[: self.config.sample_translations]
+            forced = teacher_forced_argmax(bundle, [s for (s, _), _ in shown], [t for (_, t), _ in shown])
+            result["samples"] = [{"source": s, "reference": t, "output": h, "teacher_forced": f}
+                                 for ((s, t), h), f in zip(shown, forced)]
         return result
 
     # ----- persistence -------------------------------------------------------------

@@ -173,14 +173,19 @@ def peak_lr(d_model: float | None, warmup: float | None, factor: float | None) -
 RECIPE_NONE = "none: the boxes as they are"
 
 
+def studio_recipes() -> list[dict]:
+    """The recipes the set-up panel can hold: a two-way model's (tatoeba-en-es: hours on a CPU) is train_cli.py's."""
+    return [r for r in list_recipes() if not r["settings"].get("both_directions")]
+
+
 def recipe_choices() -> list[tuple[str, str]]:
-    return [(RECIPE_NONE, "")] + [(f"{r['name']}: {r['description']}", r["name"]) for r in list_recipes()]
+    return [(RECIPE_NONE, "")] + [(f"{r['name']}: {r['description']}", r["name"]) for r in studio_recipes()]
 
 
 def recipe_values(name: str) -> tuple:
     """The set-up panel (FIELDS' order) filled with a recipe's settings (core.training.recipes): the data, the model and
     the schedule it was tuned with; the boxes it does not set keep the tab's defaults. None picked: left as is."""
-    recipe = next((r["settings"] for r in list_recipes() if r["name"] == name), None)
+    recipe = next((r["settings"] for r in studio_recipes() if r["name"] == name), None)
     if recipe is None:
         return (gr.skip(),) * len(FIELDS)
     chosen = {k: v for k, v in recipe.items() if k in Settings.__dataclass_fields__}

@@ -141,11 +141,12 @@ def samples(view: JobView) -> str:
     """The last evaluation's samples as a captioned Markdown table."""
     if not view.evaluations:
         return NO_SAMPLES
-    rows = [[s["source"], s["reference"], s["output"], "✓" if s["output"] == s["reference"] else "✗"]
-            for s in view.evaluations[-1].samples]
+    rows = [[s["source"], s["reference"], s.get("teacher_forced", ""), s["output"],
+             "✓" if s["output"] == s["reference"] else "✗"] for s in view.evaluations[-1].samples]
     # Not "translation": the Translate tab's output box is found by that label.
-    return md_table(["source", "reference", "model output", "="], rows,
-                    caption=f"Validation samples at step {view.evaluations[-1].step} (greedy decoding)")
+    return md_table(["source", "reference", "teacher-forced argmax", "model output", "="], rows,
+                    caption=f"Validation samples at step {view.evaluations[-1].step}: the model's likeliest token at "
+                            f"each place of the reference (teacher forcing, seed 004's preview), then greedy decoding")
 
 
 def timeline_slider(view: JobView, follow: bool) -> gr.Slider:
