@@ -67,3 +67,17 @@ def tiny_bundle() -> ModelBundle:
         model = Transformer(config)
         _train(model, tokenizer, random.Random(0))
     return ModelBundle(model, tokenizer, info={"name": "tiny-reverse"})
+
+
+EN_ES_PAIRS = [("Go.", "Ve."), ("Go.", "Vete."), ("Go away.", "Vete."), ("Hi.", "Hola."), ("Run!", "¡Corre!"),
+               ("Stop!", "¡Para!"), ("Wait!", "¡Espera!"), ("Hello!", "Hola."), ("Fire!", "¡Fuego!")]
+
+
+def two_way_bundle() -> ModelBundle:
+    """An untrained tiny model of both directions, en<->es (core/data/directions.py): enough to see where tags go."""
+    tokenizer = Tokenizer.train([s for pair in EN_ES_PAIRS for s in pair] * 5, 120)
+    tokenizer.add_language_tags(["<2en>", "<2es>"])
+    config = ModelConfig.from_preset("tiny", src_vocab_size=tokenizer.vocab_size, tgt_vocab_size=tokenizer.vocab_size)
+    info = {"name": "two-way", "src_lang": "en", "tgt_lang": "es", "directions": [["en", "es"], ["es", "en"]],
+            "examples_by_lang": {"en": ["Hi."], "es": ["Hola."]}}
+    return ModelBundle(Transformer(config).eval(), tokenizer, info)

@@ -1,0 +1,29 @@
+"""The studio's model picker (studio/registry.py): a checkpoint of a model serving both directions is offered
+under a name per direction, one model loaded once, each name bound to its direction."""
+from __future__ import annotations
+
+import json
+
+from _models import two_way_bundle
+
+from core.checkpoint import save_checkpoint
+from studio.registry import ModelRegistry, direction_names
+
+
+def test_a_two_way_checkpoint_is_offered_once_per_direction(tmp_path):
+    save_checkpoint(tmp_path / "tatoeba-en-es", two_way_bundle())
+    registry = ModelRegistry(tmp_path)
+    assert registry.names() == ["tatoeba-en-es", "tatoeba-es-en"]
+    to_es, to_en = registry.get("tatoeba-en-es"), registry.get("tatoeba-es-en")
+    assert to_es.model is to_en.model
+    assert (to_es.info["tgt_lang"], to_en.info["tgt_lang"]) == ("es", "en")
+    assert to_en.tokenizer.tokens(to_en.tokenizer.encode("Hola."))[0] == "<2en>"
+
+
+def test_names_follow_the_folder_and_a_broken_config_keeps_its_name(tmp_path):
+    folder = tmp_path / "pair"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps({"directions": [["en", "es"], ["es", "en"]]}))
+    assert direction_names(folder) == {"pair": "es", "pair-es-en": "en"}
+    (folder / "config.json").write_text("{not json")
+    assert direction_names(folder) == {"pair": None}
