@@ -49,7 +49,7 @@ part "paper-base throughput and MFU" 150 gpu_train.log \
     --warmup-steps 10 --json "$OUT/gpu_train.json"
 
 # 3. The CUDA tests (AMP, compile, CUDA graphs, no host sync, decoding, resume, the studio's job, NCCL).
-part "tests/test_cuda.py" 130 test_cuda.log "$PY" -m pytest tests/test_cuda.py -q -p no:cacheprovider
+part "tests/system/test_cuda.py" 130 test_cuda.log "$PY" -m pytest tests/system/test_cuda.py -q -p no:cacheprovider
 
 # 4. Several GPUs: train_cli under torchrun, 1 process against one per GPU.
 gpus=$("$PY" -c "import torch; print(torch.cuda.device_count())" 2>/dev/null || echo 0)

@@ -191,3 +191,10 @@ def test_studio_saves_are_ignored_by_git_and_shipped_checkpoints_are_not():
     assert not any(ignored(folder / "config.json") for folder in CHECKPOINTS.iterdir() if folder.is_dir()
                    if (folder / "config.json").exists() and not ignored(folder))
     assert not ignored(CHECKPOINTS / "multi30k-de-en-small" / "model.safetensors")
+
+
+def test_the_library_guide_names_every_module_of_core():
+    guide = (ROOT / "docs" / "library.md").read_text(encoding="utf-8")
+    missing = [str(path.relative_to(ROOT)) for path in sorted((ROOT / "core").rglob("*.py"))
+               if path.name != "__init__.py" and f"`{path.name}`" not in guide]
+    assert missing == []
