@@ -10,7 +10,7 @@ import warnings
 
 from tqdm import tqdm
 
-from core.data.directions import both_directions, language_tag
+from core.data.directions import both_directions, directions_of, language_tag
 from core.data.files import load_corpus
 from core.explain.saliency import alignment
 from core.inference.prefix import prefixes_for
@@ -28,7 +28,7 @@ def command_evaluate(args: argparse.Namespace) -> None:
     bundle = load_bundle(args.checkpoint, args.device)
     note_min_len(options, bundle)
     sources, references, where = read_pairs(args, bundle)
-    bundle = bundle.toward(args.tgt) if len(bundle.directions) > 1 else bundle
+    bundle = bundle.toward(args.tgt) if two_way(bundle) else bundle
     started = time.perf_counter()
     # a bar only on a terminal, never in a redirected log
     result, translations = evaluate_bundle(bundle, sources, references, options, progress=sys.stderr.isatty(),
@@ -127,7 +127,7 @@ def read_pairs(args: argparse.Namespace, bundle) -> tuple[list[str], list[str], 
 def data_pairs(args: argparse.Namespace, bundle) -> tuple[list[str], list[str]]:
     """(sources, references) of --data's --split, in the checkpoint's direction (the other is refused), or for a
     model serving both directions, in the one --src/--tgt name (default: its first)."""
-    if len(bundle.directions) > 1:
+    if two_way(bundle):
         return both_ways_pairs(args, bundle)
     trained = (bundle.info.get("src_lang"), bundle.info.get("tgt_lang"))
     src, tgt = args.src, args.tgt
@@ -164,10 +164,15 @@ def data_pairs(args: argparse.Namespace, bundle) -> tuple[list[str], list[str]]:
     return [s for s, _ in pairs], [t for _, t in pairs]
 
 
+def two_way(bundle) -> bool:
+    """Whether bundle's model serves both directions of a pair (core/data/directions.py)."""
+    return len(directions_of(getattr(bundle, "info", {}))) > 1
+
+
 def both_ways_pairs(args: argparse.Namespace, bundle) -> tuple[list[str], list[str]]:
     """--split of --data as a model serving both directions saw it (read in its first direction and carved by
     linked sentences, core/data/directions.py), the pairs of one direction kept: their sources carry its tag."""
-    directions = bundle.directions
+    directions = directions_of(bundle.info)
     wanted = next((d for d in directions if args.tgt in (None, d[1]) and args.src in (None, d[0])), None)
     if wanted is None:
         raise CLIError(f"{bundle.name} translates {' and '.join('->'.join(d) for d in directions)}; --src {args.src} "

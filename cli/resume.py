@@ -2,12 +2,12 @@
 its latest checkpoint's optimizer, schedule and batcher state."""
 from __future__ import annotations
 
-import argparse
 import contextlib
 import hashlib
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 from core.bundle import ModelBundle
 from core.checkpoint import load_checkpoint, load_trainer_state
@@ -33,12 +33,13 @@ def run_record(out: Path) -> dict:
     return record if isinstance(record, dict) else {}
 
 
-def check_same_data(args: argparse.Namespace, record: dict) -> None:
+def check_same_data(given: dict[str, Any], record: dict) -> None:
     """--resume: the options that chose the training pairs, the carved valid/test split and the vocabulary
-    stay the run's (another --seed would put the run's held-out pairs into training)."""
+    stay the run's (another --seed would put the run's held-out pairs into training). given: the options' values
+    now, by name (SPLIT_OPTIONS and max_tokens)."""
     def changed(keys: tuple[str, ...]) -> list[str]:
-        return [f"--{key.replace('_', '-')} {getattr(args, key)} (the run's: {record[key]})" for key in keys
-                if key in record and str(getattr(args, key)) != record[key]]
+        return [f"--{key.replace('_', '-')} {given[key]} (the run's: {record[key]})" for key in keys
+                if key in record and str(given[key]) != record[key]]
 
     refuse_changes(changed(SPLIT_OPTIONS), "the run's data split and vocabulary come from its own values")
     # The batcher's saved place is a place in the run's own batches, which --max-tokens cut.
@@ -55,20 +56,20 @@ def data_fingerprint(corpus) -> str:
     return digest.hexdigest()[:16]
 
 
-def check_same_pairs(args: argparse.Namespace, record: dict, fingerprint: str) -> None:
+def check_same_pairs(data: str, record: dict, fingerprint: str) -> None:
     """--resume: the data must hold the run's pairs (fingerprint: data_fingerprint of the corpus read now);
     a new --data path is taken if it does (moved data)."""
     if not record.get("data"):
         return
     # A record written before run.json kept absolute paths.
-    same_path = args.data in (record["data"], absolute_spec(record["data"]))
+    same_path = data in (record["data"], absolute_spec(record["data"]))
     if "data_fingerprint" in record:
         if fingerprint != record["data_fingerprint"]:
             then = "" if same_path else f" ({record['data']})"
-            raise CLIError(f"--resume: --data {args.data} holds other training or validation pairs than the run "
+            raise CLIError(f"--resume: --data {data} holds other training or validation pairs than the run "
                            f"was trained on{then}; give the run's data (moved is fine), or start a new run")
     elif not same_path:  # a run from before fingerprints: nothing to check against
-        print(f"note: --resume reads --data {args.data}, not the run's {record['data']}: its valid and test "
+        print(f"note: --resume reads --data {data}, not the run's {record['data']}: its valid and test "
               f"pairs stay the run's only if it holds the same lines", file=sys.stderr)
 
 
@@ -107,19 +108,18 @@ def damaged_checkpoint_hint(out: Path, latest: Path):
         raise CLIError(f"--resume: {exc}; {way}") from None
 
 
-def resumed_bundle(args: argparse.Namespace, plan: RunPlan, record: dict, corpus: ParallelCorpus, fingerprint: str,
-                   latest: Path) -> ModelBundle:
-    """--resume: the run's latest checkpoint, once the data, vocabulary, direction and model config given
-    are found to be the run's; its record names the data as read now."""
-    with damaged_checkpoint_hint(args.out, latest):
+def resumed_bundle(out: Path, plan: RunPlan, record: dict, corpus: ParallelCorpus, latest: Path) -> ModelBundle:
+    """--resume: the run's latest checkpoint (in the run folder out), once the data, vocabulary, direction and
+    model config given are found to be the run's; its record names the data as read now."""
+    with damaged_checkpoint_hint(out, latest):
         bundle = load_checkpoint(latest)
     check_same_vocabulary_and_direction(plan, corpus, bundle)  # first: a reversed direction swaps the pairs
-    check_same_pairs(args, record, fingerprint)
+    check_same_pairs(plan.data, record, data_fingerprint(corpus))
     # A run from before --attention-bias existed has biases without the flag in its run.json: the flag
     # can only add them, so without it the run keeps its own.
     overrides = {"attention_bias": bundle.model.config.attention_bias, **plan.model_overrides}
     if plan.separate_vocab and bundle.model.config.shared_vocab:  # the flag, kept in run.json, can only add it
-        raise CLIError(f"--resume: the run in {args.out} shares one vocabulary between its languages; leave out "
+        raise CLIError(f"--resume: the run in {out} shares one vocabulary between its languages; leave out "
                        f"--separate-vocab to keep the run's")
     wanted = ModelConfig.from_preset(plan.preset, src_vocab_size=bundle.tokenizer.vocab_size,
                                      tgt_vocab_size=bundle.target_tokenizer.vocab_size,
@@ -128,30 +128,30 @@ def resumed_bundle(args: argparse.Namespace, plan: RunPlan, record: dict, corpus
         given = wanted.to_dict()
         diff = ", ".join(f"{MODEL_FLAGS.get(k, k)} {v} (now {given[k]})"
                          for k, v in bundle.model.config.to_dict().items() if given[k] != v)
-        raise CLIError(f"--resume: the run in {args.out} has a different model config: it was trained with "
+        raise CLIError(f"--resume: the run in {out} has a different model config: it was trained with "
                        f"{diff}; leave those options out to keep the run's")
-    bundle.info.update(name=args.out.name, src_lang=corpus.src_lang, tgt_lang=corpus.tgt_lang,
+    bundle.info.update(name=out.name, src_lang=corpus.src_lang, tgt_lang=corpus.tgt_lang,
                        data=corpus.description, examples=corpus.examples())
     return bundle
 
 
-def restore_trainer(trainer, args: argparse.Namespace, latest: Path, rank: int) -> None:
-    """--resume: the optimizer, schedule, batcher and step of the run's latest checkpoint."""
-    with damaged_checkpoint_hint(args.out, latest):
+def restore_trainer(trainer, out: Path, latest: Path, rank: int) -> None:
+    """--resume: the optimizer, schedule, batcher and step of the run's latest checkpoint (in the run folder out)."""
+    with damaged_checkpoint_hint(out, latest):
         state = load_trainer_state(latest)
     if state is None:
         raise CLIError(f"--resume: {latest} holds weights but no trainer state (trainer.pt), so the "
                        f"optimizer and step cannot be restored; was it written by `average`?")
     trainer.load_state_dict(state)
     if trainer.step_count >= trainer.config.max_steps:
-        raise CLIError(f"--resume: the run in {args.out} is already at step {trainer.step_count}; give a "
+        raise CLIError(f"--resume: the run in {out} is already at step {trainer.step_count}; give a "
                        f"larger --max-steps (or --epochs) to train on")
     if trainer.keeper and trainer.keeper.exhausted:
-        raise CLIError(f"--resume: the run in {args.out} stopped early: its best {trainer.keeper.describe()} was "
+        raise CLIError(f"--resume: the run in {out} stopped early: its best {trainer.keeper.describe()} was "
                        f"followed by {trainer.keeper.since_best} evaluations without a better one; give a --patience "
                        f"larger than {trainer.keeper.since_best} to train on")
     if rank == 0:
-        trim_metrics(args.out / "metrics.jsonl", trainer.step_count)
+        trim_metrics(out / "metrics.jsonl", trainer.step_count)
 
 
 def trim_metrics(path: Path, step: int) -> None:

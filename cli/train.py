@@ -25,7 +25,7 @@ from core.training.trainer import TrainConfig, Trainer
 from .args import build_parser, run_options
 from .common import CHECKPOINT_PREFIX, CLIError, check_creatable, run_checkpoints
 from .loop import Saving, train_loop
-from .resume import check_same_data, data_fingerprint, restore_trainer, resumed_bundle, run_record
+from .resume import SPLIT_OPTIONS, check_same_data, data_fingerprint, restore_trainer, resumed_bundle, run_record
 
 
 def command_train(args: argparse.Namespace) -> None:
@@ -38,12 +38,11 @@ def command_train(args: argparse.Namespace) -> None:
                     synthetic=args.data.startswith("synthetic:"))
     args.data = absolute_spec(args.data)  # run.json's record then reads the same files from any folder
     if args.resume:
-        check_same_data(args, record)
+        check_same_data({key: getattr(args, key) for key in (*SPLIT_OPTIONS, "max_tokens")}, record)
     rank, world, device = setup_distributed()
     plan = run_plan(args)
     latest = run_checkpoints(args.out)[-1] if args.resume else None
-    resume = (lambda corpus: resumed_bundle(args, plan, record, corpus, data_fingerprint(corpus), latest)) \
-        if latest else None
+    resume = (lambda corpus: resumed_bundle(args.out, plan, record, corpus, latest)) if latest else None
     prepared = prepare_run(plan, max_tokens=args.max_tokens, device=device or args.device,
                            info={"name": args.out.name}, resume=resume,
                            learn=lambda corpus, plan: learnt_tokenizers(corpus, plan, rank, world))
@@ -58,7 +57,7 @@ def command_train(args: argparse.Namespace) -> None:
     note_unused_rate(args, log)
     trainer = Trainer(bundle, train, config, valid_pairs=corpus.valid, valid=valid)
     if latest:
-        restore_trainer(trainer, args, latest, rank)
+        restore_trainer(trainer, args.out, latest, rank)
     note_run(args, corpus, trainer, len(train), world, log)
     if rank == 0:
         write_run_record(args, fingerprint)
