@@ -62,6 +62,9 @@ THEME = gr.themes.Default().set(
     input_placeholder_color_dark="*neutral_400", checkbox_border_color="*neutral_500",
     checkbox_border_color_dark="*neutral_500", input_border_color_dark="*neutral_500")
 CSS = stylesheet("studio.css") + stylesheet("compare.css") + attention.HEAD_COUNT_CSS
+# Where a newcomer begins among ten tabs: three steps, each a tab, from a translation to the model's insides.
+START_HERE = ("**Start here:** ① *Translate* a sentence (or click an example) → ② *Attention* shows where each "
+              "output word looked (section 3.2) → ③ *Train* a model live and watch the same maps form.")
 # Presenter mode's plots: every figure's type and height times this (static/presenter.js).
 PRESENTER_PLOT_SCALE = 1.4
 PRESENTER_JS = script("presenter.js", SCALE=PRESENTER_PLOT_SCALE)
@@ -88,6 +91,7 @@ def build_app(registry: ModelRegistry, selected: str | None = None, checkpoints_
     # hours are deleted (checked hourly), so visitors' uploads cannot fill the disk over time.
     with gr.Blocks(title="Transformer Studio", analytics_enabled=False, delete_cache=(3600, 7200)) as demo:
         gr.Markdown("## Transformer Studio — “Attention Is All You Need”, opened up", elem_id="studio-title")
+        gr.Markdown(START_HERE, elem_id="start-here")
         shell, status, presenter = _header(registry, selected, demo)
         upload = _upload_box()
         # One job for the whole process: every browser session sees (and controls) the same run.
@@ -162,7 +166,10 @@ def _follow_the_picker(shell: Shell, status: gr.Markdown, upload: gr.File) -> No
     upload.upload(guard(partial(open_checkpoint, registry)), inputs=[upload, picker], outputs=[picker, status],
                   api_name="open_checkpoint").then(
         lambda: None, outputs=upload, show_progress="hidden")  # emptied: the next upload starts afresh
-    shell.demo.load(guard(partial(refresh, registry)), inputs=picker, outputs=[picker, status, shell.model_key])
+    # Hidden progress: the page's first render already holds the picker and its line, which the load only brings up
+    # to date; shown, the pending state greyed the model line for the seconds a first load takes (issue 51).
+    shell.demo.load(guard(partial(refresh, registry)), inputs=picker, outputs=[picker, status, shell.model_key],
+                    show_progress="hidden")
 
 
 # ----- command line --------------------------------------------------------------------------

@@ -23,13 +23,15 @@ from .setup import warm_up
 from .sources import discard_upload_copy
 
 NOT_STARTED = "**Not started:**"  # starts the line under the buttons when Start is refused
+USE_LIVE = "Use the live model"  # the button that points every tab at the run's model
 
 
 # ----- controls ----------------------------------------------------------------------------
 def start(job: TrainingJob, *values, session: str | None = None) -> tuple:
-    """Start a run: (the picker, with the new model selected; the line under the buttons; the last
-    save's download, put away with its line). A refusal stays on that line, beside the set-up panel
-    that can fix it; no toast: one covered the boxes it named (and one on a start, the progress bar)."""
+    """Start a run: (the picker, offering the new model but keeping the one picked: a demo's live model must not
+    answer the class's next German sentence; the line under the buttons; the last save's download, put away with
+    its line). A refusal stays on that line, beside the set-up panel that can fix it; no toast: one covered the
+    boxes it named (and one on a start, the progress bar)."""
     settings = None
     try:
         settings = settings_from(dict(zip(FIELDS, values)))
@@ -40,10 +42,21 @@ def start(job: TrainingJob, *values, session: str | None = None) -> tuple:
     finally:
         if settings is not None:  # the corpus is read (or the start refused): its upload copy is done with
             discard_upload_copy(settings.data)
-    # A large model's notice stays on the status line; the picker shows the new model.
+    # A large model's notice stays on the status line.
     said = (f"*The earlier run called {md(name)} is replaced by this one (a checkpoint saved from it keeps its own "
             f"name); give the next run another name to keep both.*") if replaced else ""
-    return picker_update(job.registry, name), said, gr.DownloadButton(visible=False)
+    said += f"{' ' if said else ''}*{md(name)} is in the model picker: **{USE_LIVE}** makes every tab use it.*"
+    return gr.Dropdown(choices=job.registry.choices()), said, gr.DownloadButton(visible=False)
+
+
+def use_live(job: TrainingJob, picked: str | None) -> gr.Dropdown:
+    """The picker set to the model being trained (its newest weights), or left as it is with a warning."""
+    view = job.view()
+    if view.settings is None or view.settings.name not in job.registry.names():
+        warn("No model is being trained yet: Start a run first.")
+        return picker_update(job.registry, picked)
+    job.refresh()
+    return picker_update(job.registry, view.settings.name)
 
 
 def controller(job: TrainingJob, action: str) -> Callable[[gr.Request], None]:
@@ -123,6 +136,7 @@ class Controls:
     save: gr.Button
     outcome: gr.Markdown  # a refused start, a saved checkpoint: read out
     download: gr.DownloadButton  # the last saved checkpoint's .zip
+    use_live: gr.Button  # every tab on the run's model, one click
 
     @property
     def row(self) -> list[gr.Button]:
@@ -162,8 +176,11 @@ def build_controls(public: bool) -> Controls:
                     f"starts a run can pause, resume, stop or save it, while it stays open (closed or reloaded, "
                     f"it leaves the run to everyone); a run ends {PUBLIC_MAX_MINUTES:.0f} minutes after it starts, "
                     f"and models have at most {PUBLIC_MAX_PARAMETERS / 1e6:.0f}M parameters.*")
+    outcome = gr.Markdown(elem_classes="announce")
+    download = gr.DownloadButton(visible=False)
+    use = gr.Button(USE_LIVE, size="sm", variant="secondary")
     return Controls(start_button, pause_button, resume_button, stop_button, save_name, save_which, save_button,
-                    gr.Markdown(elem_classes="announce"), gr.DownloadButton(visible=False))
+                    outcome, download, use)
 
 
 def wire_controls(shell: Shell, job: TrainingJob, controls: Controls, setup: SetupPanel) -> list[gr.events.Dependency]:
@@ -191,4 +208,6 @@ def wire_controls(shell: Shell, job: TrainingJob, controls: Controls, setup: Set
               for button, action in ((c.pause, "pause"), (c.resume, "resume"), (c.stop, "stop"))]
     c.save.click(guard(save_run), inputs=[c.save_name, c.save_which, shell.model],
                  outputs=[c.outcome, shell.model, c.download], api_name="train_save")
+    c.use_live.click(guard(partial(use_live, job)), inputs=shell.model, outputs=shell.model, api_name=False,
+                     show_progress="hidden")
     return clicks

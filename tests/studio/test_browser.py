@@ -428,7 +428,8 @@ def test_train_tab_live_run_then_translate(studio):
         other.locator("#train-status").get_by_text("Stopped", exact=True).wait_for(timeout=20000)
         other.close()
 
-        # Start selected the new model in the picker: translate with it.
+        # Start offered the new model and kept the picked one (issue 51); one click makes every tab use it.
+        page.get_by_role("button", name="Use the live model").click()
         page.get_by_role("tab", name="Translate").click()
         page.get_by_text("live-numbers ·").first.wait_for(timeout=10000)
         page.get_by_label("Source sentence").fill("4 2")

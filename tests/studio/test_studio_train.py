@@ -273,7 +273,7 @@ def test_an_uploaded_tsvs_copy_is_deleted_once_read_or_refused(job, tmp_path, mo
     from_upload = dict(kind=sources.SOURCES[2], upload=str(upload), name="tsv", vocab_size=64, max_steps=3)
     assert tab.start(job, *panel(**from_upload, n_heads=3))[1].startswith(tab.NOT_STARTED)  # 64 / 3 heads
     assert copies() == before
-    assert tab.start(job, *panel(**from_upload))[1] == ""
+    assert not tab.start(job, *panel(**from_upload))[1].startswith(tab.NOT_STARTED)
     assert copies() == before  # read: the run needs it no more
     wait_for(job, lambda v: v.state == "finished")
     job.start(replace(QUICK, max_steps=10_000))
@@ -569,8 +569,10 @@ def test_a_late_reply_to_a_button_leaves_the_page_on_the_runs_true_state(job, ac
 
 def test_callbacks_start_pause_resume_stop_save(job):
     picker, line, download = tab.start(job, *panel(max_steps=10_000))
-    assert picker.value == "live-numbers" and line == ""
+    # Offered, not picked: the page keeps the model its user picked (issue 51) until "Use the live model".
+    assert "value" not in picker.constructor_args and f"**{tab.USE_LIVE}**" in line
     assert picker.choices == [("live-numbers (unsaved)", "live-numbers")]
+    assert tab.use_live(job, None).value == "live-numbers"
     assert download.visible is False  # the last save's line and download go together
     assert tab.fold_setup(line).open is False  # started: the set-up folds away for the curves
     refused = tab.start(job, *panel())[1]  # another run is going: this page's set-up stays open
@@ -633,7 +635,7 @@ def test_a_picked_model_removed_meanwhile_is_unpicked(job):
 
 
 def test_a_new_run_under_the_last_runs_name_says_it_replaces_it(job, toasts):
-    assert tab.start(job, *panel(max_steps=3))[1] == ""
+    assert tab.start(job, *panel(max_steps=3))[1].startswith("*live\\-numbers is in the model picker")
     wait_for(job, lambda v: v.state == "finished")
     said = tab.start(job, *panel(max_steps=3))[1]
     assert said.startswith("*The earlier run called live\\-numbers is replaced by this one")
