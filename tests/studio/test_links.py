@@ -1,0 +1,68 @@
+"""Deep links and lessons (issue 53): a view's address read back clamped and with notices, never an error; a lesson
+file of steps, each with notes and one link; the shipped lesson walks the paper in 12-15 steps."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from studio.lesson import parse_lesson, read_lesson
+from studio.links import TABS, Shape, View, link_of, read_link
+
+LESSON = Path(__file__).resolve().parents[2] / "studio" / "lessons" / "attention-is-all-you-need.md"
+MODELS = ["multi30k-de-en-small", "numbers-en-de-tiny", "tatoeba-en-es", "tatoeba-es-en"]
+SMALL = Shape(encoder_layers=3, decoder_layers=3, heads=4)
+
+
+def test_a_link_names_a_view_and_reads_back_the_same():
+    view = View(tab="attention", model="multi30k-de-en-small", source="Zwei Hunde spielen im Schnee.",
+                stack="cross", layer=2, head=3, presenter=True)
+    link = link_of(view)
+    assert link.startswith("?tab=attention&model=multi30k-de-en-small&source=Zwei+Hunde") and "presenter=1" in link
+    from urllib.parse import parse_qsl
+    assert read_link(dict(parse_qsl(link[1:])), MODELS, lambda name: SMALL) == view
+
+
+def test_out_of_range_values_are_clamped_and_unknown_ones_ignored_with_notices():
+    view = read_link({"tab": "attention", "model": "multi30k-de-en-small", "layer": "1e300", "head": "9",
+                      "beam": "0", "alpha": "nan", "stack": "sideways", "colour": "red", "tab2": "x" * 500},
+                     MODELS, lambda name: SMALL)
+    assert (view.tab, view.layer, view.head, view.beam, view.alpha, view.stack) == ("attention", 3, 4, 1, None, None)
+    said = " | ".join(view.notices)
+    assert "layer 10000 clamped to 3: multi30k-de-en-small has 3" in said and "head 9 clamped to 4" in said
+    assert "beam '0' clamped to 1" in said and "ignored alpha='nan': not a number" in said
+    assert "ignored stack='sideways'" in said and "ignored colour='red'" in said
+    assert all(len(notice) < 300 for notice in view.notices)  # a hostile value is quoted short
+
+
+def test_an_unknown_model_or_tab_leaves_the_defaults():
+    view = read_link({"tab": "nope", "model": "gpt-5", "source": "x" * 900}, MODELS)
+    assert (view.tab, view.model, len(view.source)) == ("translate", None, 500) and len(view.notices) == 3
+
+
+def test_every_tab_has_a_slug():
+    assert TABS == ("translate", "what-if", "beam-search", "attention", "attention-arithmetic", "saliency",
+                    "positional-encoding", "model", "compare", "train")
+
+
+def test_the_shipped_lesson_walks_the_paper_with_links_that_read_cleanly():
+    lesson = read_lesson(LESSON)
+    assert 12 <= len(lesson.steps) <= 15 and lesson.title
+    for step in lesson.steps:
+        view = read_link(step.params, MODELS, lambda name: Shape(4, 4, 4))
+        assert view.notices == (), (step.heading, view.notices)
+        assert step.notes and "](" not in step.notes.splitlines()[-1]
+    assert {read_link(s.params, MODELS).tab for s in lesson.steps} == set(TABS)  # every tab shown once at least
+    assert lesson.step(99) == lesson.steps[-1] and lesson.step(-1) == lesson.steps[0]
+
+
+@pytest.mark.parametrize("text, message", [
+    ("## a\n[x](?tab=model)\n", "no title"),
+    ("# T\n", "no steps"),
+    ("# T\nhello\n## a\n[x](?tab=model)\n", "line 2: text before the first step"),
+    ("# T\n## a\nnotes only\n", "line 2: step 'a' has no link"),
+    ("# T\n## a\n[x](?tab=model)\n?tab=train\n", "line 2: step 'a' has 2 links (lines 3, 4)"),
+])
+def test_a_malformed_lesson_is_refused_with_its_line(text, message):
+    with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        parse_lesson(text)
