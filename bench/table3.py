@@ -27,6 +27,7 @@ import shutil
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -123,7 +124,10 @@ def run_variant(variant: Variant, steps: int, max_tokens: int, env: dict[str, st
     timing = folder / "timing.json"
     if not trained(variant, steps):
         started = time.monotonic()
-        subprocess.run(train_command(variant, steps, max_tokens), cwd=ROOT, check=True, env=env)
+        folder.mkdir(parents=True, exist_ok=True)
+        with open(folder.parent / f"{variant.name}.log", "a") as log:  # runs side by side: a log each
+            subprocess.run(train_command(variant, steps, max_tokens), cwd=ROOT, check=True, env=env, stdout=log,
+                           stderr=subprocess.STDOUT)
         seconds = time.monotonic() - started
         spent = json.loads(timing.read_text())["train_s"] if timing.is_file() else 0.0
         timing.write_text(json.dumps({"train_s": spent + seconds}))
@@ -287,19 +291,22 @@ def main() -> None:
     parser.add_argument("--dry-run", action="store_true", help="print the commands instead of running them")
     parser.add_argument("--trial", type=int, metavar="N", help="time N steps of each variant instead")
     parser.add_argument("--threads", type=int, help="torch threads of each run (default: torch's, one per core)")
+    parser.add_argument("--parallel", type=int, default=1,
+                        help="runs at a time, e.g. 2 with --threads 1 on two cores (default: 1)")
     args = parser.parse_args()
     variants = chosen(args.only)
     if args.trial:
         return trial(variants, args.trial, args.threads)
     env = {**os.environ, **({"OMP_NUM_THREADS": str(args.threads)} if args.threads else {})}
-    for variant in variants:
-        if args.dry_run:
+    if args.dry_run:
+        for variant in variants:
             print(" ".join(train_command(variant, args.steps, args.max_tokens)))
             print(" ".join(evaluate_command(variant)))
-            continue
-        run_variant(variant, args.steps, args.max_tokens, env)
-    if not args.dry_run:
-        write_results(results())
+        return
+    with ThreadPoolExecutor(max_workers=max(1, args.parallel)) as pool:  # threads: each waits on a subprocess
+        for done in [pool.submit(run_variant, v, args.steps, args.max_tokens, env) for v in variants]:
+            done.result()  # a failed run stops the table with its error
+    write_results(results())
 
 
 if __name__ == "__main__":
