@@ -7,7 +7,7 @@ import os
 import sys
 from pathlib import Path
 
-from core.checkpoint import FILES, OPTIONAL_FILES
+from core.checkpoint import FILES, OPTIONAL_FILES, SHARD_NAME, WEIGHTS_INDEX
 from core.data.corpus import decode_lines, read_lines, split_lines
 from core.data.files import local_files, local_path
 
@@ -22,7 +22,10 @@ def read_text_lines(path: Path) -> list[str]:
 
 def checkpoint_inputs(checkpoint: Path) -> dict[str, Path]:
     """The checkpoint's files, for check_output: inputs too (an --output over its tokenizer.json broke it)."""
-    return {f"--checkpoint's {name}": checkpoint / name for name in FILES + OPTIONAL_FILES}
+    names = [*FILES, *OPTIONAL_FILES, WEIGHTS_INDEX]
+    if checkpoint.is_dir():  # sharded weights: every shard is an input too
+        names += [p.name for p in sorted(checkpoint.iterdir()) if SHARD_NAME.fullmatch(p.name)]
+    return {f"--checkpoint's {name}": checkpoint / name for name in names}
 
 
 def check_output(path: Path | None, inputs: dict[str, Path | None]) -> None:

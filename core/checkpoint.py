@@ -1,6 +1,9 @@
 """Checkpoints: a directory that is complete or absent, never half-written.
 
-    model.safetensors   weights (no pickle; tied matrices stored once)
+    model.safetensors   weights (no pickle; tied matrices stored once); above max_shard_bytes (9 MB, so
+                        that a Hugging Face Space takes every file in plain git) split as transformers
+                        splits them: model-00001-of-0000N.safetensors files and
+                        model.safetensors.index.json, which names each tensor's file
     config.json         format version, model config, training setup, data, metrics
     tokenizer.json      the vocabulary (Hugging Face tokenizers): both languages' (section 3.4), or
                         with separate vocabularies the source's
@@ -40,9 +43,17 @@ from .model.config import ModelConfig
 from .model.transformer import Transformer
 
 FORMAT_VERSION = 1
-FILES = ("model.safetensors", "config.json", "tokenizer.json")
+WEIGHTS = "model.safetensors"
+# A sharded checkpoint has the index and its shards in place of WEIGHTS, named as transformers names them.
+WEIGHTS_INDEX = "model.safetensors.index.json"
+SHARD_NAME = re.compile(r"model-\d{5}-of-\d{5}\.safetensors")
+# A Hugging Face Space refuses a file over 10 MiB pushed in plain git: 9 MB of tensors (decimal, as
+# transformers' "9MB") and a header of a few KB stay below it.
+MAX_SHARD_BYTES = 9 * 10**6
+FILES = (WEIGHTS, "config.json", "tokenizer.json")
 TARGET_TOKENIZER = "target_tokenizer.json"
-OPTIONAL_FILES = ("trainer.pt", TARGET_TOKENIZER)
+TRAINER_STATE = "trainer.pt"
+OPTIONAL_FILES = (TRAINER_STATE, TARGET_TOKENIZER)
 # What torch's weights-only unpickler says of a pickle that names a class or function (loading it would
 # call them, so it could run code); of damaged bytes it says other things ("Unsupported operand 149").
 NAMES_CODE = re.compile(r"GLOBAL|unrecognized function|Can only (create new object|build)")
@@ -83,12 +94,15 @@ def _backup_of(path: Path) -> Path:
 
 
 def save_checkpoint(path: str | Path, bundle: ModelBundle, trainer_state: dict[str, Any] | None = None,
-                    *, half: bool = False) -> Path:
+                    *, half: bool = False, max_shard_bytes: int = MAX_SHARD_BYTES) -> Path:
     """Write bundle (and optionally the trainer state) to the directory path, atomically.
-    half=True stores float16 weights (for shipping); they load back as float32."""
+    half=True stores float16 weights (for shipping); they load back as float32. Weights of more than
+    max_shard_bytes are split into shards of at most that many bytes (a larger tensor alone in its own)."""
     path = Path(path)
     if not isinstance(bundle, ModelBundle):
         raise TypeError(f"save_checkpoint takes a ModelBundle, got {type(bundle).__name__}")
+    if max_shard_bytes < 1:
+        raise ValueError(f"max_shard_bytes must be a positive number of bytes, got {max_shard_bytes}")
     check_tokenizer_fits(bundle.tokenizer, bundle.model.config, "the bundle's tokenizer",  # changed since built?
                          bundle.separate_target, "the bundle's target tokenizer")
     broken = [name for name, p in bundle.model.named_parameters() if not p.isfinite().all()]
@@ -96,18 +110,80 @@ def save_checkpoint(path: str | Path, bundle: ModelBundle, trainer_state: dict[s
         raise ValueError(f"not saving {path}: {len(broken)} weight tensor(s) hold NaN or infinite values "
                          f"({', '.join(broken[:3])}); the model diverged")
     with _replacing(path) as tmp:
-        save_file(_unique_state(bundle.model, torch.float16 if half else None), str(tmp / "model.safetensors"))
+        weights = _write_weights(tmp, _unique_state(bundle.model, torch.float16 if half else None), max_shard_bytes)
         info = {k: v for k, v in bundle.info.items() if k not in ("format_version", "model")}
         config = {"format_version": FORMAT_VERSION, "model": bundle.model.config.to_dict(), **info}
         (tmp / "config.json").write_text(json.dumps(config, indent=2, default=str))
         bundle.tokenizer.save(tmp / "tokenizer.json")
         if bundle.separate_target is not None:
             bundle.separate_target.save(tmp / TARGET_TOKENIZER)
-        # safetensors creates its file private (0600); give it the mode the umask gives the others.
-        shutil.copymode(tmp / "config.json", tmp / "model.safetensors")
+        # safetensors creates its files private (0600); give them the mode the umask gives the others.
+        for file in weights:
+            shutil.copymode(tmp / "config.json", file)
         if trainer_state is not None:
-            torch.save(trainer_state, tmp / "trainer.pt")
+            torch.save(trainer_state, tmp / TRAINER_STATE)
     return path
+
+
+def _write_weights(folder: Path, state: dict[str, torch.Tensor], max_shard_bytes: int) -> list[Path]:
+    """state as model.safetensors or, above max_shard_bytes, as shards and their index laid out as
+    transformers' save_pretrained lays them out (so Hugging Face tools read either); the files written."""
+    shards = _split_into_shards(state, max_shard_bytes)
+    if len(shards) == 1:
+        save_file(state, str(folder / WEIGHTS), metadata={"format": "pt"})
+        return [folder / WEIGHTS]
+    names = [f"model-{n:05d}-of-{len(shards):05d}.safetensors" for n in range(1, len(shards) + 1)]
+    for name, shard in zip(names, shards):
+        save_file(shard, str(folder / name), metadata={"format": "pt"})
+    index = {"metadata": {"total_size": sum(_nbytes(tensor) for tensor in state.values())},
+             "weight_map": {tensor: name for name, shard in zip(names, shards) for tensor in shard}}
+    (folder / WEIGHTS_INDEX).write_text(json.dumps(index, indent=2, sort_keys=True) + "\n")
+    return [folder / name for name in names]
+
+
+def _split_into_shards(state: dict[str, torch.Tensor], max_bytes: int) -> list[dict[str, torch.Tensor]]:
+    """huggingface_hub's split (what transformers shards with): tensors in state_dict order, a new shard
+    whenever the next one would tip the current one over max_bytes, and a tensor larger than
+    max_bytes alone in a shard of its own."""
+    shards: list[dict[str, torch.Tensor]] = []
+    current: dict[str, torch.Tensor] = {}
+    current_bytes = 0
+    for name, tensor in state.items():
+        size = _nbytes(tensor)
+        if size > max_bytes:
+            shards.append({name: tensor})
+            continue
+        if current_bytes + size > max_bytes:
+            shards.append(current)
+            current, current_bytes = {}, 0
+        current[name] = tensor
+        current_bytes += size
+    return shards + [current] if current else shards
+
+
+def _nbytes(tensor: torch.Tensor) -> int:
+    return tensor.numel() * tensor.element_size()
+
+
+def is_checkpoint_file(name: str) -> bool:
+    """Whether a file of this name belongs in a checkpoint folder: a save replaces the folder whole
+    and a copy takes these, so anything else there is not a checkpoint's."""
+    return name in FILES + OPTIONAL_FILES or name == WEIGHTS_INDEX or SHARD_NAME.fullmatch(name) is not None
+
+
+def checkpoint_files(folder: Path) -> list[str]:
+    """The names of the checkpoint's files in folder, sorted: its weights in either form, config,
+    tokenizers and trainer state."""
+    return sorted(p.name for p in folder.iterdir() if p.is_file() and is_checkpoint_file(p.name))
+
+
+def missing_files(folder: Path) -> list[str]:
+    """Which of FILES folder lacks; the weights are there when model.safetensors is or, sharded, its index
+    (the shards it names are checked on loading)."""
+    missing = [name for name in FILES if not (folder / name).is_file()]
+    if WEIGHTS in missing and (folder / WEIGHTS_INDEX).is_file():
+        missing.remove(WEIGHTS)
+    return missing
 
 
 def copy_checkpoint(source: str | Path, path: str | Path) -> Path:
@@ -115,9 +191,8 @@ def copy_checkpoint(source: str | Path, path: str | Path) -> Path:
     last step-N): a copy cut short leaves the previous checkpoint at path, if any, unchanged."""
     source, path = Path(source), Path(path)
     with _replacing(path) as tmp:
-        for name in FILES + OPTIONAL_FILES:
-            if (source / name).exists():
-                shutil.copy2(source / name, tmp / name)
+        for name in checkpoint_files(source):
+            shutil.copy2(source / name, tmp / name)
     return path
 
 
@@ -150,7 +225,7 @@ def _check_replaceable(path: Path) -> None:
     saving to a folder of runs or notes by mistake would otherwise delete them."""
     if path.exists() and not path.is_dir():
         raise ValueError(f"cannot save a checkpoint to {path}: it is a file, not a directory")
-    others = sorted(p.name for p in path.iterdir() if p.name not in FILES + OPTIONAL_FILES) if path.exists() else []
+    others = sorted(p.name for p in path.iterdir() if not is_checkpoint_file(p.name)) if path.exists() else []
     if others:
         shown = ", ".join(others[:5]) + (f" and {len(others) - 5} more" if len(others) > 5 else "")
         raise ValueError(f"cannot save a checkpoint to {path}: the folder holds other files ({shown}), "
@@ -218,7 +293,7 @@ def resolve_checkpoint(path: str | Path) -> Path:
         raise FileNotFoundError(f"checkpoint {path} does not exist")
     if not path.is_dir():
         raise ValueError(f"{path} is not a checkpoint: expected a directory with {', '.join(FILES)}")
-    missing = [f for f in FILES if not (path / f).is_file()]
+    missing = missing_files(path)
     if missing:
         raise ValueError(f"{path} is not a checkpoint: missing {', '.join(missing)}")
     return path
@@ -267,48 +342,132 @@ def load_checkpoint(path: str | Path, device: str | torch.device = "cpu") -> Mod
         raise ValueError(f"{path} is not a whole checkpoint: its model has separate source and target vocabularies "
                          f"(shared_vocab false) but {TARGET_TOKENIZER} is missing")
     check_tokenizer_fits(tokenizer, model_config, str(path / "tokenizer.json"), target, str(path / TARGET_TOKENIZER))
-    _check_size(model_config, path / "model.safetensors")
+    stored, source = _stored_tensors(path), _weights_source(path)
+    _check_size(model_config, stored, source)
     model = Transformer(model_config)
-    _load_weights(model, path / "model.safetensors")
+    _check_names_and_shapes(model, stored, source)
+    _load_weights(model, stored)
     info = {k: v for k, v in config.items() if k not in ("format_version", "model")}
     return ModelBundle(model.to(device).eval(), tokenizer, info, path, target)
 
 
-def _check_size(config: ModelConfig, file: Path) -> None:
-    """Refuse, before allocating anything, a config.json that asks for far more than
-    model.safetensors holds: a 1 KB config (say, an uploaded one) could otherwise demand
-    terabytes. The floor counts only the weight matrices, so every real model passes."""
+def _weights_source(path: Path) -> Path:
+    """The file that says which tensors the checkpoint holds: model.safetensors, or a sharded one's index."""
+    return path / WEIGHTS_INDEX if (path / WEIGHTS_INDEX).exists() else path / WEIGHTS
+
+
+def _stored_tensors(path: Path) -> dict[str, tuple[Path, list[int]]]:
+    """Each stored tensor's file and shape, from the safetensors headers alone (nothing allocated yet): of
+    model.safetensors, or of the shards a sharded checkpoint's index names, which must agree with it."""
+    index = path / WEIGHTS_INDEX
+    if not index.exists():
+        return _header(path / WEIGHTS)
+    if (path / WEIGHTS).exists():
+        raise ValueError(f"{path} holds both {WEIGHTS} and {WEIGHTS_INDEX}, so which weights are its is unclear; "
+                         f"remove one")
+    weight_map = _read_index(index)
+    shards = sorted(set(weight_map.values()))
+    absent = [shard for shard in shards if not (path / shard).is_file()]
+    if absent:
+        raise ValueError(f"{index} names {', '.join(absent)}, which {'is' if len(absent) == 1 else 'are'} missing")
+    stored: dict[str, tuple[Path, list[int]]] = {}
+    for shard in shards:
+        for name, (file, shape) in _header(path / shard).items():
+            if name in stored:
+                raise ValueError(f"{index}: {name} is stored twice, in {stored[name][0].name} and {shard}")
+            stored[name] = (file, shape)
+    _check_index_matches(index, weight_map, stored)
+    return stored
+
+
+def _read_index(index: Path) -> dict[str, str]:
+    """A sharded checkpoint's weight_map, tensor name -> shard file name: every shard a file of the
+    checkpoint's own folder (an uploaded index must not send the loader anywhere else)."""
+    try:
+        content = json.loads(index.read_text(), object_pairs_hook=lambda pairs: _without_repeats(pairs, index))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise ValueError(f"{index}: not valid JSON ({exc})") from None
+    weight_map = content.get("weight_map") if isinstance(content, dict) else None
+    if not isinstance(weight_map, dict) or not weight_map:
+        raise ValueError(f"{index}: no weight_map naming each tensor's shard")
+    for shard in weight_map.values():
+        if not isinstance(shard, str) or not SHARD_NAME.fullmatch(shard):
+            raise ValueError(f"{index} names {shard!r} as a shard; shards are files of the checkpoint's folder "
+                             f"named like model-00001-of-00002.safetensors")
+    return weight_map
+
+
+def _without_repeats(pairs: list[tuple[str, Any]], index: Path) -> dict[str, Any]:
+    """A JSON object as a dict, refused when it gives a key twice: json.loads would keep the last, and a
+    tensor listed in two shards would load from whichever came last."""
+    seen: set[str] = set()
+    for key, _ in pairs:
+        if key in seen:
+            raise ValueError(f"{index} lists {key} twice: a tensor belongs in one shard (and JSON keeps the last)")
+        seen.add(key)
+    return dict(pairs)
+
+
+def _check_index_matches(index: Path, weight_map: dict[str, str], stored: dict[str, tuple[Path, list[int]]]
+                         ) -> None:
+    """Each tensor in the shard the index names, and none stored that the index leaves out."""
+    for name, shard in weight_map.items():
+        if name not in stored:
+            raise ValueError(f"{index}: {name} is missing: the index puts it in {shard}, which does not hold it")
+        if stored[name][0].name != shard:
+            raise ValueError(f"{index}: {name} is in {stored[name][0].name}, not in {shard} as the index says")
+    unlisted = sorted(set(stored) - set(weight_map))
+    if unlisted:
+        raise ValueError(f"{index} does not list {', '.join(unlisted[:3])}, stored in {stored[unlisted[0]][0].name}")
+
+
+def _header(file: Path) -> dict[str, tuple[Path, list[int]]]:
+    """Each tensor of one safetensors file with its shape, read from the header alone."""
     try:
         with safe_open(str(file), "pt") as f:
-            stored = sum(math.prod(f.get_slice(k).get_shape()) for k in f.keys())
+            return {name: (file, f.get_slice(name).get_shape()) for name in f.keys()}
     except (SafetensorError, OSError) as exc:
         raise ValueError(f"{file}: not a readable safetensors file ({exc})") from None
+
+
+def _check_size(config: ModelConfig, stored: dict[str, tuple[Path, list[int]]], source: Path) -> None:
+    """Refuse, before allocating anything, a config.json that asks for far more than the weights
+    hold: a 1 KB config (say, an uploaded one) could otherwise demand terabytes. The floor counts
+    only the weight matrices, so every real model passes."""
+    values = sum(math.prod(shape) for _, shape in stored.values())
     d, ff, qk = config.d_model, config.d_ff, config.n_heads * config.key_size
     attention = 2 * d * qk + 2 * d * d
     floor = ((config.src_vocab_size + (0 if config.shared_vocab else config.tgt_vocab_size)) * d
              + config.encoder_layers * (attention + 2 * d * ff) + config.decoder_layers * (2 * attention + 2 * d * ff))
-    if floor > stored:
-        raise ValueError(f"{file} does not match config.json: the config describes at least {floor:,} parameters, "
-                         f"the file holds {stored:,} values")
+    if floor > values:
+        holder = "its shards hold" if source.name == WEIGHTS_INDEX else "the file holds"
+        raise ValueError(f"{source} does not match config.json: the config describes at least {floor:,} parameters, "
+                         f"{holder} {values:,} values")
 
 
-def _load_weights(model: Transformer, file: Path) -> None:
-    try:
-        state = load_file(str(file))
-    except (SafetensorError, OSError) as exc:
-        raise ValueError(f"{file}: not a readable safetensors file ({exc})") from None
-    expected = _unique_state(model, None)
-    missing = sorted(set(expected) - set(state))
-    unexpected = sorted(set(state) - set(expected))
+def _check_names_and_shapes(model: Transformer, stored: dict[str, tuple[Path, list[int]]], source: Path) -> None:
+    """The stored tensors are the model's, each of its shape: anything else means another model's weights."""
+    expected = {name: tuple(tensor.shape) for name, tensor in _unique_state(model, None).items()}
+    missing = sorted(set(expected) - set(stored))
+    unexpected = sorted(set(stored) - set(expected))
     if missing or unexpected:
-        raise ValueError(f"{file} does not match config.json: missing {missing[:5]}, unexpected {unexpected[:5]}")
-    for name, tensor in state.items():
-        if tensor.shape != expected[name].shape:
-            raise ValueError(f"{file}: {name} has shape {tuple(tensor.shape)}, config.json implies "
-                             f"{tuple(expected[name].shape)}")
+        raise ValueError(f"{source} does not match config.json: missing {missing[:5]}, unexpected {unexpected[:5]}")
+    for name, (file, shape) in stored.items():
+        if tuple(shape) != expected[name]:
+            raise ValueError(f"{file}: {name} has shape {tuple(shape)}, config.json implies {expected[name]}")
+
+
+def _load_weights(model: Transformer, stored: dict[str, tuple[Path, list[int]]]) -> None:
+    """Read the tensors of every file in stored into model (their names and shapes checked already)."""
+    state = {}
+    for file in sorted({file for file, _ in stored.values()}):
+        try:
+            state.update(load_file(str(file)))
+        except (SafetensorError, OSError) as exc:
+            raise ValueError(f"{file}: not a readable safetensors file ({exc})") from None
     broken = [name for name, tensor in state.items() if tensor.is_floating_point() and not tensor.isfinite().all()]
     if broken:  # a run that diverged saves NaNs; loading them would translate every sentence into nothing
-        raise ValueError(f"{file}: {len(broken)} weight tensor(s) hold NaN or infinite values "
+        raise ValueError(f"{stored[broken[0]][0]}: {len(broken)} weight tensor(s) hold NaN or infinite values "
                          f"({', '.join(broken[:3])}); "
                          f"the training that wrote it diverged: use an earlier checkpoint")
     model.load_state_dict({k: v.float() if v.is_floating_point() else v for k, v in state.items()}, strict=False)
@@ -349,7 +508,7 @@ def _vocabularies(bundle: ModelBundle) -> tuple[str, str]:
 
 def load_trainer_state(path: str | Path) -> dict[str, Any] | None:
     """The trainer state saved beside the weights, or None; never unpickles arbitrary objects."""
-    file = resolve_checkpoint(path) / "trainer.pt"
+    file = resolve_checkpoint(path) / TRAINER_STATE
     if not file.exists():
         return None
     try:

@@ -120,8 +120,8 @@ def _header(registry: ModelRegistry, selected: str | None, demo: gr.Blocks
 def _upload_box() -> gr.File:
     """Folded: opening a checkpoint is done before a lecture (presenter mode hides it)."""
     with gr.Accordion("Open another checkpoint", open=False, elem_id="open-checkpoint"):
-        upload = gr.File(label="A checkpoint: config.json, model.safetensors and tokenizer.json "
-                               f"(or a .zip of the folder); at most {MAX_UPLOAD_MB} MB a file",
+        upload = gr.File(label="A checkpoint: config.json, model.safetensors (or its shards and index) and "
+                               f"tokenizer.json (or a .zip of the folder); at most {MAX_UPLOAD_MB} MB a file",
                          file_count="multiple")
     return upload
 

@@ -1,6 +1,6 @@
-"""Opening a checkpoint a visitor uploads: its three files, or a .zip of its folder, copied
-into a fresh folder (never more than the checkpoint's own files, each within the upload limit),
-loaded into the registry and picked."""
+"""Opening a checkpoint a visitor uploads: its three files (a sharded one's index and shards in place of
+model.safetensors), or a .zip of its folder, copied into a fresh folder (never more than the checkpoint's
+own files, each within the upload limit), loaded into the registry and picked."""
 from __future__ import annotations
 
 import os
@@ -11,8 +11,7 @@ from pathlib import Path
 
 import gradio as gr
 
-from core.checkpoint import FILES as CHECKPOINT_FILES
-from core.checkpoint import TARGET_TOKENIZER
+from core.checkpoint import TRAINER_STATE, is_checkpoint_file, missing_files
 
 from .limits import MAX_UPLOADED_MODELS, check_unpacked_size, check_upload_size
 from .registry import ModelRegistry
@@ -67,14 +66,16 @@ def _assemble(files: list[str]) -> Path:
     return folder
 
 
-# The files taken from an upload: the checkpoint's own, and the target's tokenizer of a model with a
-# vocabulary per language (never trainer.pt: a pickle).
-TAKEN = CHECKPOINT_FILES + (TARGET_TOKENIZER,)
+def _taken(name: str) -> bool:
+    """Whether an uploaded file of this name is copied: the checkpoint's own files (weights whole or in
+    shards, config, tokenizers), never trainer.pt (a pickle) nor anything else."""
+    return is_checkpoint_file(name) and name != TRAINER_STATE
 
 
 def _copy_checkpoint_files(files: list[str], folder: Path) -> None:
-    """ValueError, saying what the studio takes, unless the upload holds the checkpoint's three files."""
-    if len(files) == 1 and not zipfile.is_zipfile(files[0]) and Path(files[0]).name not in TAKEN:
+    """ValueError, saying what the studio takes, unless the upload holds the checkpoint's three files (a
+    sharded one's index in place of model.safetensors: its shards are checked on loading)."""
+    if len(files) == 1 and not zipfile.is_zipfile(files[0]) and not _taken(Path(files[0]).name):
         broken = Path(files[0]).suffix.lower() == ".zip"
         raise ValueError(f"it is {'not a readable .zip archive' if broken else 'not a .zip'}. {UPLOAD_EXPECTED}")
     if len(files) == 1 and zipfile.is_zipfile(files[0]):
@@ -85,10 +86,10 @@ def _copy_checkpoint_files(files: list[str], folder: Path) -> None:
                 _unzip_member(archive, member, folder / base, base, unpacked)
     else:
         for file in map(Path, files):
-            if file.name in TAKEN:
+            if _taken(file.name):
                 check_upload_size(file.stat().st_size, file.name)
                 shutil.copyfile(file, folder / file.name)
-    missing = [name for name in sorted(CHECKPOINT_FILES) if not (folder / name).is_file()]
+    missing = sorted(missing_files(folder))
     if missing:
         listed = " and ".join(filter(None, [", ".join(missing[:-1]), missing[-1]]))  # "a, b and c"
         raise ValueError(f"{listed} {'is' if len(missing) == 1 else 'are'} missing. {UPLOAD_EXPECTED}")
@@ -108,7 +109,7 @@ def _checked_members(archive: zipfile.ZipFile) -> dict[str, zipfile.ZipInfo]:
     taken: dict[str, zipfile.ZipInfo] = {}
     for member in entries:
         base = member.filename.replace("\\", "/").rsplit("/", 1)[-1]
-        if base in TAKEN and not member.is_dir():
+        if _taken(base) and not member.is_dir():
             if base in taken:
                 raise ValueError(f"it holds {base} twice; zip one checkpoint folder. {UPLOAD_EXPECTED}")
             check_upload_size(member.file_size, f"{base} in the .zip (unpacked)")

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from core.bundle import ModelBundle
-from core.checkpoint import FILES, TARGET_TOKENIZER, save_checkpoint
+from core.checkpoint import TRAINER_STATE, checkpoint_files, save_checkpoint
 
 
 def safe_name(text: str, fallback: str = "live-model") -> str:
@@ -44,7 +44,7 @@ def zip_checkpoint(folder: Path, downloads: Path) -> Path:
     for old in downloads.glob("*.zip"):
         old.unlink()
     target = downloads / f"{folder.name}.zip"
-    files = FILES + ((TARGET_TOKENIZER,) if (folder / TARGET_TOKENIZER).is_file() else ())
+    files = [name for name in checkpoint_files(folder) if name != TRAINER_STATE]  # shards too; never a pickle
     try:
         with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as archive:
             for name in files:

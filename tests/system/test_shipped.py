@@ -24,7 +24,8 @@ shipped = sorted(p for p in CHECKPOINTS.iterdir() if (p / "config.json").exists(
 @pytest.mark.parametrize("path", shipped, ids=[p.name for p in shipped])
 def test_shipped_checkpoint_loads_and_translates(path):
     bundle = load_checkpoint(path)
-    assert (path / "model.safetensors").exists() and not list(path.glob("*.pt"))
+    weights = (path / "model.safetensors").exists() or (path / "model.safetensors.index.json").exists()
+    assert weights and not list(path.glob("*.pt"))
     examples = bundle.info["examples"]
     outputs = translate(bundle, examples[:3], method="greedy")
     assert all(outputs) and len(outputs) == 3
