@@ -1,7 +1,7 @@
 """Load: a class of visitors connecting at once and calling the studio for S seconds while a model trains.
 
     python bench/load.py [--seconds 60] [--clients 50] [--checkpoints-dir checkpoints] [--model NAME]
-                         [--mix translate,attention,beam] [--method beam] [--driver gradio_client|http]
+                         [--mix translate,attention,beam] [--method beam] [--driver gradio_client|http|async]
                          [--no-train] [--idle-sessions 1000] [--json]
 
 Starts `python -m studio` on 127.0.0.1 (a free port; nothing else is contacted), starts a training run
@@ -16,8 +16,9 @@ and RSS before and after, and the machine's load average, which includes other p
 --idle-sessions N then opens N more sessions (one short translation each) and reads the RSS once they are
 made and again once the studio has had time to forget them (studio/sessions.py: API_IDLE_S, SWEEP_EVERY_S).
 `--driver http` replaces gradio_client by plain HTTP calls to Gradio's REST API (same queue, ~1/30 of the
-client CPU: on a 2-core box 40 gradio_client clients otherwise use more CPU than the studio). Goal on 2 CPU
-cores (issue 43): 40 visitors translating with beam 4, 0 errors and p95 <= 1.5 s.
+client CPU: on a 2-core box 40 gradio_client clients otherwise use more CPU than the studio); `--driver async`
+runs every visitor as a task of one event loop in this one process (httpx), the lightest load generator. Goal
+on 2 CPU cores (issue 54): 40 visitors translating with beam 4, 0 errors and p95 <= 1.5 s.
 """
 from __future__ import annotations
 
@@ -174,14 +175,93 @@ def connect_all(url: str, n: int, driver: str) -> tuple[list, list[float], Count
     return clients, seconds, failures
 
 
-def call(client, kind: str, model: str, text: str, method: str) -> None:
-    """One request of the --mix kind: a translation, every attention map, or a whole beam search."""
+def request(kind: str, model: str, text: str, method: str) -> tuple[str, list]:
+    """The endpoint and arguments of one request of the --mix kind: a translation, every attention map, or a whole
+    beam search (docs/api.md)."""
     if kind == "translate":
-        client.predict(model, text, method, 4, 0.6, 50, 4, 1.0, 0, 1.0, "", "fp32", api_name="/translate")
-    elif kind == "attention":
-        client.predict(model, text, "", api_name="/attention")
-    else:
-        client.predict(None, model, text, 4, 0.6, "gnmt", 50, api_name="/beam_run")
+        return "/translate", [model, text, method, 4, 0.6, 50, 4, 1.0, 0, 1.0, "", "fp32"]
+    if kind == "attention":
+        return "/attention", [model, text, ""]
+    return "/beam_run", [None, model, text, 4, 0.6, "gnmt", 50]
+
+
+def call(client, kind: str, model: str, text: str, method: str) -> None:
+    api_name, data = request(kind, model, text, method)
+    client.predict(*data, api_name=api_name)
+
+
+def count_failure(results: Results, exc: Exception) -> None:
+    """A request that failed, by kind (a full queue apart)."""
+    with results.lock:
+        if "Queue is full" in str(exc):
+            results.queue_full += 1
+        else:
+            results.errors[f"{type(exc).__name__}: {str(exc)[:80]}"] += 1
+
+
+# ----- --driver async: every visitor a task of one event loop, over Gradio's REST and queue API ------------------
+async def async_class(url: str, n: int, model: str, sentences: list[str], method: str, mix: list[str],
+                      seconds: float, results: Results) -> tuple[int, list[float], Counter, float]:
+    """n visitors connecting at once (GET /config, as a browser does), then calling back to back for `seconds`,
+    all in this one thread: the generator's own CPU is a small fraction of the studio's, so that 40 visitors on
+    the studio's two cores measure the studio. (connected, seconds each took to connect, failures, elapsed)."""
+    import asyncio
+
+    import httpx
+
+    limits = httpx.Limits(max_connections=None, max_keepalive_connections=None)
+    async with httpx.AsyncClient(base_url=url.rstrip("/"), timeout=120, limits=limits) as http:
+        async def connect() -> float:
+            started = time.perf_counter()
+            (await http.get("/config")).raise_for_status()
+            return time.perf_counter() - started
+
+        made = await asyncio.gather(*(connect() for _ in range(n)), return_exceptions=True)
+        seconds_each = [s for s in made if isinstance(s, float)]
+        failures = Counter(f"{type(e).__name__}: {str(e)[:80]}" for e in made if isinstance(e, BaseException))
+        t0 = time.monotonic()
+        deadline = t0 + seconds
+        await asyncio.gather(*(async_visitor(http, model, sentences, method, mix, deadline, results, i)
+                               for i in range(len(seconds_each))))
+        return len(seconds_each), seconds_each, failures, time.monotonic() - t0
+
+
+async def async_visitor(http, model: str, sentences: list[str], method: str, mix: list[str], deadline: float,
+                        results: Results, index: int) -> None:
+    """One visitor's session: POST /gradio_api/call/NAME, then read its event stream to the result."""
+    import asyncio
+
+    session, n = secrets.token_hex(8), index
+    while time.monotonic() < deadline:
+        text, kind = sentences[n % len(sentences)], mix[n % len(mix)]
+        n += 1
+        api_name, data = request(kind, model, text, method)
+        started = time.perf_counter()
+        try:
+            await async_predict(http, api_name, data, session)
+        except Exception as exc:  # every failure is counted, by kind
+            count_failure(results, exc)
+            await asyncio.sleep(0.5)  # as a person would, before trying again
+            continue
+        with results.lock:
+            results.latencies.append(time.perf_counter() - started)
+            results.kinds[kind] += 1
+
+
+async def async_predict(http, api_name: str, data: list, session: str) -> None:
+    posted = await http.post(f"/gradio_api/call{api_name}", json={"data": data, "session_hash": session})
+    if posted.status_code != 200:
+        raise RuntimeError(posted.text[:200])  # 503: "Queue is full..."
+    event = ""
+    async with http.stream("GET", f"/gradio_api/call{api_name}/{posted.json()['event_id']}") as stream:
+        async for line in stream.aiter_lines():
+            if line.startswith("event:"):
+                event = line[6:].strip()
+            elif line.startswith("data:") and event in ("complete", "error"):
+                if event == "error":
+                    raise RuntimeError(f"error event: {line[5:].strip()[:200]}")
+                return
+    raise RuntimeError("the event stream ended without a result")
 
 
 def visitor(client, model: str, sentences: list[str], method: str, mix: list[str], deadline: float,
@@ -194,16 +274,28 @@ def visitor(client, model: str, sentences: list[str], method: str, mix: list[str
         try:
             call(client, kind, model, text, method)
         except Exception as exc:  # every failure is counted, by kind
-            with results.lock:
-                if "Queue is full" in str(exc):
-                    results.queue_full += 1
-                else:
-                    results.errors[f"{type(exc).__name__}: {str(exc)[:80]}"] += 1
+            count_failure(results, exc)
             time.sleep(0.5)  # as a person would, before trying again
             continue
         with results.lock:
             results.latencies.append(time.perf_counter() - started)
             results.kinds[kind] += 1
+
+
+def threaded_class(url: str, args: argparse.Namespace, model: str, sentences: list[str],
+                   results: Results) -> tuple[int, list[float], Counter, float]:
+    """--driver gradio_client or http: a thread per visitor. (connected, seconds each took, failures, elapsed)."""
+    clients, connect_s, connect_failures = connect_all(url, args.clients, args.driver)
+    deadline = time.monotonic() + args.seconds
+    threads = [threading.Thread(target=visitor, daemon=True,
+                                args=(client, model, sentences, args.method, args.mix, deadline, results, i))
+               for i, client in enumerate(clients)]
+    t0 = time.monotonic()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(args.seconds + 120)
+    return len(clients), connect_s, connect_failures, time.monotonic() - t0
 
 
 def rss_mb(pid: int) -> float:
@@ -282,18 +374,14 @@ def run(args: argparse.Namespace) -> dict:
             step_before = training_step(control)
         rss_before, load_before = rss_mb(proc.pid), os.getloadavg()
         cpu0, own0 = cpu_seconds(proc.pid), own_cpu_seconds()
-        clients, connect_s, connect_failures = connect_all(url, args.clients, args.driver)
         results = Results()
-        deadline = time.monotonic() + args.seconds
-        threads = [threading.Thread(target=visitor, daemon=True,
-                                    args=(client, model, sentences, args.method, args.mix, deadline, results, i))
-                   for i, client in enumerate(clients)]
-        t0 = time.monotonic()
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join(args.seconds + 120)
-        elapsed = time.monotonic() - t0
+        if args.driver == "async":
+            import asyncio
+
+            connected, connect_s, connect_failures, elapsed = asyncio.run(async_class(
+                url, args.clients, model, sentences, args.method, args.mix, args.seconds, results))
+        else:
+            connected, connect_s, connect_failures, elapsed = threaded_class(url, args, model, sentences, results)
         studio_cpu, client_cpu = cpu_seconds(proc.pid) - cpu0, own_cpu_seconds() - own0
         load_after = os.getloadavg()
         step_after = training_step(control) if args.train else None
@@ -306,7 +394,7 @@ def run(args: argparse.Namespace) -> dict:
         steps = (step_after - step_before) if None not in (step_before, step_after) else None
         return {
             "clients": args.clients, "driver": args.driver, "seconds": round(elapsed, 1), "model": model,
-            "method": args.method, "mix": args.mix, "connected": len(clients),
+            "method": args.method, "mix": args.mix, "connected": connected,
             "connect_failures": dict(connect_failures),
             "connect_p50_s": round(percentile(connect_s, 0.5), 2), "connect_max_s": round(max(connect_s, default=0), 2),
             "training": args.train, "served": len(lat), "served_by_kind": dict(results.kinds),
@@ -377,8 +465,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--checkpoints-dir", type=Path, default=ROOT / "checkpoints")
     parser.add_argument("--model", help="checkpoint folder name (default: numbers-en-de-tiny)")
     parser.add_argument("--method", default="beam", choices=["beam", "greedy", "sample"])
-    parser.add_argument("--driver", default="gradio_client", choices=["gradio_client", "http"],
-                        help="gradio_client (default) or plain HTTP to Gradio's REST API (far less client CPU)")
+    parser.add_argument("--driver", default="gradio_client", choices=["gradio_client", "http", "async"],
+                        help="gradio_client (default); http: a thread a visitor on Gradio's REST API (far less client "
+                             "CPU); async: every visitor a task of one event loop (the least)")
     parser.add_argument("--no-train", dest="train", action="store_false", help="no training run meanwhile")
     parser.add_argument("--json", action="store_true", help="also print the figures as one JSON line")
     args = parser.parse_args(argv)

@@ -9,13 +9,16 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_the_load_benchmark_runs_against_the_studio_it_measures(tmp_path):
+@pytest.mark.parametrize("driver", ["http", "async"])
+def test_the_load_benchmark_runs_against_the_studio_it_measures(tmp_path, driver):
     checkpoints = tmp_path / "checkpoints"  # the studio it starts may save its training run there
     shutil.copytree(ROOT / "checkpoints" / "numbers-en-de-tiny", checkpoints / "numbers-en-de-tiny")
-    done = subprocess.run([sys.executable, "bench/load.py", "--seconds", "2", "--clients", "3", "--driver", "http",
+    done = subprocess.run([sys.executable, "bench/load.py", "--seconds", "2", "--clients", "3", "--driver", driver,
                            "--train-sample", "1", "--checkpoints-dir", str(checkpoints), "--json"],
                           cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
