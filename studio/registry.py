@@ -97,6 +97,24 @@ class ModelRegistry:
             self._keys.pop(name, None)
             self._saved_as.pop(name, None)
 
+    def languages(self, name: str | None) -> tuple[str, str] | None:
+        """The (source, target) languages of the model offered as name, without loading a checkpoint: from the
+        model in memory, else from its config.json (None: unknown, or a config that cannot be read)."""
+        if name in self._bundles:
+            info = self._bundles[name].info
+        elif name in self._paths:
+            try:
+                info = json.loads((self._paths[name] / "config.json").read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                return None
+            if name in self._targets:  # one direction of a two-way model
+                target = self._targets[name]
+                return next(((s, t) for s, t in info.get("directions", []) if t == target), None)
+        else:
+            return None
+        pair = (info.get("src_lang"), info.get("tgt_lang")) if isinstance(info, dict) else (None, None)
+        return pair if None not in pair else None
+
     def key(self, name: str | None) -> tuple[str, int] | None:
         """The identity of the model offered as name (None: no such model). A name can be taken by
         another model (a new training run under the same name): the tabs compare keys, not names,

@@ -27,3 +27,10 @@ def test_names_follow_the_folder_and_a_broken_config_keeps_its_name(tmp_path):
     assert direction_names(folder) == {"pair": "es", "pair-es-en": "en"}
     (folder / "config.json").write_text("{not json")
     assert direction_names(folder) == {"pair": None}
+
+
+def test_a_models_languages_are_known_without_loading_it(tmp_path):
+    save_checkpoint(tmp_path / "tatoeba-en-es", two_way_bundle())
+    registry = ModelRegistry(tmp_path)
+    assert registry.languages("tatoeba-en-es") == ("en", "es") and registry.languages("tatoeba-es-en") == ("es", "en")
+    assert registry.languages("nothing") is None and not registry._bundles  # nothing was loaded to say it
