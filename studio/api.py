@@ -1,24 +1,29 @@
 """The studio's API for scripts (gradio_client, Gradio's REST API): the explaining tabs' numbers, /score,
 /attention, /attention_arithmetic and /saliency, and the training run's /train_status, JSON-able dicts checked
-as the page checks its input (studio.limits.clean_input on text, ranges on indices); and publish_only(), which
-leaves every event but the named endpoints (PUBLIC) to the page. docs/api.md lists them all.
+as the page checks its input (studio.limits.clean_input on text, ranges on indices) and cut to the request's
+budget (limits.Budget; a public studio's for a --public one); and publish_only(), which leaves every event but the
+named endpoints (PUBLIC) to the page and answers input Gradio cannot read with a one-line error. docs/api.md
+lists them all.
 
 Indices count from 0, as core does (the tabs' "layer 1, head 1" is layer 0, head 0 here).
 """
 from __future__ import annotations
 
 import functools
-import html
+import inspect
 from typing import Any, Callable
 
 import gradio as gr
+from gradio.components.api_component import Api
+from gradio.context import Context
+from gradio.exceptions import ComponentProcessingError
 
 from core.bundle import ModelBundle
 
 from . import explain, serving
-from .limits import BATCHED, HEAVY
+from .limits import BATCHED, HEAVY, serve_publicly
 from .registry import UNAVAILABLE, ModelRegistry
-from .text import guard
+from .text import clip, guard, refusal
 from .train.job import TrainingJob
 
 # The endpoints a script may call, under names that stay (docs/api.md). Every other event is the page's own
@@ -35,7 +40,7 @@ def _checked(fn: Callable[..., dict[str, Any]]) -> Callable[..., dict[str, Any]]
         try:
             return fn(*args, **kwargs)
         except explain.Refused as why:
-            raise gr.Error(html.escape(str(why), quote=False)) from None
+            raise refusal(why) from None
     return guard(call)
 
 
@@ -60,10 +65,56 @@ def _answer(head: dict[str, Any], body: dict[str, Any]) -> dict[str, Any]:
 
 
 def publish_only(demo: gr.Blocks) -> None:
-    """Every event of demo but PUBLIC's private: the page still calls it, clients cannot, the docs omit it."""
+    """Every event of demo but PUBLIC's private: the page still calls it, clients cannot, the docs omit it. Input
+    that Gradio cannot read (too few values, a word for a number) is refused in one line (plain_input_errors)."""
     for fn in demo.fns.values():
         if fn.api_name not in PUBLIC:
             fn.api_visibility = "private"
+    plain_input_errors(demo)
+
+
+def plain_input_errors(demo: gr.Blocks) -> None:
+    """Gradio answers a call with too few values, or a value a component cannot read ("x" for a slider's number),
+    with {"error": null} (show_error is off: other errors could tell a stranger too much) and a traceback in the
+    log. Here both are one-line errors naming the value, before anything is run; a REST call to a named endpoint
+    that leaves out its optional parameters gets their defaults, as gradio_client fills them in."""
+    preprocess = demo.preprocess_data
+
+    async def checked(block_fn: Any, inputs: list, state: Any, explicit_call: bool = False) -> Any:
+        endpoint = f"/{block_fn.api_name}" if block_fn.api_name else "this event"
+        names, defaults = _parameters(block_fn)
+        missing = range(len(inputs), len(block_fn.inputs))
+        if all(i in defaults for i in missing):
+            inputs = list(inputs) + [defaults[i] for i in missing]
+        if len(inputs) < len(block_fn.inputs):
+            raise refusal(f"{endpoint} takes {len(block_fn.inputs)} values ({', '.join(names)}); got {len(inputs)}")
+        try:
+            return await preprocess(block_fn, inputs, state, explicit_call)
+        except ComponentProcessingError:
+            raise refusal(_unreadable(endpoint, block_fn.inputs, names, inputs)) from None
+
+    demo.preprocess_data = checked
+
+
+def _parameters(block_fn: Any) -> tuple[list[str], dict[int, Any]]:
+    """The names of an event's inputs (a gr.api endpoint's parameters, else the components' labels), and a gr.api
+    endpoint's defaults by position (only those of its parameters that have one)."""
+    if not all(isinstance(c, Api) for c in block_fn.inputs):
+        return [str(getattr(c, "label", None) or c.get_block_name()) for c in block_fn.inputs], {}
+    parameters = list(inspect.signature(block_fn.fn).parameters.values())[:len(block_fn.inputs)]
+    return [p.name for p in parameters], {i: p.default for i, p in enumerate(parameters) if p.default is not p.empty}
+
+
+def _unreadable(endpoint: str, components: list, names: list[str], inputs: list) -> str:
+    """Which value a component could not read, in words (the first number that is not one)."""
+    for i, (component, value) in enumerate(zip(components, inputs)):
+        if isinstance(component, (gr.Slider, gr.Number)) and not _is_number(value):
+            return f"{endpoint}: value {i + 1} ({names[i]}) must be a number; got {clip(repr(value), 40)}"
+    return f"{endpoint}: one of its values cannot be read ({', '.join(names)} expected)"
+
+
+def _is_number(value: object) -> bool:
+    return value is None or (isinstance(value, (int, float)) and not isinstance(value, bool))
 
 
 def training_status(job: TrainingJob) -> dict:
@@ -81,7 +132,10 @@ def training_status(job: TrainingJob) -> dict:
 
 def register(registry: ModelRegistry, job: TrainingJob) -> None:
     """Add the JSON endpoints to the Blocks being built; those that run the model share the decoding slots
-    (limits.HEAVY; /score is batched, limits.BATCHED); /train_status, a copy of the run's state, waits for none."""
+    (limits.HEAVY; /score is batched, limits.BATCHED); /train_status, a copy of the run's state, waits for none.
+    A public studio's job (--public) gives every request of these Blocks the public budget."""
+    if job.public:
+        serve_publicly(Context.root_block)
 
     def score(model: str, source: str, target: str) -> dict:
         """The model's log-probability of target as a translation of source, token by token (teacher forcing):
@@ -109,12 +163,13 @@ def register(registry: ModelRegistry, job: TrainingJob) -> None:
         return _answer(head, explain.saliency_json(explain.saliency(bundle, head["source"], head["target"], method,
                                                                     steps)))
 
-    def attention(model: str, source: str, target: str = "") -> dict:
-        """Every layer's and head's attention weights, teacher forced: encoder, decoder and cross, each
-        [layer][head][query][key], with the tokens naming their rows and columns (target empty: the model's
-        own translation, beam 4)."""
+    def attention(model: str, source: str, target: str = "", stack: str = "all", layer: int | None = None) -> dict:
+        """Attention weights, teacher forced: encoder, decoder and cross (stack "all", or one of them), each
+        [layer][head][query][key] (layer: one, from 0; None: all; the others null), with the tokens naming their
+        rows and columns (target empty: the model's own translation, beam 4). Layers past the answer's budget
+        (5 MB on a public studio) are null too, named in the notices."""
         bundle, head = _pair(registry, model, source, target)
-        return _answer(head, explain.attention_json(bundle, head["source"], head["target"]))
+        return _answer(head, explain.attention_json(bundle, head["source"], head["target"], stack, layer))
 
     gr.api(_checked(score), api_name="score", **BATCHED)
     for fn in (attention, attention_arithmetic, saliency):

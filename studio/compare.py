@@ -3,7 +3,9 @@ with its own tokenizers: the two may differ in vocabulary, task and size), the w
 their translations, each model's score on the first sentences of a corpus split, and our Table 3's
 results (docs/table3.csv, written by bench/table3.py). No Gradio here.
 
-Every refusal is an ``explain.Refused`` whose text names what was wrong.
+Every refusal is an ``explain.Refused`` whose text names what was wrong. The work runs in a decoding slot
+(``serving.heavy``); a corpus score first keeps the sentences the request's budget affords (``limits.Budget``) and
+stops between batches once its client has gone or its deadline has passed.
 """
 from __future__ import annotations
 
@@ -23,15 +25,18 @@ from core.explain.hooks import attention_maps
 from core.inference.decoding import DecodeOptions
 from core.inference.scoring import prepare_pair
 from core.inference.translation import Translation, translate_detailed
-from core.training.evaluation import evaluate_bleu, teacher_forced_metrics
+from core.training.evaluation import TeacherForcedResult, evaluate_bleu, teacher_forced_metrics
 
+from . import serving
 from .explain import Refused, finite, floats, source_text
+from .limits import affordable_sentences, budget_words, sentence_seconds
 from .registry import UNAVAILABLE, ModelRegistry
 from .train.sources import DATA_ROOTS, ROOT
 
 DECODINGS = {"greedy": DecodeOptions(method="greedy"), "beam 4": DecodeOptions(method="beam", beam_size=4)}
-DEFAULT_SENTENCES, MAX_SENTENCES = 100, 500  # a corpus score: 500 beam-4 sentences take minutes on 2 cores
+DEFAULT_SENTENCES, MAX_SENTENCES = 100, 500  # a corpus score: 500 beam-4 sentences take ~8 s a model on 2 cores
 PROGRESS_BATCH = 20
+FORCED_CHUNK = 100  # pairs teacher forced between two looks at whether to stop (~0.3 s)
 SPLITS = ("valid", "test", "train")
 TABLE3_CSV = ROOT / "docs" / "table3.csv"
 
@@ -156,7 +161,8 @@ def translate_both(registry: ModelRegistry, names: tuple[str | None, str | None]
     cleaning the text did."""
     source, notices = source_text(text)
     bundles = [model(registry, name, which) for name, which in zip(names, "AB")]
-    a, b = (translate_one(str(name), bundle, source, decoding) for name, bundle in zip(names, bundles))
+    with serving.heavy():
+        a, b = (translate_one(str(name), bundle, source, decoding) for name, bundle in zip(names, bundles))
     return a, b, notices
 
 
@@ -171,26 +177,85 @@ def attention_view(side: Side, layer: int | None, head: int | None) -> tuple[np.
     return side.cross[index, head], f"{where}, head {head + 1} of {heads}"
 
 
-# ----- the difference of two translations ------------------------------------------------------
 # ----- a corpus score --------------------------------------------------------------------------
+def affordable_pairs(bundles: list[ModelBundle], pairs: list[tuple[str, str]], decoding: str
+                     ) -> tuple[list[tuple[str, str]], float, list[str]]:
+    """The first of pairs that the request's budget affords through every model (each sentence's cost estimated
+    from its tokens), their estimated CPU-seconds, and a notice when that is fewer than asked; Refused when not
+    even one fits."""
+    beam = DECODINGS[decoding].beam_size if DECODINGS[decoding].method == "beam" else 1
+    seconds = [sum(sentence_seconds(b.model.config, *_tokens(b, source, reference), beam) for b in bundles)
+               for source, reference in pairs]
+    budget = serving.current_budget()
+    n = affordable_sentences(budget, seconds)
+    if n == 0:
+        raise Refused(f"one sentence would take ~{seconds[0]:.0f} CPU-seconds; {budget_words(budget)}")
+    notices = [] if n == len(pairs) else [
+        f"scored on the first {n} of the {len(pairs)} sentences asked: all of them would take ~{sum(seconds):.0f} "
+        f"CPU-seconds ({decoding} decoding, {len(bundles)} models), and {budget_words(budget)}"]
+    return pairs[:n], sum(seconds[:n]), notices
+
+
+def _tokens(bundle: ModelBundle, source: str, reference: str) -> tuple[int, int]:
+    """A pair's source and reference tokens as the model reads them (at most its max_len, <eos> included)."""
+    longest = bundle.model.config.max_len
+    return (min(len(bundle.tokenizer.encode(source)) + 1, longest),
+            min(len(bundle.target_tokenizer.encode(reference)) + 1, longest))
+
+
+def corpus_scores(bundles: list[ModelBundle], pairs: list[tuple[str, str]], decoding: str,
+                  on_batch: Callable[[int], None] | None = None) -> tuple[list[dict[str, Any]], int, list[str]]:
+    """corpus_score of each model on the pairs its budget affords, in one decoding slot: the scores, how many
+    pairs were scored, and the notices (fewer pairs than asked, and why)."""
+    pairs, seconds, notices = affordable_pairs(bundles, pairs, decoding)
+    with serving.heavy(seconds) as work:
+        def progress(n: int) -> None:
+            work.check()
+            if on_batch is not None:
+                on_batch(n)
+        return [corpus_score(bundle, pairs, decoding, progress) for bundle in bundles], len(pairs), notices
 
 
 def corpus_score(bundle: ModelBundle, pairs: list[tuple[str, str]], decoding: str,
                  on_batch: Callable[[int], None] | None = None) -> dict[str, Any]:
     """BLEU and chrF (sacreBLEU, detokenized) of the model's translations, and token accuracy and perplexity of
-    the references (teacher forced; per token of the model's own target vocabulary), on pairs."""
+    the references (teacher forced; per token of the model's own target vocabulary), on pairs. on_batch(n) after
+    each batch of n sentences translated; raising from it stops the score."""
     sources, references = [s for s, _ in pairs], [t for _, t in pairs]
     try:
         # Batches of PROGRESS_BATCH sentences: a progress bar that moves (greedy decodes 1,024 at once).
         options = replace(DECODINGS[decoding], batch_size=PROGRESS_BATCH)
         translations = translate_detailed(bundle, sources, options, on_batch=on_batch)
         result = evaluate_bleu([t.text for t in translations], references)
-        forced = teacher_forced_metrics(bundle, sources, references)
+        forced = teacher_forced_in_chunks(bundle, sources, references, on_batch)
     except ValueError as exc:  # every pair longer than the model reads, a beam wider than its vocabulary
         raise Refused(str(exc)) from None
     return {"bleu": result.bleu, "chrf": result.chrf, "accuracy": 100 * forced.accuracy,
             "perplexity": forced.perplexity, "sentences": result.n, "reference_tokens": forced.tokens,
             "left_out": forced.too_long, "bleu_signature": result.bleu_signature}
+
+
+def teacher_forced_in_chunks(bundle: ModelBundle, sources: list[str], references: list[str],
+                             between: Callable[[int], None] | None = None) -> TeacherForcedResult:
+    """core's teacher_forced_metrics over FORCED_CHUNK pairs at a time, combined (accuracy and log-perplexity
+    weighted by each chunk's tokens): between(0) is called between chunks, and raising from it stops."""
+    parts: list[TeacherForcedResult] = []
+    too_long = 0
+    for start in range(0, len(sources), FORCED_CHUNK):
+        if start and between is not None:
+            between(0)
+        try:
+            parts.append(teacher_forced_metrics(bundle, sources[start:start + FORCED_CHUNK],
+                                                references[start:start + FORCED_CHUNK]))
+        except ValueError:  # every pair of this chunk is longer than the model reads
+            too_long += len(sources[start:start + FORCED_CHUNK])
+    if not parts:
+        return teacher_forced_metrics(bundle, sources, references)  # says why nothing can be scored
+    tokens = sum(p.tokens for p in parts)
+    accuracy = sum(p.accuracy * p.tokens for p in parts) / tokens
+    perplexity = math.exp(sum(math.log(p.perplexity) * p.tokens for p in parts) / tokens)
+    return TeacherForcedResult(accuracy, perplexity, tokens, sum(p.pairs for p in parts),
+                               too_long + sum(p.too_long for p in parts))
 
 
 def better(a: dict[str, Any], b: dict[str, Any], metric: str) -> str | None:

@@ -4,7 +4,8 @@ with the input checked as the page checks it, and as plain data (``*_json``: lis
 strings that JSON carries) for scripts.
 
 Every refusal is a ``Refused`` whose text names what was wrong, for the page's notice line and the
-API's error alike.
+API's error alike. The work runs in a decoding slot (``serving.heavy``), cut to the request's budget first
+(``limits.Budget``: fewer integration steps, fewer attention maps), with a notice saying so.
 """
 from __future__ import annotations
 
@@ -20,9 +21,20 @@ from core.explain.arithmetic import STACKS, AttentionArithmetic
 from core.explain.hooks import attention_maps
 from core.explain.saliency import METHODS
 from core.inference.decoding import DecodeOptions
-from core.inference.scoring import Score, prepare_pair
+from core.inference.scoring import Pair, Score, prepare_pair
 
-from .limits import MAX_IG_STEPS, clean_input
+from . import serving
+from .limits import (
+    MAX_IG_STEPS,
+    Budget,
+    affordable_steps,
+    budget_words,
+    clean_input,
+    number_words,
+    saliency_megabytes,
+    saliency_seconds,
+)
+from .text import clip
 
 TOP_K = 5  # the alternatives kept per target token (the What if tab shows the first)
 METHOD_NAMES = {"grad_x_input": "gradient × input", "integrated_gradients": "integrated gradients"}
@@ -46,11 +58,19 @@ def target_text(text: object) -> tuple[str, list[str]]:
     return clean_input(text)
 
 
+LARGEST_INDEX = 2**31  # beyond any layer, head or position: refused without echoing all of its digits
+
+
 def whole_number(value: object, what: str) -> int:
-    """value as an int (2.0 from a JSON client is 2); Refused for anything else."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not float(value).is_integer():
-        raise Refused(f"{what} must be a whole number; got {str(value)[:40]!r}")
-    return int(value)
+    """value as an int (2.0 from a JSON client is 2); Refused for anything else, and for numbers beyond
+    ±LARGEST_INDEX (said short: 1e+300, not 301 digits)."""
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise Refused(f"{what} must be a whole number; got {clip(repr(value), 40)}")
+    if abs(value) > LARGEST_INDEX:
+        raise Refused(f"{what} {number_words(value)} is out of range")
+    return value
 
 
 # ----- scoring (What if, /score) ----------------------------------------------------------------
@@ -85,7 +105,8 @@ def arithmetic(bundle: ModelBundle, source: str, target: str | Sequence[int], st
         raise Refused(f"unknown attention stack {str(stack)[:40]!r}; allowed: {', '.join(STACKS)}")
     indices = [whole_number(v, name) for v, name in ((layer, "layer"), (head, "head"), (query, "query"))]
     try:
-        return core.attention_arithmetic(bundle, source, target, stack, *indices)
+        with serving.heavy():
+            return core.attention_arithmetic(bundle, source, target, stack, *indices)
     except (TypeError, ValueError) as exc:
         raise Refused(str(exc)) from None
 
@@ -126,7 +147,8 @@ class Saliency:
 def saliency(bundle: ModelBundle, source: str, target: str | Sequence[int], method: str, steps: object
              ) -> Saliency:
     """core.attribution by method beside the layer- and head-averaged cross-attention, their agreement
-    and the alignments read from the last layer's cross-attention (fairseq's, core.alignment)."""
+    and the alignments read from the last layer's cross-attention (fairseq's, core.alignment). Integrated
+    gradients take the steps the request's budget affords (a notice says when that is fewer than asked)."""
     if method not in METHODS:
         raise Refused(f"unknown attribution method {str(method)[:40]!r}; allowed: {', '.join(METHODS)}")
     steps = whole_number(steps, "steps")
@@ -138,15 +160,36 @@ def saliency(bundle: ModelBundle, source: str, target: str | Sequence[int], meth
         raise Refused(str(exc)) from None
     if pair.empty:
         raise Refused("the source has no tokens: there is nothing to attribute")
-    # One pass for every map; core.alignment reads the last layer's head mean the same way (a test pins it).
-    cross = attention_maps(bundle.model, pair.src, pair.tgt_in)["cross"].double().numpy()  # (L, h, T, S)
+    steps, cut = affordable(bundle, pair, steps if method == "integrated_gradients" else 1)
+    with serving.heavy(saliency_seconds(bundle.model.config, len(pair.src), len(pair.tgt), steps)) as work:
+        # One pass for every map; core.alignment reads the last layer's head mean the same way (a test pins it).
+        cross = attention_maps(bundle.model, pair.src, pair.tgt_in)["cross"].double().numpy()  # (L, h, T, S)
+        attribution = core.attribution(bundle, source, pair.tgt[:-1], method, steps, should_stop=work.should_stop)
     attention = cross.mean(axis=(0, 1))
     last = cross[-1].mean(axis=0)[:-1, :-1]  # <eos> rows and columns out, as fairseq's --print-alignment
     alignment = [(int(s), t) for t, s in enumerate(last.argmax(axis=1))] if last.size else []
-    attribution = core.attribution(bundle, source, pair.tgt[:-1], method, steps)
     agreement = core.rank_correlation(np.abs(attribution), attention)
-    return Saliency(method, steps if method == "integrated_gradients" else 1, pair.source_tokens, pair.tokens,
-                    attribution, attention, agreement, alignment, pair.notices)
+    return Saliency(method, steps, pair.source_tokens, pair.tokens, attribution, attention, agreement, alignment,
+                    pair.notices + cut)
+
+
+def affordable(bundle: ModelBundle, pair: Pair, steps: int) -> tuple[int, list[str]]:
+    """The integration steps (1: gradient × input) this request's budget affords, and a notice when that is fewer
+    than asked; Refused when not even one gradient fits."""
+    budget, config = serving.current_budget(), bundle.model.config
+    source, target = len(pair.src), len(pair.tgt)
+    fits = affordable_steps(budget, config, source, target, steps)
+    size = f"this {source} + {target}-token pair"
+    if fits == 0:
+        raise Refused(f"one gradient of {size} would take ~{saliency_seconds(config, source, target, 1):.0f} "
+                      f"CPU-seconds and {saliency_megabytes(config, source, target, 1):.0f} MB; "
+                      f"{budget_words(budget)}: explain a shorter sentence")
+    if fits == steps:
+        return steps, []
+    return fits, [f"integrated gradients: {fits} step{'s' * (fits > 1)} used, not the {steps} asked: {steps} on "
+                  f"{size} would take ~{saliency_seconds(config, source, target, steps):.0f} CPU-seconds and "
+                  f"{saliency_megabytes(config, source, target, steps):.0f} MB, and {budget_words(budget)} (fewer "
+                  f"steps: a coarser integral; a shorter sentence affords more)"]
 
 
 def saliency_json(s: Saliency) -> dict[str, Any]:
@@ -159,21 +202,56 @@ def saliency_json(s: Saliency) -> dict[str, Any]:
 
 
 # ----- every attention map (/attention) ---------------------------------------------------------------
-def attention_json(bundle: ModelBundle, source: str, target: str) -> dict[str, Any]:
-    """Every layer's and head's attention weights for the pair, teacher forced, as the Attention tab draws them
-    (target empty: the model's own translation, beam 4, as the Translate tab's defaults make it). Each stack's
-    maps are [layer][head][query][key], rounded to 4 decimals; its rows and columns are named by the tokens."""
-    if not target.strip():
-        target = core.translate_detailed(bundle, [source], DecodeOptions(beam_size=4, alpha=0.6))[0].ids
-    pair = prepare_pair(bundle, source, target)
-    if not pair.src:
-        raise Refused("the source sentence has no tokens to attend to")
-    maps = attention_maps(bundle.model, pair.src, pair.tgt_in)
-    translation = pair.tgt[:-1]
-    return {"translation": bundle.target_tokenizer.decode(translation), "source_tokens": pair.source_tokens,
-            "decoder_tokens": ["<bos>", *pair.tokens[:-1]], "target_tokens": pair.tokens,
-            **{stack: np.round(maps[stack].numpy(), 4).tolist() for stack in ("encoder", "decoder", "cross")},
-            "notices": pair.notices}
+def attention_json(bundle: ModelBundle, source: str, target: str, stack: str = "all", layer: object = None
+                   ) -> dict[str, Any]:
+    """The attention weights for the pair, teacher forced, as the Attention tab draws them (target empty: the model's
+    own translation, beam 4, as the Translate tab's defaults make it): each asked stack's maps (stack "all", or
+    "encoder", "decoder", "cross"), [layer][head][query][key] rounded to 4 decimals, its rows and columns named by the
+    tokens. Layers not asked for (layer: one index; None: all) are null, and so are those beyond the answer's
+    budget (limits.Budget.answer_mb), with a notice naming them."""
+    stacks = STACKS if stack == "all" else (stack,)
+    if stack != "all" and stack not in STACKS:
+        raise Refused(f"unknown attention stack {str(stack)[:40]!r}; allowed: all, {', '.join(STACKS)}")
+    index = None if layer is None else whole_number(layer, "layer")
+    with serving.heavy():
+        if not target.strip():
+            target = core.translate_detailed(bundle, [source], DecodeOptions(beam_size=4, alpha=0.6))[0].ids
+        pair = prepare_pair(bundle, source, target)
+        if not pair.src:
+            raise Refused("the source sentence has no tokens to attend to")
+        maps = attention_maps(bundle.model, pair.src, pair.tgt_in)
+    _check_layer(index, maps, stacks)
+    kept, notices = maps_within({name: maps[name] for name in stacks}, index, serving.current_budget())
+    return {"translation": bundle.target_tokenizer.decode(pair.tgt[:-1]), "source_tokens": pair.source_tokens,
+            "decoder_tokens": ["<bos>", *pair.tokens[:-1]], "target_tokens": pair.tokens, **kept,
+            "notices": pair.notices + notices}
+
+
+def _check_layer(index: int | None, maps: dict[str, Any], stacks: Sequence[str]) -> None:
+    for name in stacks:
+        layers = len(maps[name])
+        if index is not None and not 0 <= index < layers:
+            raise Refused(f"layer {index} is out of range: the {STACK_NAMES[name]} has {layers} layers "
+                          f"(0..{layers - 1})")
+
+
+def maps_within(maps: dict[str, Any], index: int | None, budget: Budget) -> tuple[dict[str, list], list[str]]:
+    """Each stack's layers as nested lists (4 decimals) while they fit in the budget's answer, in order; a layer not
+    asked for (index: the one asked; None: all) or past the budget is None. A notice names the layers left out."""
+    room = budget.answer_weights
+    kept: dict[str, list] = {name: [] for name in maps}
+    left_out: list[str] = []
+    for name, layers in maps.items():
+        for i, weights in enumerate(layers):
+            asked, fits = index in (None, i), weights.numel() <= room
+            if asked and fits:
+                room -= weights.numel()
+            elif asked:
+                left_out.append(f"{name} layer {i}")
+            kept[name].append(np.round(weights.double().numpy(), 4).tolist() if asked and fits else None)
+    notices = [f"left out (null) to keep the answer within {budget.answer_mb:g} MB: {', '.join(left_out)}; ask for "
+               f"them with stack and layer, one at a time"] if left_out else []
+    return kept, notices
 
 
 # ----- JSON --------------------------------------------------------------------------------------

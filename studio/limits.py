@@ -2,12 +2,19 @@
 
 The studio may run as a public Space on two CPU cores, so every input a visitor controls has a
 ceiling that is enforced on the server (the browser's own checks can be bypassed through the API),
-and a full queue answers "busy, try again" instead of piling work onto the machine.
+and a full queue answers "busy, try again" instead of piling work onto the machine. Each request's work is
+estimated before it starts (``Budget``, the ``*_seconds`` estimates): one asking more than its budget is cut down
+or refused, with a notice saying which and why (issue 55).
 """
 from __future__ import annotations
 
+import logging
 import math
+import os
 import re
+import weakref
+from dataclasses import dataclass, replace
+from typing import Any
 
 from core.inference.translation import LONE_SURROGATE
 
@@ -20,10 +27,20 @@ MAX_UPLOAD_BYTES = MAX_UPLOAD_MB * 2**20
 # A .zip's checkpoint files together, unpacked: weights of at most MAX_UPLOAD_MB and room for the two JSON files.
 MAX_UNPACKED_MB = MAX_UPLOAD_MB + 50
 MAX_UPLOADED_MODELS = 4  # checkpoints opened from uploads kept in memory; the oldest goes first
-# Decoding callbacks (translate, beam search, attention, ablation) share this many workers: each
-# runs on one torch thread, and more at once than cores only makes every request slower.
+# Decoding callbacks (beam search, attention, saliency, compare, ablation) share this many slots
+# (studio.serving.SLOTS): each runs on one torch thread, and more at once than cores only makes every request
+# slower. Of the two, at most LONG_AT_ONCE run work estimated above SHORT_WORK_S: a short request never waits
+# behind two long ones.
 DECODE_CONCURRENCY = 2
-HEAVY = {"concurrency_limit": DECODE_CONCURRENCY, "concurrency_id": "decode"}
+LONG_AT_ONCE = 1
+SHORT_WORK_S = 2.0
+# Gradio lets this many of those events in at once (the rest wait in its queue, in order of arrival); inside,
+# the slots go to the short requests first and, on a public studio, to one request per session at a time.
+# More than SESSION_REQUESTS of one session at once are turned away: one visitor's queue cannot fill the room
+# and make the next visitor wait behind it.
+DECODE_ADMITTED = 16
+SESSION_REQUESTS = 4
+HEAVY = {"concurrency_limit": DECODE_ADMITTED, "concurrency_id": "decode"}
 # Translate and /score requests are decoded in batches (studio.serving) of at most MAX_BATCH, in the same
 # number of slots: Gradio lets enough of them in at once for the batches to fill.
 MAX_BATCH = 16
@@ -31,9 +48,9 @@ BATCHED = {"concurrency_limit": 2 * MAX_BATCH, "concurrency_id": "batched"}
 # Events waiting, all kinds together; beyond it a request is refused at once with Gradio's
 # "This application is currently busy. Please try again." (QueueError in gradio_client).
 QUEUE_SIZE = 64
-# Integrated gradients' integration points (the Saliency tab, /saliency): one forward pass of the pair per
-# point and a backward pass per target token through all of them. 32 points take ~0.8 s on a 20-token pair
-# (bench/explain.py); 64 bounds a long sentence's request to seconds, not minutes.
+# Integrated gradients' integration points (the Saliency tab's slider, /saliency): one forward pass of the pair
+# per point and a backward pass per target token through all of them. 32 points take ~0.8 s on a 20-token pair
+# (bench/explain.py), but ~400 s on a 256-token one: the request's Budget cuts the steps to what it affords.
 MAX_IG_STEPS = 64
 BEAM_RANGE = (1, 16)  # the Translate and Beam search tabs' beam sizes, /translate's and /beam_step's too
 DEFAULT_BEAM = 4  # the paper's (section 6.1)
@@ -48,6 +65,139 @@ PUBLIC_MAX_MINUTES = 15.0  # from Start, pauses included
 # takes seconds (a lecturer with a GPU may well want such a model).
 MAX_PARAMETERS = 1_000_000_000
 CPU_NOTICE_PARAMETERS = 20_000_000
+
+# ----- what one request may cost ---------------------------------------------------------------------
+# Work is estimated in CPU-seconds of one torch thread from the arithmetic it does: CPU_FLOPS_PER_S turns
+# floating-point operations into seconds (bench/abuse.py measures it: 80-95 GFLOP/s for a pass of the shipped
+# model, and for saliency's backward passes, on the development machine's cores). Each sentence of a corpus score
+# adds Python's bookkeeping (batches, beams, BLEU), SENTENCE_OVERHEAD_S.
+CPU_FLOPS_PER_S = 85e9
+SENTENCE_OVERHEAD_S = 0.004
+# One attention weight in /attention's JSON, "0.1234, " (rounded as a double: a float32 prints as 0.12340000271797180).
+WEIGHT_JSON_BYTES = 8
+
+
+@dataclass(frozen=True)
+class Budget:
+    """What one request may ask of the machine. Over cpu_s or memory_mb a request is cut down (fewer integration
+    steps or corpus sentences) or refused; /attention leaves out maps beyond answer_mb; past deadline_s of work it is
+    stopped. public: a public studio's, where a session's heavy requests take turns (studio.serving.Slots) and
+    the limits cannot be raised."""
+
+    cpu_s: float
+    memory_mb: float
+    answer_mb: float
+    deadline_s: float | None
+    public: bool
+
+    @property
+    def answer_weights(self) -> int:
+        """How many attention weights an /attention answer may hold."""
+        return int(self.answer_mb * 2**20 / WEIGHT_JSON_BYTES)
+
+
+# A public studio's: 500 Multi30k sentences through two models with beam 4 (~16 s) fit; integrated gradients on a
+# 256-token pair get 1-2 steps. A request works at most 40 s: with a short wait, its answer comes within a minute.
+PUBLIC_BUDGET = Budget(cpu_s=20.0, memory_mb=512.0, answer_mb=5.0, deadline_s=40.0, public=True)
+# Locally the same limits are defaults, which these environment variables raise (or lower); no deadline.
+BUDGET_VARIABLES = {"STUDIO_REQUEST_CPU_S": "cpu_s", "STUDIO_REQUEST_MEMORY_MB": "memory_mb",
+                    "STUDIO_ANSWER_MB": "answer_mb"}
+_PUBLIC_APPS: weakref.WeakSet = weakref.WeakSet()
+
+
+def local_budget(environ: dict[str, str] | None = None) -> Budget:
+    """PUBLIC_BUDGET's limits, as BUDGET_VARIABLES raise them, with no deadline and no turns per session. A value
+    that is not a positive number is ignored, with a warning in the log."""
+    environ = os.environ if environ is None else environ
+    changes: dict[str, Any] = {"deadline_s": None, "public": False}
+    for variable, field in BUDGET_VARIABLES.items():
+        text = environ.get(variable, "").strip()
+        if not text:
+            continue
+        try:
+            value = float(text)
+        except ValueError:
+            value = math.nan
+        if not (math.isfinite(value) and value > 0):
+            logging.getLogger("studio").warning("%s=%s is not a positive number; ignored", variable, text[:40])
+            continue
+        changes[field] = value
+    return replace(PUBLIC_BUDGET, **changes)
+
+
+def serve_publicly(app: Any) -> None:
+    """Give app's requests PUBLIC_BUDGET (studio.api.register does it for a --public studio)."""
+    _PUBLIC_APPS.add(app)
+
+
+def budget_for(app: Any) -> Budget:
+    """The budget of a request served by app (None: a call outside any app, e.g. from a script: the local one)."""
+    return PUBLIC_BUDGET if app is not None and app in _PUBLIC_APPS else local_budget()
+
+
+def forward_flops(config: Any, source_tokens: int, target_tokens: int) -> float:
+    """Floating-point operations of one pass of a sentence pair through a model (a ModelConfig): each layer's
+    weights once per position (3.2's projections, 3.3's feed-forward), the output projection once per target
+    position, and attention's scores and weighted sums (eq. 1) once per pair of positions."""
+    d, ff, s, t = config.d_model, config.d_ff, source_tokens, target_tokens
+    encoder = config.encoder_layers * (4 * d * d + 2 * d * ff)
+    decoder = config.decoder_layers * (8 * d * d + 2 * d * ff) + d * config.tgt_vocab_size
+    attention = 2 * d * (config.encoder_layers * s * s + config.decoder_layers * (t * t + t * s))
+    return 2.0 * (encoder * s + decoder * t + attention)
+
+
+def saliency_seconds(config: Any, source_tokens: int, target_tokens: int, steps: int) -> float:
+    """CPU-seconds of core.attribution: per integration point (1 for gradient × input) and per target token, a
+    backward pass that costs about one forward pass of the pair (measured: bench/abuse.py)."""
+    return steps * target_tokens * forward_flops(config, source_tokens, target_tokens) / CPU_FLOPS_PER_S
+
+
+def saliency_megabytes(config: Any, source_tokens: int, target_tokens: int, steps: int) -> float:
+    """Memory of integrated gradients' graph, kept for every integration point at once: per position and layer
+    about 8·d_model + 2·d_ff numbers, and each head's scores over the pair (64 steps on a 256 + 256-token pair of
+    the shipped model: 3.2 GB estimated, 2.7 GB measured)."""
+    positions = source_tokens * config.encoder_layers + target_tokens * config.decoder_layers
+    numbers = 8 * config.d_model + 2 * config.d_ff + 2 * config.n_heads * (source_tokens + target_tokens)
+    return steps * positions * numbers * 4 / 2**20
+
+
+def affordable_steps(budget: Budget, config: Any, source_tokens: int, target_tokens: int, steps: int) -> int:
+    """The most integration steps, up to steps, whose time and memory fit budget (0: not even one)."""
+    one_s = saliency_seconds(config, source_tokens, target_tokens, 1)
+    one_mb = saliency_megabytes(config, source_tokens, target_tokens, 1)
+    return max(0, min(steps, int(budget.cpu_s // one_s), int(budget.memory_mb // one_mb)))
+
+
+def budget_words(budget: Budget) -> str:
+    """The budget in a notice: what a request here may take, and on a local studio how to raise it."""
+    words = f"a request here may take ~{budget.cpu_s:g} CPU-seconds and {budget.memory_mb:g} MB"
+    return words if budget.public else words + " (STUDIO_REQUEST_CPU_S and STUDIO_REQUEST_MEMORY_MB raise that)"
+
+
+def number_words(value: float) -> str:
+    """A number as a message may echo it: short (1e+300, not its 301 digits)."""
+    try:
+        return f"{value:.6g}"
+    except OverflowError:  # an int beyond float's range
+        return "a number of more than 300 digits"
+
+
+def sentence_seconds(config: Any, source_tokens: int, target_tokens: int, beam: int) -> float:
+    """CPU-seconds of one corpus sentence through one model: decoding (about a pass of the pair per hypothesis of
+    the beam), teacher forcing the reference (one pass) and the bookkeeping around them."""
+    flops = (beam + 1) * forward_flops(config, source_tokens, target_tokens)
+    return flops / CPU_FLOPS_PER_S + SENTENCE_OVERHEAD_S
+
+
+def affordable_sentences(budget: Budget, seconds: list[float]) -> int:
+    """How many of the sentences, taken in order, fit budget (seconds: each one's estimate)."""
+    spent = 0.0
+    for count, cost in enumerate(seconds):
+        spent += cost
+        if spent > budget.cpu_s:
+            return count
+    return len(seconds)
+
 
 # C0 and C1 control characters except tab, newline and carriage return. (Lone UTF-16 surrogates,
 # LONE_SURROGATE, are replaced too: JSON can carry them, but UTF-8 and the Rust tokenizer cannot.)

@@ -2,7 +2,11 @@
 KB for this page, plus every value shown: figures, tables, bertviz's pages) for up to 10,000 sessions, and a
 script's session (gradio_client, the REST API) is never closed, so 330 API sessions grew the studio from 1.64
 to 2.07 GB. Here a session is forgotten once its page has been closed for CLOSED_S, once a page has been idle
-for PAGE_IDLE_S, or once a script's session (one that never loaded the page) has been idle for API_IDLE_S.
+for PAGE_IDLE_S, or once a script's session (one that never loaded the page) has been idle for API_IDLE_S. A page
+whose states all still hold their first values (it was loaded, nothing more: a probe, a visitor who left without
+the page telling) has nothing to keep and goes after API_IDLE_S too: its next event would start it afresh the
+same. With a session go Gradio's per-session messages and caches (Queue.pending_messages_per_session keeps up to
+2,000 sessions' undelivered answers, plots and pages included).
 """
 from __future__ import annotations
 
@@ -12,6 +16,7 @@ import datetime
 import gc
 import threading
 import time
+from typing import Any
 
 import gradio as gr
 
@@ -49,24 +54,60 @@ class Forgetter:
         if holder is None:  # not launched yet
             return 0
         now = now or datetime.datetime.now()
+        reloaded = self._written_on_load()
         with holder.lock:
             stale = [session for session, state in holder.session_data.items()
-                     if self._idle_past_limit(session, state.is_closed, holder.time_last_used.get(session), now)]
+                     if self._idle_past_limit(session, state, holder.time_last_used.get(session), now, reloaded)]
         for session in stale:
             holder.delete_state(session)
             with holder.lock:
                 holder.session_data.pop(session, None)
                 holder.time_last_used.pop(session, None)
             self.pages.discard(session)
+            forget_gradio_leftovers(self.demo, session)
         if stale:
             give_back_memory()
         return len(stale)
 
-    def _idle_past_limit(self, session: str, closed: bool, last_used: datetime.datetime | None,
-                         now: datetime.datetime) -> bool:
+    def _written_on_load(self) -> set[int]:
+        """The ids of the States that the page's load events write."""
+        return {block._id for fn in self.demo.fns.values() if any(event == "load" for _, event in fn.targets)
+                for block in fn.outputs if isinstance(block, gr.State)}
+
+    def _idle_past_limit(self, session: str, state: Any, last_used: datetime.datetime | None,
+                         now: datetime.datetime, reloaded: set[int]) -> bool:
         idle = (now - last_used).total_seconds() if last_used else float("inf")
-        limit = CLOSED_S if closed else PAGE_IDLE_S if session in self.pages else API_IDLE_S
+        kept_open = session in self.pages and not untouched(state, reloaded)
+        limit = CLOSED_S if state.is_closed else PAGE_IDLE_S if kept_open else API_IDLE_S
         return idle > limit
+
+
+def untouched(state: Any, ignored: set[int] = frozenset()) -> bool:
+    """Whether every State of a session (Gradio's SessionState) an event has set, but those whose ids are ignored,
+    still equals its first value."""
+    return all(_same(value, component.value) for component, value, _ in state.state_components
+               if component._id not in ignored)
+
+
+def _same(value: object, first: object) -> bool:
+    try:
+        return value is first or bool(value == first)
+    except Exception:  # an array, or a value that cannot tell: kept as changed
+        return False
+
+
+def forget_gradio_leftovers(demo: gr.Blocks, session: str) -> None:
+    """Gradio's own per-session records of a forgotten session: its undelivered messages (answers whose client
+    never read them), its finished events' ids and its cached values."""
+    queue = getattr(demo, "_queue", None)
+    waiting = [e for q in getattr(queue, "event_queue_per_concurrency_id", {}).values() for e in q.queue]
+    running = [e for jobs in getattr(queue, "active_jobs", ()) for e in jobs or ()]
+    if queue is not None and not any(e.session_hash == session for e in waiting + running):  # its answers to come
+        queue.pending_messages_per_session.pop(session, None)
+        queue.pending_event_ids_session.pop(session, None)
+    from gradio import caching
+
+    caching.clear_session_caches(session)
 
 
 def give_back_memory() -> None:

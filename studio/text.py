@@ -60,9 +60,23 @@ def info(message: object) -> None:
     gr.Info(html.escape(str(message), quote=False), duration=5)
 
 
+def refusal(message: object) -> Exception:
+    """A gr.Error that says message (escaped: Gradio renders it as HTML) and leaves no traceback in the server log:
+    the visitor's input or request was refused, nothing went wrong."""
+    import gradio as gr
+
+    return gr.Error(html.escape(str(message), quote=False), print_exception=False)
+
+
+class NotServed(Exception):
+    """A request the studio turns away or stops (studio/serving.py): its session has enough requests in flight, its
+    deadline passed, or its client left. The text says which, for the visitor (guard shows it as the error)."""
+
+
 def guard(fn: Callable) -> Callable:
-    """Wrap a Gradio callback: an unexpected exception becomes a short readable message
-    (gr.Error, shown as a notice) and its traceback goes to the server log only."""
+    """Wrap a Gradio callback: a request the studio does not serve (serving.NotServed) becomes its message, an
+    unexpected exception a short readable one (gr.Error, shown as a notice) whose traceback goes to the server
+    log only."""
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
@@ -73,9 +87,10 @@ def guard(fn: Callable) -> Callable:
 
             if isinstance(exc, gr.Error):
                 raise
+            if isinstance(exc, NotServed):
+                raise refusal(exc) from None
             logging.getLogger("studio").exception("callback %s failed", getattr(fn, "__name__", fn))
-            raise gr.Error(html.escape(f"Something went wrong ({type(exc).__name__}): {clip(exc, 300)}",
-                                       quote=False)) from None
+            raise refusal(f"Something went wrong ({type(exc).__name__}): {clip(exc, 300)}") from None
 
     # Gradio reads a callback's type hints to pass it the request (gr.Request): resolve them
     # where fn was written, since the wrapper's module has no `gr` to resolve "gr.Request" with.

@@ -24,7 +24,7 @@ from __future__ import annotations
 import contextlib
 import math
 import warnings
-from typing import Any, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 import torch
@@ -36,12 +36,19 @@ from .hooks import attention_maps
 METHODS = ("grad_x_input", "integrated_gradients")
 
 
+class Stopped(RuntimeError):
+    """The caller's should_stop() said to stop before the attribution was done."""
+
+
 def attribution(bundle: Any, source: str, target: str | Sequence[int], method: str = "grad_x_input",
-                steps: int = 32, *, normalize: bool = True) -> np.ndarray:
+                steps: int = 32, *, normalize: bool = True, should_stop: Callable[[], bool] | None = None
+                ) -> np.ndarray:
     """How much each source token drove each target token's log-probability: a (target tokens with
     <eos>) × (source tokens with <eos>) float64 array, rows and columns as core.score(bundle,
     [source], [target])[0].tokens and .source_tokens name them. target: text, or token ids
-    (Translation.ids). steps: integration points (integrated gradients only)."""
+    (Translation.ids). steps: integration points (integrated gradients only). should_stop: asked
+    before each backward pass (one per target token); True stops the work with Stopped (a server
+    stops a request whose client has gone)."""
     if method not in METHODS:
         raise ValueError(f"unknown attribution method {method!r}; allowed: {', '.join(METHODS)}")
     if not isinstance(steps, int) or isinstance(steps, bool) or steps < 1:
@@ -51,12 +58,13 @@ def attribution(bundle: Any, source: str, target: str | Sequence[int], method: s
     model = bundle.model
     with _gradients_in_eval(model):
         embeddings = model.src_embed(torch.tensor(pair.src, device=model.src_embed.weight.device)).detach()
-        gradients = path_gradients(model, pair.src, pair.tgt, alphas)
+        gradients = path_gradients(model, pair.src, pair.tgt, alphas, should_stop)
         raw = (gradients * embeddings).sum(dim=-1).double().cpu().numpy()
     return _normalized(raw) if normalize else raw
 
 
-def path_gradients(model: Transformer, src: list[int], tgt: list[int], alphas: Sequence[float]) -> torch.Tensor:
+def path_gradients(model: Transformer, src: list[int], tgt: list[int], alphas: Sequence[float],
+                   should_stop: Callable[[], bool] | None = None) -> torch.Tensor:
     """(T, S, d_model): per target position t, the gradient of log P(tgt[t] | tgt[:t], src) with respect
     to the source token embeddings, averaged over the points α·e (α in alphas) of the straight path
     from zero. src and tgt end with <eos>.
@@ -73,6 +81,8 @@ def path_gradients(model: Transformer, src: list[int], tgt: list[int], alphas: S
     hidden = model.hidden(src_ids, tgt_in, src_embeddings=path).view(len(alphas), len(tgt), -1)
     gradients = []
     for t, token in enumerate(tgt):
+        if should_stop is not None and should_stop():
+            raise Stopped(f"attribution stopped after {t} of {len(tgt)} target tokens")
         log_prob = torch.log_softmax(model.project(hidden[:, t]).float(), dim=-1)[:, token].sum()
         (gradient,) = torch.autograd.grad(log_prob, path, retain_graph=t < len(tgt) - 1)
         gradients.append(gradient.mean(dim=0))

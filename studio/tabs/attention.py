@@ -127,8 +127,11 @@ def stale(picked: str | None, current: Current) -> str:
 
 
 # Analyses of the sentence pairs looked at lately, shared by every session (each session's State holds a
-# reference): 11 MB of maps were kept per session, computed again for every student on the same example.
-ANALYSES = serving.Recent(32)
+# reference): 11 MB of maps were kept per session, computed again for every student on the same example. At most
+# ANALYSES_MB of them (a 256-token pair of the shipped model holds 9.4 MB of maps), kept after their sessions go.
+ANALYSES_MB = 32
+ANALYSES = serving.Recent(32, ANALYSES_MB * 2**20,
+                          lambda analysis: sum(m.nbytes for m in analysis.maps.values()) if analysis else 0)
 
 
 def show(registry: ModelRegistry, current: Current) -> tuple:
@@ -187,7 +190,8 @@ def refresh(registry: ModelRegistry, current: Current, drawn: tuple | None, on_s
         return gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.skip()
     if current is not None and switched(registry, current, picked):
         return None, stale(picked, current), gr.skip(), gr.skip(), key
-    return *show(registry, current), key
+    with serving.heavy():
+        return *show(registry, current), key
 
 
 def redraw(analysis: Analysis | None, stack_label: str, average: bool, layer: float, head: float, on_screen: str
@@ -221,7 +225,8 @@ def translate_here(registry: ModelRegistry, name: str | None, text: str) -> tupl
     except UNAVAILABLE as exc:
         return gr.skip(), f"**Cannot translate:** {md(exc)}"
     try:
-        t = translate_detailed(bundle, [text], DecodeOptions())[0]
+        with serving.heavy():
+            t = translate_detailed(bundle, [text], DecodeOptions())[0]
     except ValueError as exc:  # beam 4 on a model with fewer than 5 tokens
         return gr.skip(), f"**Cannot translate:** {md(exc)}"
     notes = "\n".join(f"- {md(clip(notice, 300))}" for notice in cleaned + t.notices)
@@ -303,7 +308,7 @@ def ablate(registry: ModelRegistry, current: Current, picked: str | None, encode
     except UNAVAILABLE as exc:
         return f"**Cannot ablate:** {md(exc)}"
     twin = replace(bundle, model=model)  # the same tokenizers (both, with separate vocabularies)
-    with lock, heads_off(model, spec):
+    with serving.heavy(), lock, heads_off(model, spec):
         after = translate_detailed(twin, [current.source], current.options or DecodeOptions())[0].text
     before = bundle.target_tokenizer.decode(current.ids)
     off = heads_named(spec, model.config)

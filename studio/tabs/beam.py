@@ -20,7 +20,7 @@ from core.inference.beam import BeamStepper, HypothesisView, StepView
 from core.inference.decoding import DecodeOptions
 from core.inference.translation import translate_detailed
 
-from .. import plots
+from .. import plots, serving
 from ..components import Slider, script
 from ..limits import BEAM_RANGE, DEFAULT_BEAM, HEAVY, clamp_beam, clean_input
 from ..registry import UNAVAILABLE, ModelRegistry
@@ -145,8 +145,10 @@ def _move(action: str, search: Search) -> None:
         else:
             info("Already at the start.")
     elif action == "run":
-        while not search.view.done:
-            search.views.append(search.stepper.step())
+        with serving.heavy() as work:  # the slot this request holds: stop between steps once it must
+            while not search.view.done:
+                work.check()
+                search.views.append(search.stepper.step())
 
 
 def act_and_render(action: str, registry: ModelRegistry, search: Search | None, choice: str | None, *settings) -> tuple:
@@ -372,7 +374,8 @@ def build(shell: Shell, translated: gr.State, tab: gr.Tab) -> None:
         # Step and Back: every press counts ("once", Gradio's default, dropped presses made while a step
         # was on its way: five quick presses of a clicker went 2 steps on).
         mode = "multiple" if action in ("step", "back") else "once"
-        gr.on(triggers, guard(partial(act_and_render, action, shell.registry)), inputs=[search, choice, *settings],
+        gr.on(triggers, guard(serving.in_a_slot(partial(act_and_render, action, shell.registry))),
+              inputs=[search, choice, *settings],
               outputs=[search, *shown], trigger_mode=mode, api_name=f"beam_{action}", **HEAVY).then(
             None, js=SHOW_TREE_OR_SOURCE_JS if action in ("step", "run") else SHOW_TREE_JS)
     choice.input(guard(attention_figure), inputs=[search, choice], outputs=attention)

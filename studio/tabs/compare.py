@@ -21,7 +21,7 @@ from ..plots import compare as plots
 from ..plots import empty, label
 from ..registry import UNAVAILABLE, ModelRegistry
 from ..shell import Shell, picked_examples
-from ..text import clip, guard, md, word_diff
+from ..text import clip, guard, md, refusal, word_diff
 
 TAB_ID = "compare"
 INTRO = ("**Compare** two models on the same sentence: the natural pairs are post-norm vs pre-norm, sinusoidal vs "
@@ -136,12 +136,14 @@ def score_corpus(registry: ModelRegistry, name_a: str | None, name_b: str | None
             progress((done[0], total), desc="translating", unit="sentences")
 
         progress((0, total), desc="translating", unit="sentences")
-        scores = [cmp.corpus_score(bundle, pairs, decoding, step) for bundle in bundles]
+        scores, scored, cut = cmp.corpus_scores(bundles, pairs, decoding, step)
     except Refused as why:
         return gr.skip(), f"**Cannot score:** {md(clip(why, 300))}"
     comparable = cmp.same_target_vocabulary(*bundles)
+    if scored < len(pairs):
+        described = described.replace(f"the first {len(pairs)} pairs", f"the first {scored} pairs")
     notes = [f"On {described}; {decoding} decoding; BLEU and chrF by sacreBLEU; accuracy and perplexity teacher "
-             f"forced, per token of each model's own target vocabulary."]
+             f"forced, per token of each model's own target vocabulary.", *cut]
     for which, name, bundle in zip("AB", (name_a, name_b), bundles):
         if (direction := cmp.other_direction(bundle, langs)) is not None:
             notes.append(f"{which} ({name}) translates {direction}, not {langs[0]} → {langs[1]}: its scores here "
@@ -205,7 +207,7 @@ def compare_api(registry: ModelRegistry, model_a: str, model_b: str, source: str
                 corpus: str = "", split: str = "valid", sentences: int = 0) -> dict:
     """Both models' translations of source, with each output token's probability and the word diff; with a
     corpus (one of the tab's) and sentences > 0, each model's BLEU, chrF, accuracy and perplexity on the first
-    sentences of the split."""
+    sentences of the split (as many as the request's budget affords: the notices say when that is fewer)."""
     try:
         a, b, notices = cmp.translate_both(registry, (model_a, model_b), source, decoding)
         answer = {"a": cmp.side_json(a), "b": cmp.side_json(b), "notices": notices,
@@ -213,10 +215,12 @@ def compare_api(registry: ModelRegistry, model_a: str, model_b: str, source: str
                                                                                     b.translation.text)]}
         if corpus and sentences:
             pairs, described, _ = cmp.corpus_pairs(corpus, split, sentences, a.bundle)
-            answer["scores"] = {"on": described, "a": cmp.scores_json(cmp.corpus_score(a.bundle, pairs, decoding)),
-                                "b": cmp.scores_json(cmp.corpus_score(b.bundle, pairs, decoding))}
+            (score_a, score_b), scored, cut = cmp.corpus_scores([a.bundle, b.bundle], pairs, decoding)
+            answer["scores"] = {"on": described.replace(f"the first {len(pairs)} pairs", f"the first {scored} pairs"),
+                                "a": cmp.scores_json(score_a), "b": cmp.scores_json(score_b)}
+            answer["notices"] = notices + cut
     except Refused as why:
-        raise gr.Error(html.escape(str(why), quote=False)) from None
+        raise refusal(why) from None
     return answer
 
 

@@ -56,6 +56,14 @@ def parse_seed(seed: str | int | None) -> int | None:
     return int(text)
 
 
+def seed_or_random(seed: str | int | None) -> tuple[int | None, str | None]:
+    """parse_seed's seed, or None (a random one) and what was wrong with the one typed (-1, "abc", 1e30)."""
+    try:
+        return parse_seed(seed), None
+    except ValueError as exc:
+        return None, f"{exc}: sampled with a random seed instead"
+
+
 def unsure(t: Translation, bundle: ModelBundle) -> list[str]:
     """A notice when the model was unsure of its translation: the usual cause is a source in another
     language, or unlike anything in the training data."""
@@ -97,6 +105,9 @@ def translate(registry: ModelRegistry, name: str | None, text: str, method: str,
     if method == "beam":  # a beam size typed out of range, or not a number, is said on the notes line
         beam_size, clamped = clamp_beam(beam_size)
         cleaned = cleaned + ([clamped] if clamped else [])
+    if method == "sample":  # so is a seed that is not one: the sample is drawn, with a random seed
+        seed, unseeded = seed_or_random(seed)
+        cleaned = cleaned + ([unseeded] if unseeded else [])
     try:
         key, bundle = registry.key(name), registry.get(name)
         opts = options(method, beam_size, alpha, max_extra, n_best, temperature, top_k, top_p, seed, precision)

@@ -16,7 +16,7 @@ from core.inference.decoding import DecodeOptions
 from core.inference.scoring import Score
 from core.inference.translation import translate_detailed
 
-from .. import plots
+from .. import plots, serving
 from ..explain import Refused, score, source_text, target_text, totals
 from ..limits import HEAVY
 from ..registry import UNAVAILABLE, ModelRegistry
@@ -96,10 +96,11 @@ def _scored(registry: ModelRegistry, kept: Scored | None, current: Current | Non
             target: str | list[int]) -> tuple[Scored, list[str]]:
     """Score target for source beside the model's own translation (one core.score call for both)."""
     bundle, key, options = _model_of(registry, current, name, source)
-    own, notices = _own_translation(bundle, source, options, current, kept)
-    if isinstance(target, str) and target.strip() == bundle.target_tokenizer.decode(own):
-        target = own  # the translation's very tokens: its text could tokenize otherwise
-    mine, theirs = score(bundle, source, [target, own])
+    with serving.heavy():
+        own, notices = _own_translation(bundle, source, options, current, kept)
+        if isinstance(target, str) and target.strip() == bundle.target_tokenizer.decode(own):
+            target = own  # the translation's very tokens: its text could tokenize otherwise
+        mine, theirs = score(bundle, source, [target, own])
     return Scored(str(name), key, bundle, source, options, own, theirs, mine), notices + mine.notices
 
 
@@ -163,11 +164,12 @@ def finish(registry: ModelRegistry, kept: Scored | None, current: Current | None
         if not prefix.strip():
             raise Refused("type the beginning of a translation in the target box first")
         bundle, _, options = _model_of(registry, current, name, source)
-        try:
-            t = translate_detailed(bundle, [source], options, prefix=prefix)[0]
-        except ValueError as exc:  # a prefix this vocabulary cannot write, or too long
-            raise Refused(str(exc)) from None
-        s, notices = _scored(registry, kept, current, name, source, list(t.ids))
+        with serving.heavy():  # one slot for the completion and its score
+            try:
+                t = translate_detailed(bundle, [source], options, prefix=prefix)[0]
+            except ValueError as exc:  # a prefix this vocabulary cannot write, or too long
+                raise Refused(str(exc)) from None
+            s, notices = _scored(registry, kept, current, name, source, list(t.ids))
     except Refused as why:
         return gr.skip(), *refused(why, "finish")
     said = (f"Finished by {describe(s.options)} (the Translate tab's settings) after your first "

@@ -293,7 +293,11 @@ class TrainingJob:
         return self._write(run, run.best, name, f"best-step{run.best.info['step']}")
 
     def _write(self, run: _Run, bundle: ModelBundle, name: str, suffix: str) -> Path:
-        base = f"{safe_name(name, fallback=safe_name(run.settings.name))}-{suffix}"  # blank: the run's name
+        # Blank: the run's name. Cut so that the folder's whole name, with write_checkpoint's "-N" on a clash (4
+        # characters), stays within limits.MAX_NAME_CHARS: a typed 64-character name made a 127-character folder.
+        room = limits.MAX_NAME_CHARS - len(suffix) - 5
+        stem = safe_name(name, fallback=safe_name(run.settings.name))[:room].strip(".-")
+        base = f"{stem}-{suffix}"
         saved = write_checkpoint(self.checkpoints_dir, bundle, base,
                                  {"step": bundle.info["step"], "train": asdict(run.settings.train_config())})
         self.registry.add_folder(saved)  # offered in the picker at once, not after a restart

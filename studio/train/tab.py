@@ -15,7 +15,7 @@ import gradio as gr
 
 from ..limits import PUBLIC_MAX_MINUTES, PUBLIC_MAX_PARAMETERS
 from ..shell import Shell, picker_update
-from ..text import guard, md, warn
+from ..text import guard, md, refusal, warn
 from .form import FIELDS, NAMING, SetupPanel, build_setup, data_picked, settings_from, setup_of_the_run
 from .job import JobBusy, TrainingJob
 from .live import build_live_view, session_of, watch
@@ -78,8 +78,8 @@ def control(job: TrainingJob, action: str, session: str | None = None) -> None:
     page after a newer tick's drawing and hold it on an older state for good (issue #46)."""
     try:
         getattr(job, action)(session)
-    except ValueError as exc:
-        warn(exc)
+    except ValueError as exc:  # an error, not a warning: another visitor's run answers /train_stop with a refusal
+        raise refusal(exc) from None
 
 
 def save(job: TrainingJob, name: str, picked: str | None, session: str | None = None,

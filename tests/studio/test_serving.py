@@ -139,6 +139,16 @@ def test_recent_results_are_shared_and_bounded():
     assert recent.get(("a", id(model)), other, make("E")) == "E"  # the oldest went: at most 2 kept
 
 
+def test_recent_results_are_bounded_in_bytes_too():
+    recent = serving.Recent(10, max_bytes=100, nbytes=len)
+    model = object()
+    for name, size in (("a", 40), ("b", 40), ("c", 40)):
+        recent.get(name, model, lambda size=size: "x" * size)
+    assert list(recent._items) == ["b", "c"]  # 120 bytes: the oldest went
+    recent.get("huge", model, lambda: "x" * 500)
+    assert list(recent._items) == ["huge"]  # the newest stays, however large: it is in use
+
+
 def test_the_attention_tabs_shared_analysis_equals_a_fresh_one():
     import numpy as np
 

@@ -1,5 +1,6 @@
 """Issue 43's bounded memory: sessions whose page closed, pages idle for long, and scripts' sessions idle
-for a few minutes are forgotten (studio.sessions), their State freed."""
+for a few minutes are forgotten (studio.sessions), their State freed; issue 55's: a page with nothing to keep goes
+as a script's session does, and Gradio's records of forgotten sessions go with them."""
 from __future__ import annotations
 
 import datetime
@@ -19,6 +20,7 @@ def served():
         kept = gr.State(None, delete_callback=freed.append)
         box = gr.Textbox()
         box.submit(lambda text, _: (text, text), inputs=[box, kept], outputs=[box, kept], api_name="echo")
+        box.change(lambda text: text, inputs=box, outputs=box, api_name="look")  # sets no State
         forgetter = sessions.Forgetter(demo)
     demo.queue().launch(prevent_thread_lock=True, server_name="127.0.0.1", quiet=True)
     try:
@@ -48,3 +50,20 @@ def test_scripts_sessions_are_forgotten_a_few_minutes_after_their_last_call(serv
     holder.session_data[page].is_closed = True  # ...until it is closed
     assert forgetter.sweep(later(sessions.CLOSED_S + 1)) == 1
     assert page not in holder.session_data and "call 0" in freed and not forgetter.pages
+
+
+def test_a_page_with_nothing_to_keep_goes_as_a_scripts_session_does(served):
+    demo, forgetter, freed, client = served
+    looked, echoed = client(), client()
+    looked.predict("only looking", api_name="/look")
+    echoed.predict("a translation", api_name="/echo")
+    for script in (looked, echoed):
+        forgetter.page_opened(gr.Request(session_hash=script.session_hash))
+    queue = demo._queue
+    assert looked.session_hash in queue.pending_messages_per_session
+    forgetter.sweep(later(sessions.API_IDLE_S + 1))
+    holder = demo.state_holder
+    assert looked.session_hash not in holder.session_data and echoed.session_hash in holder.session_data
+    assert looked.session_hash not in queue.pending_messages_per_session
+    assert looked.session_hash not in queue.pending_event_ids_session
+    assert sessions.untouched(holder.session_data[echoed.session_hash]) is False

@@ -597,7 +597,8 @@ def test_callbacks_start_pause_resume_stop_save(job):
     labels = dict((value, label) for label, value in shell.picker_update(job.registry, "live-numbers").choices)
     assert labels["live-numbers"] == ("live-numbers (unsaved)" if job.view().step > int(saved.split("step")[1])
                                       else f"live-numbers (saved as {saved})")
-    tab.control(job, "pause")  # nothing to pause: a warning, no exception
+    with pytest.raises(gr.Error, match="Nothing is training"):  # nothing to pause: a refusal the API answers as one
+        tab.control(job, "pause")
     message, _, download = tab.save(TrainingJob(ModelRegistry(None)), "x", None)
     assert "Not saved" in message and not download.visible
 
@@ -910,3 +911,13 @@ def test_time_left_follows_the_pace_of_the_last_two_minutes():
     run.history = history[:10]  # fewer than the window's worth: every point counts
     run.elapsed = lambda: 9.0
     assert job._eta(run) == pytest.approx((1000 - 540) / 1)
+
+
+def test_a_saved_checkpoints_folder_name_keeps_to_the_name_limit(job):
+    from studio.limits import MAX_NAME_CHARS
+
+    job.start(QUICK)
+    wait_for(job, lambda v: v.state == "finished")
+    first, second = job.save("n" * MAX_NAME_CHARS), job.save("n" * MAX_NAME_CHARS)  # the second: a "-2" on the clash
+    assert first != second and max(len(first.name), len(second.name)) <= MAX_NAME_CHARS
+    assert first.name.startswith("nnnn") and first.name.endswith(f"-step{job.view().step}")
