@@ -181,17 +181,32 @@ def table3_view() -> tuple[gr.Plot, str]:
 
 # ----- the models offered ---------------------------------------------------------------------------
 def model_choices(registry: ModelRegistry, a: str | None, b: str | None) -> tuple[gr.Dropdown, gr.Dropdown]:
-    """Both pickers' choices as they are now (a Train tab may have added a run), keeping what is picked."""
+    """Both pickers' choices as they are now (a Train tab may have added a run), keeping what is picked; B follows A
+    to a model of A's language pair when it translates another (one sentence cannot be read by both)."""
     names = registry.names()
+    if a in names and b in names and registry.languages(a) != registry.languages(b):
+        b = defaults(registry, a)[1]
     return tuple(gr.Dropdown(choices=registry.choices(), value=x if x in names else None) for x in (a, b))
 
 
 def defaults(registry: ModelRegistry, selected: str | None) -> tuple[str | None, str | None]:
-    """Model A: the shell's pick; model B: the next model offered (the same one when it is the only one)."""
+    """Model A: the shell's pick; model B: the next model of A's language pair (issue 51: a first view of
+    German captions against an English number-words toy taught nothing), else A itself, as pairing_note says."""
     names = registry.names()
     a = selected if selected in names else (names[0] if names else None)
-    others = [n for n in names if n != a]
-    return a, (others[0] if others else a)
+    pair = registry.languages(a)
+    same = [n for n in names if n != a and registry.languages(n) == pair]
+    return a, (same[0] if same else a)
+
+
+def pairing_note(registry: ModelRegistry, a: str | None, b: str | None) -> str:
+    """What the tab says when A is compared with itself: no other model of its language pair is offered."""
+    if a is None or a != b:
+        return ""
+    pair = registry.languages(a)
+    languages = f" ({pair[0]}→{pair[1]})" if pair else ""
+    return (f"*Model B is model A itself: no other model of its language pair{languages} is offered. Train one on "
+            f"the Train tab, or open one, to compare two.*")
 
 
 def corpus_default(registry: ModelRegistry, name: str | None) -> str:
@@ -249,7 +264,7 @@ def build(shell: Shell, tab: gr.Tab) -> None:
                             scale=3, placeholder="Type a sentence and press Enter", elem_id="compare-source")
         decoding = gr.Radio(list(DECODINGS), value="greedy", label="Decoding (both models)", scale=1)
         compare_button = gr.Button("Compare", variant="primary", scale=0, min_width=120, elem_id="compare-run")
-    notices = gr.Markdown(elem_classes="announce")
+    notices = gr.Markdown(pairing_note(registry, first_a, first_b), elem_classes="announce")
     translations = gr.HTML(elem_id="compare-translations")
     probabilities = gr.Plot(label="Output token probabilities, A and B")
     with gr.Row():

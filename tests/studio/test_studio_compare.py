@@ -189,8 +189,25 @@ def test_model_pickers_offer_every_model_and_start_on_two(registry):
     assert tab.defaults(registry, A) == (A, B) and tab.defaults(registry, None) == (A, B)
     only = ModelRegistry(None)
     only.add(A, studio_bundle())
-    assert tab.defaults(only, A) == (A, A)
+    assert tab.defaults(only, A) == (A, A) and "Model B is model A itself" in tab.pairing_note(only, A, A)
+    assert tab.pairing_note(registry, A, B) == ""
     a, b = tab.model_choices(registry, B, "removed")
     assert a.value == B and b.value is None and [n for _, n in a.choices] == [A, B]
     assert tab.corpus_default(registry, "removed") == next(iter(cmp.CORPORA))
     assert tab.corpus_default(ModelRegistry(), "numbers-en-de-tiny") == "synthetic: numbers"
+
+
+def test_model_b_is_of_model_as_language_pair():
+    """The shipped models: a German captioner is never paired with an English number-words toy (issue 51); a
+    two-way model's directions pair with nothing but themselves, each of its own pair."""
+    shipped = ModelRegistry()
+    assert tab.defaults(shipped, "multi30k-de-en-small") == ("multi30k-de-en-small", "multi30k-de-en-small")
+    registry = ModelRegistry(None)
+    registry.add("de-en-a", studio_bundle())
+    registry.add("de-en-b", studio_bundle())
+    registry.add("en-de", other_bundle())
+    for name, info in (("de-en-a", ("de", "en")), ("de-en-b", ("de", "en")), ("en-de", ("en", "de"))):
+        registry.get(name).info.update(src_lang=info[0], tgt_lang=info[1])
+    assert tab.defaults(registry, "de-en-b") == ("de-en-b", "de-en-a")
+    a, b = tab.model_choices(registry, "de-en-a", "en-de")  # A picked anew: B follows it to A's pair
+    assert (a.value, b.value) == ("de-en-a", "de-en-b")
