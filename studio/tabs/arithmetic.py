@@ -8,11 +8,14 @@ target), read by the weights that made it: a model training live is explained as
 """
 from __future__ import annotations
 
+import re
 from functools import partial
 
 import gradio as gr
+import numpy as np
 
 from core.explain.arithmetic import AttentionArithmetic
+from core.explain.hooks import attention_maps
 from core.inference.scoring import prepare_pair
 
 from .. import plots
@@ -22,7 +25,7 @@ from ..limits import HEAVY
 from ..registry import ModelRegistry
 from ..shell import Current, Shell
 from ..text import clip, guard, md, md_table
-from .attention import STACKS
+from .attention import STACKS, picked_model_ranges
 from .looked_at import NOTHING_YET, Looked, looked_at
 
 TAB_ID = "arithmetic"
@@ -31,8 +34,10 @@ INTRO = ("Section 3.2.1's scaled dot-product attention for **one query token** o
          "model's own numbers: Attention(Q, K, V) = softmax(QKᵀ / √d<sub>k</sub>)·V, one head of section 3.2.2's "
          "MultiHead(Q, K, V) = Concat(head<sub>1</sub>, …, head<sub>h</sub>)·W<sup>O</sup>, then the residual "
          "connection and LayerNorm (3.1). Long vectors are heat strips (purple above 0, orange below; hover for "
-         "each number); the per-key numbers are a table.")
+         "each number); the per-key numbers are a table. A new page opens on the layer, head and query whose weights "
+         "spread widest over real words (the highest entropy off <eos>), not on one that looks only at <eos>.")
 TABLE_HEADERS = ["j", "key", "q·k_j", "÷√d_k", "mask", "softmax w_j"]  # short: the table fits a phone
+TAG = re.compile(r"<2\w+>")  # a two-way model's language tag (core/data/directions.py): not a word
 
 
 def query_tokens(looked: Looked, stack: str) -> list[str]:
@@ -65,6 +70,26 @@ def fitted(looked: Looked, stack: str, layer: float, head: float) -> tuple[int, 
     layer, head = min(max(int(layer), 1), layers), min(max(int(head), 1), c.n_heads)
     return (layer, head, gr.Slider(maximum=max(layers, 2), value=layer),
             gr.Slider(maximum=max(c.n_heads, 2), value=head))
+
+
+def teaching_view(looked: Looked, stack: str) -> tuple[int, int, int]:
+    """The (layer, head, query) a first view opens on, counted from 1, 1 and 0: among every layer, head and query
+    of the stack, the one whose weights spread widest over real words (the highest entropy of the weights on keys
+    other than <eos>, <bos> and language tags, renormalised), among those giving real words at least half their
+    weight. Layer 1, head 1's first query often sends 0.99 of its weight to <eos>: a poor first example
+    (issue 51)."""
+    pair = prepare_pair(looked.bundle, looked.source, looked.target)
+    maps = attention_maps(looked.bundle.model, pair.src, pair.tgt_in)[stack].double().numpy()  # (L, h, q, k)
+    keys = pair.source_tokens if stack == "cross" else query_tokens(looked, stack)
+    real = np.array([not (token in ("<eos>", "<bos>") or TAG.fullmatch(token)) for token in keys])
+    if not real.any():
+        return 1, 1, min(1, maps.shape[2] - 1)
+    mass = maps[..., real].sum(-1)  # (L, h, q)
+    shares = maps[..., real] / np.maximum(mass[..., None], 1e-12)
+    entropy = -(shares * np.log(np.maximum(shares, 1e-12))).sum(-1)
+    entropy[mass < 0.5] = -1.0  # mostly on <eos> or a tag: not a view of words
+    layer, head, query = np.unravel_index(int(np.argmax(entropy)), entropy.shape)
+    return int(layer) + 1, int(head) + 1, int(query)
 
 
 def steps_table(a: AttentionArithmetic) -> str:
@@ -114,8 +139,10 @@ def refresh(registry: ModelRegistry, current: Current | None, drawn: tuple | Non
         blank = plots.empty("Translate a sentence first.")
         return None, looked, gr.skip(), gr.skip(), gr.Dropdown(choices=[], value=None), blank, "", blank, blank, "", key
     stack = STACKS.get(stack_label, "cross")
-    layer, head, layer_slider, head_slider = fitted(looked, stack, layer, head)
-    picker, query = query_picker(looked, stack, None)
+    first_view = drawn is None  # this page's first sentence: open on a head and query worth teaching
+    chosen = teaching_view(looked, stack) if first_view else (layer, head, None)
+    layer, head, layer_slider, head_slider = fitted(looked, stack, chosen[0], chosen[1])
+    picker, query = query_picker(looked, stack, chosen[2])
     views = draw(looked, stack_label, layer, head, query)
     return looked, looked.header(), layer_slider, head_slider, picker, *views, key
 
@@ -152,6 +179,9 @@ def build(shell: Shell, current: gr.State, tab: gr.Tab, on_screen: gr.State) -> 
                   outputs=[looked, header, layer, head, query, *views, drawn], api_visibility="private", **HEAVY)
     tab.select(lambda: TAB_ID, outputs=on_screen, show_progress="hidden", api_visibility="private").then(**update)
     gr.on([current.change, shell.model_key.change], **update)
+    # Before any sentence, the sliders span the picked model's layers and heads (not 6 and 8).
+    gr.on([shell.demo.load, shell.model_key.change], guard(partial(picked_model_ranges, shell.registry)),
+          inputs=[shell.model, layer, head], outputs=[layer, head], show_progress="hidden", api_visibility="private")
     stack.input(guard(restack), inputs=[looked, stack, layer, head, query], outputs=[layer, head, query, *views],
                 api_name="arithmetic_stack", **HEAVY)
     gr.on([layer.input, head.input, query.input], guard(draw), inputs=[looked, stack, layer, head, query],

@@ -17,6 +17,7 @@ import core
 from core.bundle import ModelBundle
 from studio import api, app, explain, plots
 from studio.limits import MAX_IG_STEPS
+from studio.registry import ModelRegistry
 from studio.shell import Current
 from studio.tabs import arithmetic, attention, saliency, translate, what_if
 from studio.tabs.looked_at import Looked, looked_at
@@ -268,3 +269,17 @@ def test_plots_escape_tokens_and_colour_by_probability():
     assert "<b>" not in chips and "&lt;b&gt;x&lt;/b&gt;" in chips and "model: ␣dog 0.80" in chips
     dark, light = plots.what_if.probability_colour(0.02), plots.what_if.probability_colour(0.9)
     assert dark[1] == "#fff" and light[1] == "#000"  # readable type on viridis' dark and light ends
+
+
+def test_arithmetic_opens_on_a_head_whose_weights_spread_over_words():
+    """Issue 51: the shipped model's layer 1, head 1, first query puts nearly all its weight on <eos>; the first view
+    opens instead on the query and head of highest entropy over real words, which get at least half the weight."""
+    shipped = ModelRegistry()
+    bundle = shipped.get("multi30k-de-en-small")
+    source = "Zwei Hunde spielen im Schnee."
+    ids = core.translate_detailed(bundle, [source])[0].ids
+    looked = Looked("multi30k-de-en-small", bundle, source, ids, forced=False)
+    layer, head, query = arithmetic.teaching_view(looked, "cross")
+    a = explain.arithmetic(bundle, source, ids, "cross", layer - 1, head - 1, query)
+    words = [w for token, w in zip(a.key_tokens, a.weights) if token != "<eos>"]
+    assert sum(words) >= 0.5 and max(words) < 0.9  # spread over several words, not one or <eos>
