@@ -99,7 +99,7 @@ def plain_input_errors(demo: gr.Blocks) -> None:
 def _parameters(block_fn: Any) -> tuple[list[str], dict[int, Any]]:
     """The names of an event's inputs (a gr.api endpoint's parameters, else the components' labels), and a gr.api
     endpoint's defaults by position (only those of its parameters that have one)."""
-    if not all(isinstance(c, Api) for c in block_fn.inputs):
+    if not block_fn.inputs or not all(isinstance(c, Api) for c in block_fn.inputs):  # all([]) would be True
         return [str(getattr(c, "label", None) or c.get_block_name()) for c in block_fn.inputs], {}
     parameters = list(inspect.signature(block_fn.fn).parameters.values())[:len(block_fn.inputs)]
     return [p.name for p in parameters], {i: p.default for i, p in enumerate(parameters) if p.default is not p.empty}

@@ -21,7 +21,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import gradio as gr  # noqa: E402
 import torch  # noqa: E402
 
-from . import api, plots, sessions  # noqa: E402
+from . import api, page_links, plots, sessions  # noqa: E402
 from .components import script, stylesheet  # noqa: E402
 from .limits import (  # noqa: E402
     DEFAULT_CONCURRENCY,
@@ -93,13 +93,14 @@ def build_app(registry: ModelRegistry, selected: str | None = None, checkpoints_
         gr.Markdown("## Transformer Studio — “Attention Is All You Need”, opened up", elem_id="studio-title")
         gr.Markdown(START_HERE, elem_id="start-here")
         shell, status, presenter = _header(registry, selected, demo)
+        link_row = _link_row()
         upload = _upload_box()
         # One job for the whole process: every browser session sees (and controls) the same run.
         job = training.TrainingJob(registry, checkpoints_dir or CHECKPOINTS, public)
-        _tabs(shell, job)
+        linked = _tabs(shell, job, presenter)
         api.register(registry, job)  # /score, /attention, ..., /train_status: numbers as JSON
         presenter.change(None, inputs=presenter, js=PRESENTER_JS)
-        _follow_the_picker(shell, status, upload)
+        _follow_the_picker(shell, status, upload, linked, link_row)
     api.publish_only(demo)  # a script calls the endpoints of docs/api.md; the rest is the page's
     return demo
 
@@ -117,6 +118,17 @@ def _header(registry: ModelRegistry, selected: str | None, demo: gr.Blocks
     return Shell(registry, picker, demo, gr.State(registry.key(selected))), status, presenter
 
 
+def _link_row() -> tuple[gr.Markdown, gr.Textbox, gr.Button]:
+    """What a page's link said (a value clamped, a name unknown), and "Link to this view" with its address."""
+    notices = gr.Markdown(elem_classes="announce", elem_id="link-notices")
+    with gr.Row(equal_height=True):
+        copy = gr.Button("Link to this view", size="sm", scale=0, min_width=170, elem_id="link-copy")
+        address = gr.Textbox(show_label=False, container=False, scale=5, interactive=False, buttons=["copy"],
+                             placeholder="The address of what is on screen, to hand out: press the button",
+                             elem_id="link-address")
+    return notices, address, copy
+
+
 def _upload_box() -> gr.File:
     """Folded: opening a checkpoint is done before a lecture (presenter mode hides it)."""
     with gr.Accordion("Open another checkpoint", open=False, elem_id="open-checkpoint"):
@@ -126,21 +138,22 @@ def _upload_box() -> gr.File:
     return upload
 
 
-def _tabs(shell: Shell, job: training.TrainingJob) -> None:
+def _tabs(shell: Shell, job: training.TrainingJob, presenter: gr.Checkbox) -> page_links.Linked:
     """One tab per topic. The Attention and Train tabs draw only while on screen: every tab says when it
-    is shown (on_screen, this session's tab id)."""
+    is shown (on_screen, this session's tab id). Returns what a deep link sets."""
     on_screen = gr.State("translate")
     with gr.Tabs(overflow_behavior="wrap") as tabs:  # every tab in sight on a phone too, not behind a "⋯" menu
         with gr.Tab("Translate", id="translate", elem_id="tab-translate") as translate_tab:
-            translated = translate.build(shell)
+            translate_tab_parts = translate.build(shell)
+            translated = translate_tab_parts.current
         with gr.Tab("What if", id=what_if.TAB_ID, elem_id="tab-what-if") as what_if_tab:
             what_if.build(shell, translated, what_if_tab, tabs, on_screen)
         with gr.Tab("Beam search", id="beam", elem_id="tab-beam") as beam_tab:
-            beam.build(shell, translated, beam_tab)
+            searched = beam.build(shell, translated, beam_tab)
         with gr.Tab("Attention", id=attention.TAB_ID, elem_id="tab-attention") as attention_tab:
-            attention.build(shell, translated, attention_tab, on_screen)
+            attention_controls = attention.build(shell, translated, attention_tab, on_screen)
         with gr.Tab("Attention arithmetic", id=arithmetic.TAB_ID, elem_id="tab-arithmetic") as arithmetic_tab:
-            arithmetic.build(shell, translated, arithmetic_tab, on_screen)
+            arithmetic_controls = arithmetic.build(shell, translated, arithmetic_tab, on_screen)
         with gr.Tab("Saliency", id=saliency.TAB_ID, elem_id="tab-saliency") as saliency_tab:
             saliency.build(shell, translated, saliency_tab, on_screen)
         with gr.Tab("Positional encoding", id="positional", elem_id="tab-positional") as positional_tab:
@@ -153,11 +166,14 @@ def _tabs(shell: Shell, job: training.TrainingJob) -> None:
             train.build(shell, job, train_tab, on_screen)
     for other in (translate_tab, beam_tab, positional_tab, model_tab, compare_tab):
         other.select(partial(str, other.id), outputs=on_screen, show_progress="hidden")
+    return page_links.Linked(tabs, on_screen, presenter, translate_tab_parts, searched, attention_controls,
+                             arithmetic_controls)
 
 
-def _follow_the_picker(shell: Shell, status: gr.Markdown, upload: gr.File) -> None:
+def _follow_the_picker(shell: Shell, status: gr.Markdown, upload: gr.File, linked: page_links.Linked,
+                       link_row: tuple[gr.Markdown, gr.Textbox, gr.Button]) -> None:
     """The picked model's key and status line follow the picker; an upload adds a model and picks it;
-    a page's load offers the models as they are now."""
+    a page's load reads its link (page_links.py), then offers the models as they are now."""
     registry, picker = shell.registry, shell.model
     # A trivial call, so no concurrency limit: the tabs redraw for the new model without waiting in line.
     picker.change(registry.key, inputs=picker, outputs=shell.model_key, concurrency_limit=None,
@@ -168,8 +184,9 @@ def _follow_the_picker(shell: Shell, status: gr.Markdown, upload: gr.File) -> No
         lambda: None, outputs=upload, show_progress="hidden")  # emptied: the next upload starts afresh
     # Hidden progress: the page's first render already holds the picker and its line, which the load only brings up
     # to date; shown, the pending state greyed the model line for the seconds a first load takes (issue 51).
-    shell.demo.load(guard(partial(refresh, registry)), inputs=picker, outputs=[picker, status, shell.model_key],
-                    show_progress="hidden")
+    offered = dict(fn=guard(partial(refresh, registry)), inputs=picker, outputs=[picker, status, shell.model_key],
+                   show_progress="hidden")
+    page_links.wire(shell, linked, *link_row, after_load=[offered])
 
 
 # ----- command line --------------------------------------------------------------------------

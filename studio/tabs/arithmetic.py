@@ -139,7 +139,8 @@ def refresh(registry: ModelRegistry, current: Current | None, drawn: tuple | Non
         blank = plots.empty("Translate a sentence first.")
         return None, looked, gr.skip(), gr.skip(), gr.Dropdown(choices=[], value=None), blank, "", blank, blank, "", key
     stack = STACKS.get(stack_label, "cross")
-    first_view = drawn is None  # this page's first sentence: open on a head and query worth teaching
+    # This page's first sentence: open on a head and query worth teaching, unless a link chose the layer or head.
+    first_view = drawn is None and (int(layer), int(head)) == (1, 1)
     chosen = teaching_view(looked, stack) if first_view else (layer, head, None)
     layer, head, layer_slider, head_slider = fitted(looked, stack, chosen[0], chosen[1])
     picker, query = query_picker(looked, stack, chosen[2])
@@ -157,7 +158,8 @@ def restack(looked: Looked | None, stack_label: str, layer: float, head: float, 
     return layer_slider, head_slider, picker, *draw(looked, stack_label, layer, head, query)
 
 
-def build(shell: Shell, current: gr.State, tab: gr.Tab, on_screen: gr.State) -> None:
+def build(shell: Shell, current: gr.State, tab: gr.Tab, on_screen: gr.State) -> tuple[gr.Radio, gr.Slider, gr.Slider]:
+    """Returns the stack, layer and head controls (a deep link sets them)."""
     looked, drawn = gr.State(None), gr.State(None)
     header = gr.Markdown(NOTHING_YET)
     gr.Markdown(INTRO)
@@ -186,3 +188,4 @@ def build(shell: Shell, current: gr.State, tab: gr.Tab, on_screen: gr.State) -> 
                 api_name="arithmetic_stack", **HEAVY)
     gr.on([layer.input, head.input, query.input], guard(draw), inputs=[looked, stack, layer, head, query],
           outputs=views, trigger_mode="always_last", api_name="arithmetic_view", **HEAVY)
+    return stack, layer, head

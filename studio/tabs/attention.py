@@ -317,8 +317,9 @@ def ablate(registry: ModelRegistry, current: Current, picked: str | None, encode
             f"*All heads on:* {md(before)}")
 
 
-def build(shell: Shell, current: gr.State, tab: gr.Tab, on_screen: gr.State) -> None:
-    """current: the Translate tab's last translation; on_screen: the id of the tab on screen."""
+def build(shell: Shell, current: gr.State, tab: gr.Tab, on_screen: gr.State) -> tuple[gr.Radio, gr.Slider, gr.Slider]:
+    """current: the Translate tab's last translation; on_screen: the id of the tab on screen. Returns the stack,
+    layer and head controls (a deep link sets them)."""
     analysis = gr.State(None)
     drawn = gr.State(None)  # (the Current, the picked model's registry key) that `analysis` was drawn for
     rendered = gr.State(None)  # the sentence pair and stack bertviz's views show
@@ -370,6 +371,7 @@ def build(shell: Shell, current: gr.State, tab: gr.Tab, on_screen: gr.State) -> 
           inputs=[shell.model, layer, head], outputs=[layer, head], show_progress="hidden")
     again.click(guard(partial(ablate, shell.registry)), inputs=[current, shell.model, *groups], outputs=ablated,
                 **HEAVY)
+    return stack, layer, head
 
 
 def _bertviz_panel() -> tuple[gr.Accordion, gr.HTML, gr.HTML]:

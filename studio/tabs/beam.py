@@ -164,6 +164,32 @@ def act_and_render(action: str, registry: ModelRegistry, search: Search | None, 
         return search, *render(registry, search, choice, *settings)
 
 
+def steps_to(registry: ModelRegistry, steps: int, choice: str | None, *settings) -> tuple:
+    """A new search taken `steps` steps on (or to its end, if sooner), and its page: a deep link's view."""
+    search = None
+    try:
+        for _ in range(max(1, steps)):
+            search = act("step", registry, search, *settings)
+            if search is None or search.view.done:
+                break
+    except Refused as why:
+        return None, *render(registry, None, refusal=str(why))
+    with search.lock if search else contextlib.nullcontext():
+        return search, *render(registry, search, choice, *settings)
+
+
+@dataclass
+class BeamTab:
+    """What a deep link sets and runs: the sentence box, the session's search, the settings and what is shown."""
+    source: gr.Textbox
+    beam_size: gr.Number
+    alpha: gr.Slider
+    search: gr.State
+    choice: gr.Dropdown
+    settings: list
+    shown: list
+
+
 # ----- what is shown ---------------------------------------------------------------------------
 def tree_nodes(views: list[StepView]) -> list[dict]:
     """Every hypothesis considered so far as a node with a y position in rows."""
@@ -332,7 +358,7 @@ def carry_over(current: Current | None, text: str | None) -> str:
     return current.source
 
 
-def build(shell: Shell, translated: gr.State, tab: gr.Tab) -> None:
+def build(shell: Shell, translated: gr.State, tab: gr.Tab) -> BeamTab:
     search = gr.State(None)
     with gr.Row():
         with gr.Column(scale=3):
@@ -390,3 +416,4 @@ def build(shell: Shell, translated: gr.State, tab: gr.Tab) -> None:
     tab.select(carry_over, inputs=[translated, source], outputs=source, show_progress="hidden")
     gr.on([shell.demo.load, shell.model_key.change], guard(partial(example_choices, shell.registry)),
           inputs=shell.model, outputs=example)
+    return BeamTab(source, beam_size, alpha, search, choice, settings, shown)

@@ -1,6 +1,7 @@
 """Translate: a sentence in, its translation, each token's probability and the n-best list out."""
 from __future__ import annotations
 
+from dataclasses import dataclass
 from functools import partial
 
 import gradio as gr
@@ -196,8 +197,18 @@ def method_visibility(method: str) -> tuple[gr.Group, gr.Group]:
     return gr.Group(visible=method == "beam"), gr.Group(visible=method == "sample")
 
 
-def build(shell: Shell) -> gr.State:
-    """Lays out the tab; returns the session's Current translation (a gr.State) for the Attention tab."""
+@dataclass
+class TranslateTab:
+    """What other parts of the page use: the session's Current translation (the Attention tab and the rest read
+    it), and the source box with the translate event's arguments (a deep link fills and runs them)."""
+    current: gr.State
+    source: gr.Textbox
+    inputs: list
+    outputs: list
+
+
+def build(shell: Shell) -> TranslateTab:
+    """Lays out the tab; returns the session's Current translation and the source box (TranslateTab)."""
     current = gr.State(Current())
     with gr.Row():
         with gr.Column(scale=3):
@@ -249,4 +260,4 @@ def build(shell: Shell) -> gr.State:
           inputs=shell.model, outputs=examples)
     shell.model_key.change(guard(partial(model_changed, shell.registry)), inputs=[shell.model, current],
                            outputs=outputs[:4], show_progress="hidden")
-    return current
+    return TranslateTab(current, source, inputs, outputs)

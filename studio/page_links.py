@@ -1,0 +1,134 @@
+"""Deep links on the page (issue 53): a page opened on ``?tab=attention&model=...&source=...`` shows that view for
+that sentence, already computed; "Link to this view" gives the address of what is on screen.
+
+The link is read once, when the page loads (studio/links.py parses it); the tabs' own events then draw the view,
+as they do after a click: the model is picked, the sentence translated on the Translate tab (every explaining tab
+reads that translation), the tab selected and told it is on screen, its controls set from the link.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from functools import partial
+
+import gradio as gr
+
+from . import serving
+from .limits import BATCHED, HEAVY
+from .links import Shape, View, link_of, read_link
+from .registry import UNAVAILABLE, ModelRegistry
+from .shell import Current, Shell
+from .tabs import beam, translate
+from .tabs.attention import STACKS
+from .text import guard, md
+
+# The tabs' ids (app.py) by their slug in a link: the label in lower case, spaces as hyphens.
+TAB_IDS = {"translate": "translate", "what-if": "what-if", "beam-search": "beam", "attention": "attention",
+           "attention-arithmetic": "arithmetic", "saliency": "saliency", "positional-encoding": "positional",
+           "model": "model", "compare": "compare", "train": "train"}
+SLUGS = {tab_id: slug for slug, tab_id in TAB_IDS.items()}
+STACK_LABELS = {stack: label for label, stack in STACKS.items()}
+
+
+@dataclass
+class Linked:
+    """The page's parts a link sets: the tabs and the one on screen, the presenter switch, the Translate and Beam
+    search tabs, and the Attention and Attention arithmetic tabs' stack, layer and head."""
+    tabs: gr.Tabs
+    on_screen: gr.State
+    presenter: gr.Checkbox
+    translated: translate.TranslateTab
+    searched: beam.BeamTab
+    attention: tuple[gr.Radio, gr.Slider, gr.Slider]
+    arithmetic: tuple[gr.Radio, gr.Slider, gr.Slider]
+
+
+def shape_of(registry: ModelRegistry, name: str) -> Shape | None:
+    """The layers and heads a link may point at in the model called name (None: it does not load)."""
+    try:
+        c = registry.get(name).model.config
+    except UNAVAILABLE:
+        return None
+    return Shape(c.encoder_layers, c.decoder_layers, c.n_heads)
+
+
+def opened(registry: ModelRegistry, picked: str | None, request: gr.Request) -> tuple:
+    """On load: the page's link read into a View, and every part it sets (gr.skip() where it names nothing)."""
+    params = dict(request.query_params) if request is not None else {}
+    if not params:
+        return (None, *(gr.skip(),) * 13)
+    view = read_link(params, registry.names(), lambda name: shape_of(registry, name) or Shape(10_000, 10_000, 10_000))
+    tab_id = TAB_IDS[view.tab]
+    model = view.model or picked
+    stack = STACK_LABELS.get(view.stack or "", gr.skip())
+    layer, head = (gr.skip() if value is None else value for value in (view.layer, view.head))
+    said = "\n".join(f"- {md(n)}" for n in view.notices)
+    source = view.source if view.source is not None else gr.skip()
+    return (replace(view, model=model), gr.Tabs(selected=tab_id), tab_id, model or gr.skip(),
+            True if view.presenter else gr.skip(), source, said and f"**This link:**\n{said}",
+            stack, layer, head, stack, layer, head, view.source or gr.skip())
+
+
+def translate_linked(registry: ModelRegistry, view: View | None, *inputs) -> tuple:
+    """The link's sentence translated as the Translate tab would (nothing to do without one). A link's target is
+    then the pair's target, as What if's "Show in Attention tab" makes it: What if scores it, and the Attention,
+    Attention arithmetic and Saliency tabs show that pair."""
+    if view is None or not view.source:
+        return (gr.skip(),) * 5
+    *shown, current = translate.translate(registry, *inputs)
+    if view.target and isinstance(current, Current) and current.bundle is not None:
+        current = replace(current, forced=current.bundle.target_tokenizer.encode(view.target))
+    return (*shown, current)
+
+
+def search_linked(registry: ModelRegistry, shown: int, view: View | None, search, choice: str | None,
+                  *settings) -> tuple:
+    """The Beam search tab's search, `step` steps on (1 without one), when the link opens that tab; shown: how many
+    parts its page draws (beam.BeamTab.shown)."""
+    if view is None or view.tab != "beam-search" or not view.source:
+        return (gr.skip(),) * (1 + shown)
+    settings = list(settings)
+    settings[2] = view.beam if view.beam is not None else settings[2]  # the beam size box, as the link says
+    settings[3] = view.alpha if view.alpha is not None else settings[3]
+    return beam.steps_to(registry, view.step or 1, choice, *settings)
+
+
+def link_here(tab_id: str, model: str | None, current: Current | None, beam_source: str, presenter: bool,
+              att_stack: str, att_layer: float, att_head: float, ar_stack: str, ar_layer: float, ar_head: float) -> str:
+    """The address (from "?") of the view on screen: the tab, the model, the sentence, the tab's own controls."""
+    slug = SLUGS.get(tab_id, "translate")
+    source = (beam_source or None) if slug == "beam-search" else (current.source if current else None)
+    view = View(tab=slug, model=model, source=source or None, presenter=bool(presenter))
+    if slug == "attention":
+        view = replace(view, stack=STACKS.get(att_stack), layer=int(att_layer), head=int(att_head))
+    elif slug == "attention-arithmetic":
+        view = replace(view, stack=STACKS.get(ar_stack), layer=int(ar_layer), head=int(ar_head))
+    return link_of(view)
+
+
+FULL_ADDRESS_JS = "(query) => query ? window.location.origin + window.location.pathname + query : query"
+
+
+def wire(shell: Shell, parts: Linked, notices: gr.Markdown, link_box: gr.Textbox, copy: gr.Button,
+         after_load: list[dict]) -> None:
+    """The load that reads the link (then after_load, the page's own load steps, in order, then the view), and
+    "Link to this view"."""
+    registry, view = shell.registry, gr.State(None)
+    att, ar, searched = parts.attention, parts.arithmetic, parts.searched
+
+    def open_page(picked: str | None, request: gr.Request) -> tuple:  # Gradio passes the request by its type
+        return opened(registry, picked, request)
+
+    loaded = shell.demo.load(guard(open_page), inputs=shell.model,
+                             outputs=[view, parts.tabs, parts.on_screen, shell.model, parts.presenter,
+                                      parts.translated.source, notices, *att, *ar, searched.source],
+                             show_progress="hidden")
+    for step in after_load:
+        loaded = loaded.then(**step)
+    loaded.then(guard(partial(translate_linked, registry)), inputs=[view, *parts.translated.inputs],
+                outputs=parts.translated.outputs, **BATCHED).then(
+        guard(serving.in_a_slot(partial(search_linked, registry, len(searched.shown)))),
+        inputs=[view, searched.search, searched.choice, *searched.settings],
+        outputs=[searched.search, *searched.shown], **HEAVY)
+    copy.click(link_here, inputs=[parts.on_screen, shell.model, parts.translated.current, searched.source,
+                                  parts.presenter, *att, *ar], outputs=link_box, show_progress="hidden",
+               api_visibility="private").then(None, inputs=link_box, outputs=link_box, js=FULL_ADDRESS_JS)

@@ -1,0 +1,100 @@
+"""Deep links in headless Chromium (issue 53): a fresh page opened on a view's address selects that tab and shows
+the sentence there, already computed; "Link to this view" gives an address that reopens the same view; what a
+link gets wrong is said on the page, never a traceback."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from urllib.parse import quote
+
+import pytest
+
+from bench.serving import free_port, wait_for
+
+CHROMIUM = "/usr/bin/chromium"
+ROOT = Path(__file__).resolve().parents[2]
+SENTENCE = "Zwei Hunde spielen im Schnee."
+MODEL = "multi30k-de-en-small"
+
+# What each view draws once it has computed: a map, token chips, a search tree, the arithmetic's table.
+DRAWN = {"attention": "#tab-attention .js-plotly-plot .heatmaplayer", "what-if": "#what-if-tokens span",
+         "beam-search": "#beam-tree .js-plotly-plot .scatterlayer", "attention-arithmetic": "#arithmetic-steps table"}
+pytestmark = [pytest.mark.browser, pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"{CHROMIUM} is missing")]
+
+
+@pytest.fixture(scope="module")
+def studio():
+    port = free_port()
+    env = {**os.environ, "GRADIO_ANALYTICS_ENABLED": "False", "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
+    proc = subprocess.Popen([sys.executable, "-m", "studio", "--port", str(port)], cwd=ROOT, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    url = f"http://127.0.0.1:{port}/"
+    try:
+        wait_for(url, proc, timeout=120.0)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    sync_api = pytest.importorskip("playwright.sync_api")
+    with sync_api.sync_playwright() as p:
+        chromium = p.chromium.launch(executable_path=CHROMIUM, args=[
+            "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update"])
+        yield chromium
+        chromium.close()
+
+
+def shown(page, selector: str, text: str, timeout_ms: int = 40_000) -> None:
+    """Wait until an element under selector shows text (in its text or its boxes' values)."""
+    page.wait_for_function(
+        """([selector, text]) => [...document.querySelectorAll(selector)].some(root =>
+               root.innerText.includes(text) ||
+               [...root.querySelectorAll('textarea, input')].some(box => (box.value || '').includes(text)))""",
+        arg=[selector, text], timeout=timeout_ms)
+
+
+@pytest.mark.parametrize("slug, tab, there", [
+    ("attention", "Attention", "#tab-attention"),
+    ("what-if", "What if", "#tab-what-if"),
+    ("beam-search", "Beam search", "#tab-beam"),
+    ("attention-arithmetic", "Attention arithmetic", "#tab-arithmetic"),
+])
+def test_a_link_opens_its_tab_with_the_sentence_computed(studio, browser, slug, tab, there):
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    errors = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(f"{studio}?tab={slug}&model={MODEL}&source={quote(SENTENCE)}")
+    page.get_by_role("tab", name=tab, exact=True).and_(page.locator("[aria-selected=true]")).wait_for(timeout=40_000)
+    shown(page, there, SENTENCE)
+    page.locator(DRAWN[slug]).first.wait_for(timeout=40_000)  # drawn without a click
+    assert errors == []
+    page.close()
+
+
+def test_a_copied_link_reopens_the_same_view_and_a_bad_value_is_said(studio, browser):
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    page.goto(f"{studio}?tab=attention&model={MODEL}&source={quote(SENTENCE)}&stack=cross&layer=2&head=9&colour=red")
+    shown(page, "#tab-attention", SENTENCE)
+    notices = page.locator("#link-notices")
+    notices.get_by_text("head 9 clamped to 4").wait_for(timeout=40_000)
+    assert "ignored colour='red'" in notices.inner_text()
+    page.locator("#link-copy").click()
+    page.wait_for_function("() => (document.querySelector('#link-address textarea, #link-address input') || {})"
+                           ".value?.startsWith('http')", timeout=20_000)
+    address = page.locator("#link-address textarea, #link-address input").first.input_value()
+    assert "tab=attention" in address and "layer=2" in address and "head=4" in address and "stack=cross" in address
+    again = browser.new_page(viewport={"width": 1280, "height": 900})
+    again.goto(address)
+    shown(again, "#tab-attention", SENTENCE)
+    assert again.get_by_label("head (large view)").first.input_value() == "4"
+    assert again.locator("#link-notices").inner_text().strip() == ""  # a link written here reads back clean
+    page.close()
+    again.close()
