@@ -21,8 +21,9 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import gradio as gr  # noqa: E402
 import torch  # noqa: E402
 
-from . import api, page_links, plots, sessions  # noqa: E402
+from . import api, lesson_panel, page_links, plots, sessions  # noqa: E402
 from .components import script, stylesheet  # noqa: E402
+from .lesson import Lesson, read_lesson  # noqa: E402
 from .limits import (  # noqa: E402
     DEFAULT_CONCURRENCY,
     MAX_UPLOAD_BYTES,
@@ -62,6 +63,7 @@ THEME = gr.themes.Default().set(
     input_placeholder_color_dark="*neutral_400", checkbox_border_color="*neutral_500",
     checkbox_border_color_dark="*neutral_500", input_border_color_dark="*neutral_500")
 CSS = stylesheet("studio.css") + stylesheet("compare.css") + attention.HEAD_COUNT_CSS
+LESSON = Path(__file__).resolve().parent / "lessons" / "attention-is-all-you-need.md"  # --lesson's default
 # Where a newcomer begins among ten tabs: three steps, each a tab, from a translation to the model's insides.
 START_HERE = ("**Start here:** ① *Translate* a sentence (or click an example) → ② *Attention* shows where each "
               "output word looked (section 3.2) → ③ *Train* a model live and watch the same maps form.")
@@ -77,14 +79,15 @@ def page_js() -> str:
     """The scripts run once when the page loads (launch(js=...) takes one function)."""
     scripts = [script("clamp_numbers.js"), beam.STEP_KEYS_JS, script("page_plots.js", NARROW_PX=plots.NARROW_PX),
                script("accessible_names.js"), script("keep_focus.js"), script("bertviz_height.js"),
-               script("downloads.js")]
+               script("downloads.js"), script("lesson_keys.js")]
     return "() => { " + " ".join(f"({function})();" for function in scripts) + " }"
 
 
 def build_app(registry: ModelRegistry, selected: str | None = None, checkpoints_dir: Path | None = None,
-              public: bool = False) -> gr.Blocks:
+              public: bool = False, lesson: Lesson | None = None) -> gr.Blocks:
     """checkpoints_dir: where the Train tab saves (default: the repository's checkpoints/);
-    public: visitors share the one training run, which is bounded and controlled only by its starter."""
+    public: visitors share the one training run, which is bounded and controlled only by its starter;
+    lesson: the lesson the Lesson panel presents (none: no panel)."""
     names = registry.names()
     selected = selected if selected in names else (names[0] if names else None)
     # Uploaded files are copied by the callbacks that use them; Gradio's copies older than two
@@ -94,13 +97,14 @@ def build_app(registry: ModelRegistry, selected: str | None = None, checkpoints_
         gr.Markdown(START_HERE, elem_id="start-here")
         shell, status, presenter = _header(registry, selected, demo)
         link_row = _link_row()
+        presented = (lesson, lesson_panel.build(lesson)) if lesson else None
         upload = _upload_box()
         # One job for the whole process: every browser session sees (and controls) the same run.
         job = training.TrainingJob(registry, checkpoints_dir or CHECKPOINTS, public)
         linked = _tabs(shell, job, presenter)
         api.register(registry, job)  # /score, /attention, ..., /train_status: numbers as JSON
         presenter.change(None, inputs=presenter, js=PRESENTER_JS)
-        _follow_the_picker(shell, status, upload, linked, link_row)
+        _follow_the_picker(shell, status, upload, linked, link_row, presented)
     api.publish_only(demo)  # a script calls the endpoints of docs/api.md; the rest is the page's
     return demo
 
@@ -171,7 +175,8 @@ def _tabs(shell: Shell, job: training.TrainingJob, presenter: gr.Checkbox) -> pa
 
 
 def _follow_the_picker(shell: Shell, status: gr.Markdown, upload: gr.File, linked: page_links.Linked,
-                       link_row: tuple[gr.Markdown, gr.Textbox, gr.Button]) -> None:
+                       link_row: tuple[gr.Markdown, gr.Textbox, gr.Button],
+                       presented: tuple[Lesson, lesson_panel.LessonPanel] | None) -> None:
     """The picked model's key and status line follow the picker; an upload adds a model and picks it;
     a page's load reads its link (page_links.py), then offers the models as they are now."""
     registry, picker = shell.registry, shell.model
@@ -186,7 +191,7 @@ def _follow_the_picker(shell: Shell, status: gr.Markdown, upload: gr.File, linke
     # to date; shown, the pending state greyed the model line for the seconds a first load takes (issue 51).
     offered = dict(fn=guard(partial(refresh, registry)), inputs=picker, outputs=[picker, status, shell.model_key],
                    show_progress="hidden")
-    page_links.wire(shell, linked, *link_row, after_load=[offered])
+    page_links.wire(shell, linked, *link_row, after_load=[offered], lesson=presented)
 
 
 # ----- command line --------------------------------------------------------------------------
@@ -215,6 +220,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help=f"for strangers (a Space, --share): only the browser that starts a training run may "
                              f"pause, stop or save it; runs end after {PUBLIC_MAX_MINUTES:.0f} minutes; models up to "
                              f"{PUBLIC_MAX_PARAMETERS / 1e6:.0f}M parameters")
+    parser.add_argument("--lesson", type=Path, default=LESSON,
+                        help="a lesson to present (Markdown: a title, then steps with notes and a link; docs/studio.md "
+                             "says how to write one); default: the shipped one, which walks the paper")
     parser.add_argument("--threads", type=_int_in(1, 1024), default=1,
                         help="torch CPU threads (default 1: one-sentence decoding is 2-10x slower with more "
                              "threads on a busy 2-core machine; concurrent users get a thread each)")
@@ -231,7 +239,11 @@ def main(argv: list[str] | None = None) -> None:
             selected = registry.open(args.checkpoint)
         except (ValueError, FileNotFoundError) as exc:
             sys.exit(f"error: --checkpoint {args.checkpoint}: {exc}")
-    demo = build_app(registry, selected, args.checkpoints_dir, args.public)
+    try:
+        lesson = read_lesson(args.lesson) if args.lesson else None
+    except (ValueError, FileNotFoundError) as exc:
+        sys.exit(f"error: --lesson {args.lesson}: {exc}")
+    demo = build_app(registry, selected, args.checkpoints_dir, args.public, lesson)
     with demo:  # sessions idle or closed are forgotten: memory stays bounded however many come
         sessions.Forgetter(demo).start()
     try:

@@ -47,6 +47,7 @@ class View:
     beam: int | None = None
     alpha: float | None = None
     presenter: bool = False
+    lesson: int | None = None  # the step of the studio's lesson this view is (studio/lesson.py), from 1
     notices: tuple[str, ...] = field(default=(), compare=False)
 
 
@@ -104,7 +105,7 @@ def _parse(key: str, raw: str, models: list[str]) -> tuple[object | None, str | 
         return _number(key, raw, float, *ALPHA)
     if key == "beam":
         return _number(key, raw, int, *BEAM_SIZES)
-    return _number(key, raw, int, 1, 10_000)  # layer, head, query, step: bounded again by the model shown
+    return _number(key, raw, int, 1, 10_000)  # layer, head, query, step, lesson: bounded again where they apply
 
 
 def _number(key: str, raw: str, kind: type, low: float, high: float) -> tuple[object | None, str | None]:

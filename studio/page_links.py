@@ -12,7 +12,8 @@ from functools import partial
 
 import gradio as gr
 
-from . import serving
+from . import lesson_panel, serving
+from .lesson import Lesson
 from .limits import BATCHED, HEAVY
 from .links import Shape, View, link_of, read_link
 from .registry import UNAVAILABLE, ModelRegistry
@@ -109,9 +110,9 @@ FULL_ADDRESS_JS = "(query) => query ? window.location.origin + window.location.p
 
 
 def wire(shell: Shell, parts: Linked, notices: gr.Markdown, link_box: gr.Textbox, copy: gr.Button,
-         after_load: list[dict]) -> None:
-    """The load that reads the link (then after_load, the page's own load steps, in order, then the view), and
-    "Link to this view"."""
+         after_load: list[dict], lesson: tuple[Lesson, lesson_panel.LessonPanel] | None = None) -> None:
+    """The load that reads the link (then the lesson panel's step, after_load, the page's own load steps, in order,
+    then the view), and "Link to this view"."""
     registry, view = shell.registry, gr.State(None)
     att, ar, searched = parts.attention, parts.arithmetic, parts.searched
 
@@ -121,6 +122,9 @@ def wire(shell: Shell, parts: Linked, notices: gr.Markdown, link_box: gr.Textbox
     loaded = shell.demo.load(guard(open_page), inputs=shell.model,
                              outputs=[view, parts.tabs, parts.on_screen, shell.model, parts.presenter,
                                       parts.translated.source, notices, *att, *ar, searched.source],
+                             show_progress="hidden")
+    if lesson is not None:
+        loaded = loaded.then(partial(lesson_panel.shown, lesson[0]), inputs=view, outputs=lesson[1].outputs,
                              show_progress="hidden")
     for step in after_load:
         loaded = loaded.then(**step)

@@ -9,7 +9,8 @@
   const clicker = {PageDown: 'beam-step', PageUp: 'beam-back'};
   document.addEventListener('keydown', (event) => {
     const presenter = document.body.classList.contains('presenter');
-    const button = keys[event.key] || (presenter ? clicker[event.key] : undefined);
+    const lesson = new URLSearchParams(window.location.search).has('lesson');  // its clicker keys: lesson_keys.js
+    const button = keys[event.key] || (presenter && !lesson ? clicker[event.key] : undefined);
     const tab = document.getElementById('tab-beam'), focus = document.activeElement;
     if (!button || event.defaultPrevented || event.repeat) return;
     if (event.altKey || event.ctrlKey || event.metaKey || event.shiftKey) return;
