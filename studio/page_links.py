@@ -40,7 +40,7 @@ class Linked:
     translated: translate.TranslateTab
     searched: beam.BeamTab
     attention: tuple[gr.Radio, gr.Slider, gr.Slider]
-    arithmetic: tuple[gr.Radio, gr.Slider, gr.Slider]
+    arithmetic: tuple[gr.Radio, gr.Slider, gr.Slider, gr.State]  # its stack, layer, head and a link's query
 
 
 def shape_of(registry: ModelRegistry, name: str) -> Shape | None:
@@ -56,7 +56,7 @@ def opened(registry: ModelRegistry, picked: str | None, request: gr.Request) -> 
     """On load: the page's link read into a View, and every part it sets (gr.skip() where it names nothing)."""
     params = dict(request.query_params) if request is not None else {}
     if not params:
-        return (None, *(gr.skip(),) * 13)
+        return (None, *(gr.skip(),) * 15)
     view = read_link(params, registry.names(), lambda name: shape_of(registry, name) or Shape(10_000, 10_000, 10_000))
     tab_id = TAB_IDS[view.tab]
     model = view.model or picked
@@ -64,9 +64,10 @@ def opened(registry: ModelRegistry, picked: str | None, request: gr.Request) -> 
     layer, head = (gr.skip() if value is None else value for value in (view.layer, view.head))
     said = "\n".join(f"- {md(n)}" for n in view.notices)
     source = view.source if view.source is not None else gr.skip()
+    query = gr.skip() if view.query is None else view.query - 1
     return (replace(view, model=model), gr.Tabs(selected=tab_id), tab_id, model or gr.skip(),
-            True if view.presenter else gr.skip(), source, said and f"**This link:**\n{said}",
-            stack, layer, head, stack, layer, head, view.source or gr.skip())
+            True if view.presenter else gr.skip(), source, view.method or gr.skip(), said and f"**This link:**\n{said}",
+            stack, layer, head, stack, layer, head, query, view.source or gr.skip())
 
 
 def translate_linked(registry: ModelRegistry, view: View | None, *inputs) -> tuple:
@@ -94,11 +95,13 @@ def search_linked(registry: ModelRegistry, shown: int, view: View | None, search
 
 
 def link_here(tab_id: str, model: str | None, current: Current | None, beam_source: str, presenter: bool,
-              att_stack: str, att_layer: float, att_head: float, ar_stack: str, ar_layer: float, ar_head: float) -> str:
+              method: str, att_stack: str, att_layer: float, att_head: float, ar_stack: str, ar_layer: float,
+              ar_head: float) -> str:
     """The address (from "?") of the view on screen: the tab, the model, the sentence, the tab's own controls."""
     slug = SLUGS.get(tab_id, "translate")
     source = (beam_source or None) if slug == "beam-search" else (current.source if current else None)
-    view = View(tab=slug, model=model, source=source or None, presenter=bool(presenter))
+    view = View(tab=slug, model=model, source=source or None, presenter=bool(presenter),
+                method=method if slug == "translate" and method != "beam" else None)
     if slug == "attention":
         view = replace(view, stack=STACKS.get(att_stack), layer=int(att_layer), head=int(att_head))
     elif slug == "attention-arithmetic":
@@ -121,7 +124,8 @@ def wire(shell: Shell, parts: Linked, notices: gr.Markdown, link_box: gr.Textbox
 
     loaded = shell.demo.load(guard(open_page), inputs=shell.model,
                              outputs=[view, parts.tabs, parts.on_screen, shell.model, parts.presenter,
-                                      parts.translated.source, notices, *att, *ar, searched.source],
+                                      parts.translated.source, parts.translated.inputs[2], notices, *att, *ar,
+                                      searched.source],
                              show_progress="hidden")
     if lesson is not None:
         loaded = loaded.then(partial(lesson_panel.shown, lesson[0]), inputs=view, outputs=lesson[1].outputs,
@@ -134,5 +138,6 @@ def wire(shell: Shell, parts: Linked, notices: gr.Markdown, link_box: gr.Textbox
         inputs=[view, searched.search, searched.choice, *searched.settings],
         outputs=[searched.search, *searched.shown], **HEAVY)
     copy.click(link_here, inputs=[parts.on_screen, shell.model, parts.translated.current, searched.source,
-                                  parts.presenter, *att, *ar], outputs=link_box, show_progress="hidden",
+                                  parts.presenter, parts.translated.inputs[2], *att, *ar[:3]], outputs=link_box,
+               show_progress="hidden",
                api_visibility="private").then(None, inputs=link_box, outputs=link_box, js=FULL_ADDRESS_JS)

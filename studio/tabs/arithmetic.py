@@ -128,7 +128,8 @@ def draw(looked: Looked | None, stack_label: str, layer: float, head: float, que
 
 
 def refresh(registry: ModelRegistry, current: Current | None, drawn: tuple | None, on_screen: str,
-            picked: str | None, stack_label: str, layer: float, head: float, query: int | None) -> tuple:
+            picked: str | None, stack_label: str, layer: float, head: float, query: int | None,
+            linked_query: int | None = None) -> tuple:
     """A sentence pair not shown yet, when this tab is on screen: (Looked, header, layer, head, query picker,
     the four views, notices, drawn)."""
     key = (current, registry.key(picked))
@@ -137,11 +138,14 @@ def refresh(registry: ModelRegistry, current: Current | None, drawn: tuple | Non
     looked = looked_at(registry, current, picked)
     if isinstance(looked, str):
         blank = plots.empty("Translate a sentence first.")
-        return None, looked, gr.skip(), gr.skip(), gr.Dropdown(choices=[], value=None), blank, "", blank, blank, "", key
+        # drawn stays None: the first sentence drawn is still to come (it opens on the teaching view or a link's).
+        none = gr.Dropdown(choices=[], value=None)
+        return None, looked, gr.skip(), gr.skip(), none, blank, "", blank, blank, "", None
     stack = STACKS.get(stack_label, "cross")
-    # This page's first sentence: open on a head and query worth teaching, unless a link chose the layer or head.
-    first_view = drawn is None and (int(layer), int(head)) == (1, 1)
-    chosen = teaching_view(looked, stack) if first_view else (layer, head, None)
+    # This page's first sentence: open on a head and query worth teaching, unless a link chose the layer, head or
+    # query (linked_query: a link's query, counted from 0).
+    first_view = drawn is None and (int(layer), int(head)) == (1, 1) and linked_query is None
+    chosen = teaching_view(looked, stack) if first_view else (layer, head, linked_query if drawn is None else None)
     layer, head, layer_slider, head_slider = fitted(looked, stack, chosen[0], chosen[1])
     picker, query = query_picker(looked, stack, chosen[2])
     views = draw(looked, stack_label, layer, head, query)
@@ -158,9 +162,10 @@ def restack(looked: Looked | None, stack_label: str, layer: float, head: float, 
     return layer_slider, head_slider, picker, *draw(looked, stack_label, layer, head, query)
 
 
-def build(shell: Shell, current: gr.State, tab: gr.Tab, on_screen: gr.State) -> tuple[gr.Radio, gr.Slider, gr.Slider]:
-    """Returns the stack, layer and head controls (a deep link sets them)."""
-    looked, drawn = gr.State(None), gr.State(None)
+def build(shell: Shell, current: gr.State, tab: gr.Tab, on_screen: gr.State
+          ) -> tuple[gr.Radio, gr.Slider, gr.Slider, gr.State]:
+    """Returns the stack, layer and head controls and the query a link names (a deep link sets them)."""
+    looked, drawn, linked_query = gr.State(None), gr.State(None), gr.State(None)
     header = gr.Markdown(NOTHING_YET)
     gr.Markdown(INTRO)
     with gr.Row():
@@ -177,7 +182,7 @@ def build(shell: Shell, current: gr.State, tab: gr.Tab, on_screen: gr.State) -> 
     third = gr.Plot(label="Heads, W^O, residual and LayerNorm")
     views = [first, table, second, third, notices]
     update = dict(fn=guard(partial(refresh, shell.registry)),
-                  inputs=[current, drawn, on_screen, shell.model, stack, layer, head, query],
+                  inputs=[current, drawn, on_screen, shell.model, stack, layer, head, query, linked_query],
                   outputs=[looked, header, layer, head, query, *views, drawn], api_visibility="private", **HEAVY)
     tab.select(lambda: TAB_ID, outputs=on_screen, show_progress="hidden", api_visibility="private").then(**update)
     gr.on([current.change, shell.model_key.change], **update)
@@ -188,4 +193,4 @@ def build(shell: Shell, current: gr.State, tab: gr.Tab, on_screen: gr.State) -> 
                 api_name="arithmetic_stack", **HEAVY)
     gr.on([layer.input, head.input, query.input], guard(draw), inputs=[looked, stack, layer, head, query],
           outputs=views, trigger_mode="always_last", api_name="arithmetic_view", **HEAVY)
-    return stack, layer, head
+    return stack, layer, head, linked_query

@@ -18,9 +18,17 @@ ROOT = Path(__file__).resolve().parents[2]
 SENTENCE = "Zwei Hunde spielen im Schnee."
 MODEL = "multi30k-de-en-small"
 
-# What each view draws once it has computed: a map, token chips, a search tree, the arithmetic's table.
-DRAWN = {"attention": "#tab-attention .js-plotly-plot .heatmaplayer", "what-if": "#what-if-tokens span",
-         "beam-search": "#beam-tree .js-plotly-plot .scatterlayer", "attention-arithmetic": "#arithmetic-steps table"}
+# Each tab by its slug: its label, its element, what it draws once computed (None: nothing for a sentence).
+TABS = {"translate": ("Translate", "#tab-translate", "#tab-translate .js-plotly-plot .bars"),
+        "what-if": ("What if", "#tab-what-if", "#what-if-tokens span"),
+        "beam-search": ("Beam search", "#tab-beam", "#beam-tree .js-plotly-plot .scatterlayer"),
+        "attention": ("Attention", "#tab-attention", "#tab-attention .js-plotly-plot .heatmaplayer"),
+        "attention-arithmetic": ("Attention arithmetic", "#tab-arithmetic", "#arithmetic-steps table"),
+        "saliency": ("Saliency", "#tab-saliency", "#tab-saliency .js-plotly-plot .main-svg"),
+        "positional-encoding": ("Positional encoding", "#tab-positional", None),
+        "model": ("Model", "#tab-model", None),
+        "compare": ("Compare", "#tab-compare", None),
+        "train": ("Train", "#tab-train", None)}
 pytestmark = [pytest.mark.browser, pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"{CHROMIUM} is missing")]
 
 
@@ -61,21 +69,31 @@ def shown(page, selector: str, text: str, timeout_ms: int = 40_000) -> None:
         arg=[selector, text], timeout=timeout_ms)
 
 
-@pytest.mark.parametrize("slug, tab, there", [
-    ("attention", "Attention", "#tab-attention"),
-    ("what-if", "What if", "#tab-what-if"),
-    ("beam-search", "Beam search", "#tab-beam"),
-    ("attention-arithmetic", "Attention arithmetic", "#tab-arithmetic"),
-])
-def test_a_link_opens_its_tab_with_the_sentence_computed(studio, browser, slug, tab, there):
+@pytest.mark.parametrize("slug", list(TABS))
+def test_a_link_opens_its_tab_with_the_sentence_computed(studio, browser, slug):
+    tab, there, drawn = TABS[slug]
     page = browser.new_page(viewport={"width": 1280, "height": 900})
     errors = []
     page.on("pageerror", lambda e: errors.append(str(e)))
     page.goto(f"{studio}?tab={slug}&model={MODEL}&source={quote(SENTENCE)}")
     page.get_by_role("tab", name=tab, exact=True).and_(page.locator("[aria-selected=true]")).wait_for(timeout=40_000)
-    shown(page, there, SENTENCE)
-    page.locator(DRAWN[slug]).first.wait_for(timeout=40_000)  # drawn without a click
-    assert errors == []
+    if drawn:
+        shown(page, there, SENTENCE)
+        page.locator(drawn).first.wait_for(timeout=40_000)  # drawn without a click
+    assert errors == [] and page.locator("#link-notices").inner_text().strip() == ""
+    page.close()
+
+
+def test_a_link_sets_the_arithmetic_query_and_the_decoding(studio, browser):
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    page.goto(f"{studio}?tab=attention-arithmetic&model={MODEL}&source={quote(SENTENCE)}&stack=cross&layer=2&head=2"
+              f"&query=3&method=greedy")
+    page.locator("#arithmetic-steps table").wait_for(timeout=40_000)
+    assert page.locator("#arithmetic-query input").input_value().startswith("3 ·")
+    layer, head = (page.locator("#tab-arithmetic input[type=number]").nth(i).input_value() for i in (0, 1))
+    assert (layer, head) == ("2", "2")
+    page.get_by_role("tab", name="Translate", exact=True).click()
+    assert page.get_by_role("radio", name="greedy").is_checked()
     page.close()
 
 
