@@ -4,9 +4,11 @@ a non-local address and on console errors; screenshots go to a temporary folder 
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -300,6 +302,16 @@ def _z(page, tab: str, label: str) -> list:
     return block.locator(".js-plotly-plot").evaluate("(gd) => Array.from(gd._fullData[0].z, (row) => Array.from(row))")
 
 
+def _arithmetic_weights_once_equal(page, row: list, timeout: float = 20.0) -> list:
+    """The arithmetic's weights once its redraw after the last control change has come (or at the timeout)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        weights = _z(page, "arithmetic", "The weighted sum of the values")[0]
+        if weights == pytest.approx(row, abs=1e-6) or time.monotonic() > deadline:
+            return weights
+        page.wait_for_timeout(200)
+
+
 def test_explaining_tabs_and_a_download(studio):
     """What if (score a target, Show in Attention tab), Attention arithmetic (its weights are the Attention
     tab's), Saliency (another method), and a plot's Download menu, with every request off this machine refused."""
@@ -329,11 +341,18 @@ def test_explaining_tabs_and_a_download(studio):
         page.locator("#tab-attention .js-plotly-plot").nth(1).wait_for(timeout=20000)
         row = _z(page, "attention", "One head, large")[1]
 
-        # Attention arithmetic: cross-attention, layer 1, head 1, query 2 (the forced target's "Ein").
+        # Attention arithmetic opens on the head its entropy rule picks; moved to cross-attention, layer 1,
+        # head 1, query 2 (the forced target's "Ein"), its weights are the Attention tab's map row.
         page.get_by_role("tab", name="Attention arithmetic").click()
         page.locator("#arithmetic-steps table").wait_for(timeout=20000)
         assert page.locator("#tab-arithmetic").get_by_text("Target (forced on the What if tab)").is_visible()
-        weights = _z(page, "arithmetic", "The weighted sum of the values")[0]
+        for label in ("layer", "head"):
+            number = page.locator("#tab-arithmetic").get_by_label(f"number input for {label}")
+            number.fill("1")
+            number.press("Enter")
+        page.locator("#arithmetic-query input").click()
+        page.get_by_role("option", name=re.compile(r"^2 · ")).click()
+        weights = _arithmetic_weights_once_equal(page, row)
         assert weights == pytest.approx(row, abs=1e-6)  # the Attention tab's map row, to float32's digits
         page.screenshot(path=shots / "2-arithmetic.png", full_page=True)
 
