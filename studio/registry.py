@@ -43,10 +43,7 @@ class ModelRegistry:
         if checkpoint_dir is not None and checkpoint_dir.is_dir():
             for sub in sorted(checkpoint_dir.iterdir()):
                 if (sub / "config.json").is_file() and not sub.name.startswith("."):
-                    for name, target in direction_names(sub).items():
-                        self._paths[name] = sub
-                        if target:
-                            self._targets[name] = target
+                    self._offer_folder(sub, replace=False)
 
     def names(self) -> list[str]:
         return list(dict.fromkeys([*self._paths, *self._bundles]))
@@ -82,16 +79,36 @@ class ModelRegistry:
 
     def add_folder(self, path: Path) -> str:
         """Offer a checkpoint folder saved by this app (the Train tab's Save) under its folder
-        name; it loads on first use."""
+        name (a model serving both directions: a name per direction); it loads on first use. Returns
+        the first name."""
         with self._lock:
-            self._paths[path.name] = path
-            self._renew(path.name)
-        return path.name
+            names = self._offer_folder(path)
+            for name in names:
+                self._renew(name)
+        return names[0]
+
+    def _offer_folder(self, folder: Path, replace: bool = True) -> list[str]:
+        """Offer folder under direction_names(folder); replace=False keeps a name already offered (the first
+        folder found keeps it). Call with the lock held, or from __init__."""
+        self._loaded.pop(folder, None)
+        names = []
+        for name, target in direction_names(folder).items():
+            if not replace and name in self._paths:
+                continue
+            self._paths[name] = folder
+            self._targets.pop(name, None)
+            if target:
+                self._targets[name] = target
+            names.append(name)
+        return names
 
     def remove(self, name: str) -> None:
         """Stop offering name (a session that picked it gets a 'no model called' message)."""
         with self._lock:
-            self._paths.pop(name, None)
+            path = self._paths.pop(name, None)
+            self._targets.pop(name, None)
+            if path is not None and path not in self._paths.values():
+                self._loaded.pop(path, None)
             self._bundles.pop(name, None)
             self._ablation.pop(name, None)
             self._keys.pop(name, None)

@@ -35,7 +35,7 @@ from .decoding import (
     ranked,
     resolve_options,
 )
-from .translation import max_output_length, prepare_source, target_tokenizer
+from .translation import max_output_length, prepare_source, target_tokenizer, toward
 
 STATUS = {PRUNED: "pruned", LIVE: "live", FINISHED: "finished"}
 
@@ -78,7 +78,8 @@ class BeamStepper:
 
     def __init__(self, bundle: Any, text: str, options: DecodeOptions | None = None, **overrides: Any):
         # The tokenizer of the outputs it shows (the target's, with separate vocabularies); the source is read
-        # with bundle.tokenizer.
+        # with bundle.tokenizer, bound to a direction when the model serves two.
+        bundle = toward(bundle, None)
         self.model, self.tokenizer = bundle.model, target_tokenizer(bundle)
         self.options = resolve_options(options, {"method": "beam", **overrides})
         check_beam_fits(self.model, self.options)

@@ -59,6 +59,7 @@ def prepare_pair(bundle: Any, source: str, target: str | Sequence[int]) -> Pair:
     likewise, each with a notice; an empty target scores <eos> alone (a notice says so); an empty
     source gives a Pair whose .empty is True."""
     check_bundle(bundle)
+    bundle = toward(bundle, None)  # a model serving both directions reads its source with a language tag
     tokenizer, target_side, max_len = bundle.tokenizer, target_tokenizer(bundle), bundle.model.config.max_len
     src = prepare_source(tokenizer, source, max_len, getattr(bundle, "info", None))
     ids, notices = _target_ids(target_side, target)

@@ -56,6 +56,7 @@ class Analysis:
 def analyse(bundle: ModelBundle, name: str, source: str, ids: list[int]) -> Analysis | None:
     """Feed source and its translation ids (no bos/eos) through the model with attention kept;
     None when the source has no tokens."""
+    bundle = bundle.toward(None)  # a model serving both directions reads its source with a language tag
     max_len = bundle.model.config.max_len
     prepared = prepare_source(bundle.tokenizer, source, max_len, bundle.info)
     src = prepared.ids

@@ -34,3 +34,23 @@ def test_a_models_languages_are_known_without_loading_it(tmp_path):
     registry = ModelRegistry(tmp_path)
     assert registry.languages("tatoeba-en-es") == ("en", "es") and registry.languages("tatoeba-es-en") == ("es", "en")
     assert registry.languages("nothing") is None and not registry._bundles  # nothing was loaded to say it
+
+
+def test_a_saved_two_way_folder_is_offered_both_ways_and_removing_a_name_forgets_its_direction(tmp_path):
+    save_checkpoint(tmp_path / "mine-en-es", two_way_bundle())
+    registry = ModelRegistry(None)
+    assert registry.add_folder(tmp_path / "mine-en-es") == "mine-en-es"
+    assert registry.names() == ["mine-en-es", "mine-es-en"]
+    assert registry.get("mine-es-en").info["tgt_lang"] == "en"
+    registry.remove("mine-es-en")
+    assert "mine-es-en" not in registry._targets and registry._loaded  # the other name still holds the model
+    registry.remove("mine-en-es")
+    assert registry.names() == [] and not registry._loaded
+
+
+def test_two_way_views_read_the_source_with_its_tag_when_given_an_unbound_bundle():
+    from core.inference.beam import BeamStepper
+    from core.inference.scoring import prepare_pair
+    bundle = two_way_bundle()  # not bound by toward(): the first direction, en -> es
+    assert prepare_pair(bundle, "Hello.", "Hola.").source_tokens[0] == "<2es>"
+    assert BeamStepper(bundle, "Hello.").source.tokens[0] == "<2es>"
