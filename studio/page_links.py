@@ -14,7 +14,7 @@ import gradio as gr
 
 from . import lesson_panel, serving
 from .lesson import Lesson
-from .limits import BATCHED, HEAVY
+from .limits import BATCHED, HEAVY, clamp_beam, clean_input
 from .links import Shape, View, link_of, read_link
 from .registry import UNAVAILABLE, ModelRegistry
 from .shell import Current, Shell
@@ -28,6 +28,7 @@ TAB_IDS = {"translate": "translate", "what-if": "what-if", "beam-search": "beam"
            "model": "model", "compare": "compare", "train": "train"}
 SLUGS = {tab_id: slug for slug, tab_id in TAB_IDS.items()}
 STACK_LABELS = {stack: label for label, stack in STACKS.items()}
+FORCED_SHOWN_ON = ("what-if", "attention", "attention-arithmetic", "saliency")  # the tabs that show a forced target
 
 
 @dataclass
@@ -40,7 +41,7 @@ class Linked:
     translated: translate.TranslateTab
     searched: beam.BeamTab
     attention: tuple[gr.Radio, gr.Slider, gr.Slider]
-    arithmetic: tuple[gr.Radio, gr.Slider, gr.Slider, gr.State]  # its stack, layer, head and a link's query
+    arithmetic: tuple[gr.Radio, gr.Slider, gr.Slider, gr.Dropdown, gr.State]  # stack, layer, head, query, chosen
 
 
 def shape_of(registry: ModelRegistry, name: str) -> Shape | None:
@@ -56,7 +57,7 @@ def opened(registry: ModelRegistry, picked: str | None, request: gr.Request) -> 
     """On load: the page's link read into a View, and every part it sets (gr.skip() where it names nothing)."""
     params = dict(request.query_params) if request is not None else {}
     if not params:
-        return (None, *(gr.skip(),) * 15)
+        return (None, *(gr.skip(),) * 17)
     view = read_link(params, registry.names(), lambda name: shape_of(registry, name) or Shape(10_000, 10_000, 10_000))
     tab_id = TAB_IDS[view.tab]
     model = view.model or picked
@@ -64,10 +65,12 @@ def opened(registry: ModelRegistry, picked: str | None, request: gr.Request) -> 
     layer, head = (gr.skip() if value is None else value for value in (view.layer, view.head))
     said = "\n".join(f"- {md(n)}" for n in view.notices)
     source = view.source if view.source is not None else gr.skip()
-    query = gr.skip() if view.query is None else view.query - 1
+    named = any(value is not None for value in (view.stack, view.layer, view.head, view.query))
+    chosen = {"query": None if view.query is None else view.query - 1} if named else gr.skip()
     return (replace(view, model=model), gr.Tabs(selected=tab_id), tab_id, model or gr.skip(),
             True if view.presenter else gr.skip(), source, view.method or gr.skip(), said and f"**This link:**\n{said}",
-            stack, layer, head, stack, layer, head, query, view.source or gr.skip())
+            stack, layer, head, stack, layer, head, chosen, view.source or gr.skip(),
+            gr.skip() if view.beam is None else view.beam, gr.skip() if view.alpha is None else view.alpha)
 
 
 def translate_linked(registry: ModelRegistry, view: View | None, *inputs) -> tuple:
@@ -88,24 +91,34 @@ def search_linked(registry: ModelRegistry, shown: int, view: View | None, search
     parts its page draws (beam.BeamTab.shown)."""
     if view is None or view.tab != "beam-search" or not view.source:
         return (gr.skip(),) * (1 + shown)
-    settings = list(settings)
-    settings[2] = view.beam if view.beam is not None else settings[2]  # the beam size box, as the link says
-    settings[3] = view.alpha if view.alpha is not None else settings[3]
-    return beam.steps_to(registry, view.step or 1, choice, *settings)
+    model, source, beam_size, alpha, *rest = settings  # beam.BeamTab.settings; the boxes show the link's values
+    beam_size = view.beam if view.beam is not None else beam_size
+    alpha = view.alpha if view.alpha is not None else alpha
+    return beam.steps_to(registry, view.step or 1, choice, model, source, beam_size, alpha, *rest)
 
 
-def link_here(tab_id: str, model: str | None, current: Current | None, beam_source: str, presenter: bool,
-              method: str, att_stack: str, att_layer: float, att_head: float, ar_stack: str, ar_layer: float,
-              ar_head: float) -> str:
-    """The address (from "?") of the view on screen: the tab, the model, the sentence, the tab's own controls."""
+def link_here(tab_id: str, model: str | None, current: Current | None, presenter: bool, method: str,
+              beam_source: str, search: beam.Search | None, beam_size: float | str | None, alpha: float,
+              att_stack: str, att_layer: float, att_head: float, ar_stack: str, ar_layer: float, ar_head: float,
+              ar_query: int | None) -> str:
+    """The address (from "?") of the view on screen: the tab, the model, the sentence (with the Translate tab's
+    decoding method that wrote its translation, and a target What if forced), the tab's own controls."""
     slug = SLUGS.get(tab_id, "translate")
-    source = (beam_source or None) if slug == "beam-search" else (current.source if current else None)
+    if slug == "beam-search":
+        shown = search is not None and search.key[:2] == (model, clean_input(beam_source or "")[0])
+        steps = len(search.views) - 1 if shown else None  # the steps taken in the search on screen
+        return link_of(View(tab=slug, model=model, source=beam_source or None, presenter=bool(presenter),
+                            step=steps or None, beam=clamp_beam(beam_size)[0], alpha=float(alpha)))
+    source = current.source if current else None
+    forced = current.forced if current and current.bundle is not None and slug in FORCED_SHOWN_ON else None
     view = View(tab=slug, model=model, source=source or None, presenter=bool(presenter),
-                method=method if slug == "translate" and method != "beam" else None)
+                method=method if source and method != "beam" else None,
+                target=None if forced is None else current.bundle.target_tokenizer.decode(forced))
     if slug == "attention":
         view = replace(view, stack=STACKS.get(att_stack), layer=int(att_layer), head=int(att_head))
     elif slug == "attention-arithmetic":
-        view = replace(view, stack=STACKS.get(ar_stack), layer=int(ar_layer), head=int(ar_head))
+        view = replace(view, stack=STACKS.get(ar_stack), layer=int(ar_layer), head=int(ar_head),
+                       query=None if ar_query is None else int(ar_query) + 1)
     return link_of(view)
 
 
@@ -124,8 +137,9 @@ def wire(shell: Shell, parts: Linked, notices: gr.Markdown, link_box: gr.Textbox
 
     loaded = shell.demo.load(guard(open_page), inputs=shell.model,
                              outputs=[view, parts.tabs, parts.on_screen, shell.model, parts.presenter,
-                                      parts.translated.source, parts.translated.inputs[2], notices, *att, *ar,
-                                      searched.source],
+                                      parts.translated.source, parts.translated.inputs[2], notices, *att,
+                                      ar[0], ar[1], ar[2], ar[4], searched.source, searched.beam_size,
+                                      searched.alpha],
                              show_progress="hidden")
     if lesson is not None:
         loaded = loaded.then(partial(lesson_panel.shown, lesson[0]), inputs=view, outputs=lesson[1].outputs,
@@ -137,7 +151,8 @@ def wire(shell: Shell, parts: Linked, notices: gr.Markdown, link_box: gr.Textbox
         guard(serving.in_a_slot(partial(search_linked, registry, len(searched.shown)))),
         inputs=[view, searched.search, searched.choice, *searched.settings],
         outputs=[searched.search, *searched.shown], **HEAVY)
-    copy.click(link_here, inputs=[parts.on_screen, shell.model, parts.translated.current, searched.source,
-                                  parts.presenter, parts.translated.inputs[2], *att, *ar[:3]], outputs=link_box,
+    copy.click(link_here, inputs=[parts.on_screen, shell.model, parts.translated.current, parts.presenter,
+                                  parts.translated.inputs[2], searched.source, searched.search, searched.beam_size,
+                                  searched.alpha, *att, *ar[:4]], outputs=link_box,
                show_progress="hidden",
                api_visibility="private").then(None, inputs=link_box, outputs=link_box, js=FULL_ADDRESS_JS)

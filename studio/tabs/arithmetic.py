@@ -129,9 +129,10 @@ def draw(looked: Looked | None, stack_label: str, layer: float, head: float, que
 
 def refresh(registry: ModelRegistry, current: Current | None, drawn: tuple | None, on_screen: str,
             picked: str | None, stack_label: str, layer: float, head: float, query: int | None,
-            linked_query: int | None = None) -> tuple:
+            chosen: dict | None = None) -> tuple:
     """A sentence pair not shown yet, when this tab is on screen: (Looked, header, layer, head, query picker,
-    the four views, notices, drawn)."""
+    the four views, notices, drawn). chosen: None, or {"query": a query counted from 0, or None} when a link or the
+    visitor chose the layer, head or query before the first sentence."""
     key = (current, registry.key(picked))
     if on_screen != TAB_ID or key == drawn:
         return (gr.skip(),) * 11
@@ -142,12 +143,13 @@ def refresh(registry: ModelRegistry, current: Current | None, drawn: tuple | Non
         none = gr.Dropdown(choices=[], value=None)
         return None, looked, gr.skip(), gr.skip(), none, blank, "", blank, blank, "", None
     stack = STACKS.get(stack_label, "cross")
-    # This page's first sentence: open on a head and query worth teaching, unless a link chose the layer, head or
-    # query (linked_query: a link's query, counted from 0).
-    first_view = drawn is None and (int(layer), int(head)) == (1, 1) and linked_query is None
-    chosen = teaching_view(looked, stack) if first_view else (layer, head, linked_query if drawn is None else None)
-    layer, head, layer_slider, head_slider = fitted(looked, stack, chosen[0], chosen[1])
-    picker, query = query_picker(looked, stack, chosen[2])
+    # This page's first sentence: open on a head and query worth teaching, unless a link or the visitor chose.
+    if drawn is None and chosen is None:
+        layer, head, query = teaching_view(looked, stack)
+    else:  # a later sentence starts at its first real token
+        query = chosen["query"] if drawn is None else None
+    layer, head, layer_slider, head_slider = fitted(looked, stack, layer, head)
+    picker, query = query_picker(looked, stack, query)
     views = draw(looked, stack_label, layer, head, query)
     return looked, looked.header(), layer_slider, head_slider, picker, *views, key
 
@@ -163,9 +165,9 @@ def restack(looked: Looked | None, stack_label: str, layer: float, head: float, 
 
 
 def build(shell: Shell, current: gr.State, tab: gr.Tab, on_screen: gr.State
-          ) -> tuple[gr.Radio, gr.Slider, gr.Slider, gr.State]:
-    """Returns the stack, layer and head controls and the query a link names (a deep link sets them)."""
-    looked, drawn, linked_query = gr.State(None), gr.State(None), gr.State(None)
+          ) -> tuple[gr.Radio, gr.Slider, gr.Slider, gr.Dropdown, gr.State]:
+    """Returns the stack, layer, head and query controls and the choice refresh() keeps (a deep link sets them)."""
+    looked, drawn, chosen = gr.State(None), gr.State(None), gr.State(None)
     header = gr.Markdown(NOTHING_YET)
     gr.Markdown(INTRO)
     with gr.Row():
@@ -182,7 +184,7 @@ def build(shell: Shell, current: gr.State, tab: gr.Tab, on_screen: gr.State
     third = gr.Plot(label="Heads, W^O, residual and LayerNorm")
     views = [first, table, second, third, notices]
     update = dict(fn=guard(partial(refresh, shell.registry)),
-                  inputs=[current, drawn, on_screen, shell.model, stack, layer, head, query, linked_query],
+                  inputs=[current, drawn, on_screen, shell.model, stack, layer, head, query, chosen],
                   outputs=[looked, header, layer, head, query, *views, drawn], api_visibility="private", **HEAVY)
     tab.select(lambda: TAB_ID, outputs=on_screen, show_progress="hidden", api_visibility="private").then(**update)
     gr.on([current.change, shell.model_key.change], **update)
@@ -193,4 +195,7 @@ def build(shell: Shell, current: gr.State, tab: gr.Tab, on_screen: gr.State
                 api_name="arithmetic_stack", **HEAVY)
     gr.on([layer.input, head.input, query.input], guard(draw), inputs=[looked, stack, layer, head, query],
           outputs=views, trigger_mode="always_last", api_name="arithmetic_view", **HEAVY)
-    return stack, layer, head, linked_query
+    # The visitor's layer or head, moved before the first sentence, is kept over the teaching view.
+    gr.on([layer.input, head.input], lambda kept: kept or {"query": None}, inputs=chosen, outputs=chosen,
+          show_progress="hidden", api_visibility="private")
+    return stack, layer, head, query, chosen

@@ -168,10 +168,12 @@ def steps_to(registry: ModelRegistry, steps: int, choice: str | None, *settings)
     """A new search taken `steps` steps on (or to its end, if sooner), and its page: a deep link's view."""
     search = None
     try:
-        for _ in range(max(1, steps)):
-            search = act("step", registry, search, *settings)
-            if search is None or search.view.done:
-                break
+        with serving.heavy() as work:  # a link's step=200 stops, like Run to end, once its slot must
+            for _ in range(max(1, steps)):
+                work.check()
+                search = act("step", registry, search, *settings)
+                if search is None or search.view.done:
+                    break
     except Refused as why:
         return None, *render(registry, None, refusal=str(why))
     with search.lock if search else contextlib.nullcontext():

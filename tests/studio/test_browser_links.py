@@ -92,9 +92,30 @@ def test_a_link_sets_the_arithmetic_query_and_the_decoding(studio, browser):
     assert page.locator("#arithmetic-query input").input_value().startswith("3 ·")
     layer, head = (page.locator("#tab-arithmetic input[type=number]").nth(i).input_value() for i in (0, 1))
     assert (layer, head) == ("2", "2")
+    address = copied_link(page)
+    assert "query=3" in address and "method=greedy" in address and "layer=2" in address
     page.get_by_role("tab", name="Translate", exact=True).click()
     assert page.get_by_role("radio", name="greedy").is_checked()
     page.close()
+
+
+def test_a_beam_search_link_sets_its_boxes_and_its_copy_names_the_step(studio, browser):
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    page.goto(f"{studio}?tab=beam-search&model={MODEL}&source={quote(SENTENCE)}&step=3&beam=2&alpha=0.8")
+    shown(page, "#tab-beam", SENTENCE)
+    page.wait_for_function("() => [...document.querySelectorAll('#tab-beam input[type=number]')]"
+                           ".some(box => box.value === '0.8')", timeout=40_000)  # the alpha slider's box
+    address = copied_link(page)
+    assert "tab=beam-search" in address and "step=3" in address and "beam=2" in address and "alpha=0.8" in address
+    page.close()
+
+
+def copied_link(page) -> str:
+    """The address "Link to this view" gives."""
+    page.locator("#link-copy").click()
+    page.wait_for_function("() => (document.querySelector('#link-address textarea, #link-address input') || {})"
+                           ".value?.startsWith('http')", timeout=20_000)
+    return page.locator("#link-address textarea, #link-address input").first.input_value()
 
 
 def test_a_copied_link_reopens_the_same_view_and_a_bad_value_is_said(studio, browser):
@@ -104,10 +125,7 @@ def test_a_copied_link_reopens_the_same_view_and_a_bad_value_is_said(studio, bro
     notices = page.locator("#link-notices")
     notices.get_by_text("head 9 clamped to 4").wait_for(timeout=40_000)
     assert "ignored colour='red'" in notices.inner_text()
-    page.locator("#link-copy").click()
-    page.wait_for_function("() => (document.querySelector('#link-address textarea, #link-address input') || {})"
-                           ".value?.startsWith('http')", timeout=20_000)
-    address = page.locator("#link-address textarea, #link-address input").first.input_value()
+    address = copied_link(page)
     assert "tab=attention" in address and "layer=2" in address and "head=4" in address and "stack=cross" in address
     again = browser.new_page(viewport={"width": 1280, "height": 900})
     again.goto(address)

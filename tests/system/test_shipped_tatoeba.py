@@ -1,0 +1,60 @@
+"""Issue 52: the shipped English<->Spanish model (seed 004's system, one model for both directions) loads,
+translates hand-written sentences (none from the data) sensibly each way, and reproduces its card's figures."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import core
+from core.checkpoint import load_checkpoint
+from core.data.directions import both_directions, language_tag
+from core.data.files import load_corpus
+from core.training.evaluation import evaluate_bundle
+
+ROOT = Path(__file__).resolve().parents[2]
+MODEL = ROOT / "checkpoints" / "tatoeba-en-es"
+TATOEBA_ES = ROOT.parent / "shared" / "data" / "tatoeba-spa-eng" / "spa-eng.tsv.gz"
+pytestmark = pytest.mark.skipif(not (MODEL / "config.json").exists(), reason="tatoeba-en-es is not shipped here")
+
+# Written for this test, not taken from Tatoeba; each with words any fair translation must hold.
+TO_SPANISH = [("I like to read books in the evening.", ("libros",)), ("The cat is sleeping on the bed.", ("gato",)),
+              ("Where is the train station?", ("estación",)), ("My brother drinks coffee every morning.", ("café",)),
+              ("We have two dogs and a cat.", ("dos", "perros"))]
+TO_ENGLISH = [("Me gusta mucho la música.", ("music",)), ("¿Dónde está mi libro?", ("book",)),
+              ("Mi hermana vive en una casa grande.", ("sister", "house")), ("Hoy hace mucho frío.", ("cold",)),
+              ("Los niños juegan en el parque.", ("children", "park"))]
+
+
+@pytest.fixture(scope="module")
+def bundle():
+    return load_checkpoint(MODEL)
+
+
+def test_one_model_serves_both_directions_and_every_file_fits_a_space(bundle):
+    assert bundle.directions == [("en", "es"), ("es", "en")]
+    assert json.loads((MODEL / "config.json").read_text())["directions"] == [["en", "es"], ["es", "en"]]
+    assert all(p.stat().st_size <= 10 * 2**20 for p in MODEL.iterdir())
+    assert bundle.toward("en").info["examples"] and bundle.toward("es").info["examples"]
+
+
+@pytest.mark.parametrize("target, cases", [("es", TO_SPANISH), ("en", TO_ENGLISH)])
+def test_hand_written_sentences_come_out_sensible_each_way(bundle, target, cases):
+    outputs = core.translate(bundle, [s for s, _ in cases], target_lang=target, beam_size=4)
+    sensible = [all(word in out.lower() for word in words) for out, (_, words) in zip(outputs, cases)]
+    assert sum(sensible) >= len(cases) - 1, outputs  # one slip in five at most
+
+
+@pytest.mark.skipif(not TATOEBA_ES.exists(), reason="needs ../shared/data/tatoeba-spa-eng")
+@pytest.mark.parametrize("target", ["es", "en"])
+def test_the_card_figures_on_the_first_100_test_sentences(bundle, target):
+    """The card's first-100 BLEU (beam 4, every reference), from the split carved as the run carved it."""
+    card = json.loads((MODEL / "config.json").read_text())["metrics"][f"test_first100_to_{target}_beam4"]
+    corpus = both_directions(load_corpus(f"files:{TATOEBA_ES}:en-es", "en", "es"))
+    pairs = [(s, t) for s, t in corpus.test if s.startswith(language_tag(target) + " ")]
+    sources = list(dict.fromkeys(s for s, _ in pairs))[:100]
+    kept = [(s, t) for s, t in pairs if s in set(sources)]
+    result, _ = evaluate_bundle(bundle.toward(target), [s for s, _ in kept], [t for _, t in kept], progress=False,
+                                all_references=True, beam_size=4)
+    assert result.bleu == pytest.approx(card["bleu"], abs=0.05)
