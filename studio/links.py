@@ -17,6 +17,9 @@ STACKS = ("encoder", "decoder", "cross")
 METHODS = ("beam", "greedy", "sample")
 MAX_SOURCE_CHARS = 500  # a link carries a sentence or two, not a document
 BEAM_SIZES = (1, 16)
+MAX_NOTICES = 8
+# Query parameters Gradio itself reads (the theme, the API page, its own deep links): not the studio's to refuse.
+GRADIO_PARAMS = ("__theme", "view", "deep_link", "ui")
 ALPHA = (0.0, 2.0)
 
 
@@ -61,8 +64,11 @@ def read_link(params: Mapping[str, str], models: list[str], shape_of=None) -> Vi
     notices: list[str] = []
     values: dict = {}
     for key, raw in params.items():
+        if key in GRADIO_PARAMS:
+            continue
         if key not in NAMES:
-            notices.append(f"ignored {key}={_shown(raw)}: not a part of a view (known: {', '.join(NAMES)})")
+            name = key if len(key) <= 40 and key.isidentifier() else _shown(key)  # a hostile key is quoted short
+            notices.append(f"ignored {name}={_shown(raw)}: not a part of a view (known: {', '.join(NAMES)})")
             continue
         value, notice = _parse(key, str(raw), models)
         if notice:
@@ -73,6 +79,8 @@ def read_link(params: Mapping[str, str], models: list[str], shape_of=None) -> Vi
     if shape_of is not None and view.model is not None:
         view, clamped = _clamped(view, shape_of(view.model))
         notices += clamped
+    if len(notices) > MAX_NOTICES:  # a link of a thousand unknown parameters says so in one line
+        notices = notices[:MAX_NOTICES - 1] + [f"… and {len(notices) - MAX_NOTICES + 1} more ignored or changed"]
     return replace(view, notices=tuple(notices))
 
 

@@ -71,3 +71,10 @@ def test_the_shipped_lesson_walks_the_paper_with_links_that_read_cleanly():
 def test_a_malformed_lesson_is_refused_with_its_line(text, message):
     with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):
         parse_lesson(text)
+
+
+def test_gradios_own_parameters_pass_and_a_flood_of_unknown_ones_is_said_in_a_few_lines():
+    view = read_link({"__theme": "dark", "view": "api", "deep_link": "x", **{"k" * 90 + str(i): "v" for i in range(30)}},
+                     MODELS)
+    assert len(view.notices) == 8 and view.notices[-1] == "… and 23 more ignored or changed"
+    assert all(len(notice) < 300 for notice in view.notices) and "__theme" not in " ".join(view.notices)
