@@ -223,6 +223,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--lesson", type=Path, default=LESSON,
                         help="a lesson to present (Markdown: a title, then steps with notes and a link; docs/studio.md "
                              "says how to write one); default: the shipped one, which walks the paper")
+    parser.add_argument("--no-lesson", dest="lesson", action="store_const", const=None,
+                        help="no Lesson panel (links still open their views)")
     parser.add_argument("--threads", type=_int_in(1, 1024), default=1,
                         help="torch CPU threads (default 1: one-sentence decoding is 2-10x slower with more "
                              "threads on a busy 2-core machine; concurrent users get a thread each)")

@@ -62,6 +62,15 @@ def test_cli_defaults_are_local_and_private():
     assert (args.host, args.port, args.share, args.checkpoint) == ("127.0.0.1", 7860, False, None)
 
 
+def test_the_shipped_lesson_is_presented_unless_no_lesson_is_asked_for():
+    assert app.parse_args([]).lesson == app.LESSON and app.LESSON.is_file()
+    assert app.parse_args(["--no-lesson"]).lesson is None
+    def panels(lesson) -> list[str]:
+        return [b.label for b in app.build_app(ModelRegistry(None), lesson=lesson).blocks.values()
+                if isinstance(b, gr.Accordion) and (b.label or "").startswith("Lesson: ")]
+    assert len(panels(app.read_lesson(app.LESSON))) == 1 and panels(None) == []
+
+
 def test_cli_refuses_a_folder_that_is_not_a_checkpoint(tmp_path):
     with pytest.raises(SystemExit, match="is not a checkpoint: missing"):
         app.main(["--checkpoint", str(tmp_path)])
