@@ -9,6 +9,7 @@ text back with its spacing and punctuation, and BLEU is computed on real text.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Iterable, Sequence
 
@@ -22,6 +23,8 @@ PAD_ID, BOS_ID, EOS_ID, UNK_ID = range(4)
 # The paper's vocabularies have 32-37k entries. The Rust trainer allocates for vocab_size up front:
 # 10**9 asked it for 70 GB and aborted the whole process, a notebook's kernel included.
 MAX_VOCAB = 1_000_000
+# A language tag token, e.g. <2es> (core/data/directions.py writes them before a source).
+LANGUAGE_TAG_TOKEN = re.compile(r"<2[A-Za-z_]+>")
 
 
 class Tokenizer:
@@ -36,7 +39,7 @@ class Tokenizer:
         hf.encode_special_tokens = True
         self.hf = hf
         # Ids put before every encoded text: a language tag (core/data/directions.py) that binds a model serving
-        # both directions to one of them. Texts that begin with it already keep theirs.
+        # both directions to one of them.
         self.prefix = list(prefix)
 
     def with_prefix(self, token: str) -> "Tokenizer":
@@ -52,7 +55,13 @@ class Tokenizer:
         return Tokenizer(self.hf) if self.prefix else self
 
     def _prefixed(self, ids: list[int]) -> list[int]:
-        return ids if not self.prefix or ids[:len(self.prefix)] == self.prefix else self.prefix + ids
+        """ids after the prefix; a language tag typed at the start gives way to it (the bound direction decides),
+        and an empty text stays empty (a tag alone is no sentence)."""
+        if not self.prefix or not ids:
+            return ids
+        if LANGUAGE_TAG_TOKEN.fullmatch(self.hf.id_to_token(ids[0]) or ""):
+            ids = ids[1:]
+        return self.prefix + ids
 
     @classmethod
     def train(cls, texts: Iterable[str], vocab_size: int = 8000, kind: str = "bpe",

@@ -54,6 +54,8 @@ def test_the_tag_is_one_token_before_the_subwords_and_text_says_it_once():
     bound = tokenizer.with_prefix("<2es>")
     assert bound.encode("Hola.") == [tag] + plain and bound.encode("<2es> Hola.") == [tag] + plain
     assert bound.base.encode("Hola.") == plain and bound.decode(bound.encode("Hola.")) == "<2es> Hola."
+    assert bound.encode("<2en> Hola.") == [tag] + plain  # a typed tag gives way to the bound direction
+    assert bound.encode("") == [] and bound.encode_batch(["", "Hola."]) == [[], [tag] + plain]
     with pytest.raises(ValueError, match="<2fr> is not a token"):
         tokenizer.with_prefix("<2fr>")
 
