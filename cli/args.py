@@ -319,11 +319,14 @@ def add_evaluate(sub: argparse._SubParsersAction) -> None:
     e.add_argument("--tgt", help="target language code (default: the checkpoint's)")
     e.add_argument("--source-file", type=Path, help="instead of --data: sources, one per line")
     e.add_argument("--reference-file", type=Path, help="references, one per line")
-    e.add_argument("--limit", type=POSITIVE_INT, help="score only the first N sentences (default: all)")
+    e.add_argument("--limit", type=POSITIVE_INT,
+                   help="score only the first N sentences (default: all; with --all-references, the first N "
+                        "distinct sources, each with all its references)")
     e.add_argument("--output", type=Path, help="write the hypotheses here, one per line (default: not written)")
     e.add_argument("--all-references", action="store_true",
                    help="a source given more than once (Tatoeba lists several translations of one sentence) is "
-                        "translated once and scored against all its references")
+                        "translated once and scored against all its references; --output then has a line per "
+                        "distinct source, and notices number the distinct sources")
     add_decoding_options(e)
 
 

@@ -28,7 +28,7 @@ def command_evaluate(args: argparse.Namespace) -> None:
     bundle = load_bundle(args.checkpoint, args.device)
     note_min_len(options, bundle)
     sources, references, where = read_pairs(args, bundle)
-    bundle = bundle.toward(args.tgt) if two_way(bundle) else bundle
+    bundle = bundle.toward(wanted_direction(args, bundle)[1]) if two_way(bundle) else bundle
     started = time.perf_counter()
     # a bar only on a terminal, never in a redirected log
     result, translations = evaluate_bundle(bundle, sources, references, options, progress=sys.stderr.isatty(),
@@ -119,7 +119,11 @@ def read_pairs(args: argparse.Namespace, bundle) -> tuple[list[str], list[str], 
             raise CLIError(f"{args.source_file} has {len(sources)} lines but {args.reference_file} has "
                            f"{len(references)}")
         where = f"{args.source_file} line"
-    if args.limit is not None:
+    if args.limit is not None and args.all_references:  # the first N sources, each with every reference it has
+        kept = set(list(dict.fromkeys(sources))[: args.limit])
+        pairs = [(s, r) for s, r in zip(sources, references) if s in kept]
+        sources, references = [s for s, _ in pairs], [r for _, r in pairs]
+    elif args.limit is not None:
         sources, references = sources[: args.limit], references[: args.limit]
     return sources, references, where
 
@@ -172,12 +176,7 @@ def two_way(bundle) -> bool:
 def both_ways_pairs(args: argparse.Namespace, bundle) -> tuple[list[str], list[str]]:
     """--split of --data as a model serving both directions saw it (read in its first direction and carved by
     linked sentences, core/data/directions.py), the pairs of one direction kept: their sources carry its tag."""
-    directions = directions_of(bundle.info)
-    wanted = next((d for d in directions if args.tgt in (None, d[1]) and args.src in (None, d[0])), None)
-    if wanted is None:
-        raise CLIError(f"{bundle.name} translates {' and '.join('->'.join(d) for d in directions)}; --src {args.src} "
-                       f"--tgt {args.tgt} is not one of them")
-    args.src, args.tgt = wanted  # evaluate binds the model to this direction
+    directions, wanted = directions_of(bundle.info), wanted_direction(args, bundle)
     seed = (bundle.info.get("train") or {}).get("seed", 0)
     valid_fraction = ((bundle.info.get("data") or {}).get("carved") or {}).get("valid_fraction")
     corpus = both_directions(load_corpus(args.data, *directions[0], seed=seed, valid_fraction=valid_fraction), seed,
@@ -187,6 +186,16 @@ def both_ways_pairs(args: argparse.Namespace, bundle) -> tuple[list[str], list[s
     print(f"note: {args.data}'s {args.split} split as {bundle.name} was trained beside it (carved with seed {seed} "
           f"by linked sentences), {wanted[0]}->{wanted[1]}: {len(pairs)} pairs", file=sys.stderr)
     return [s for s, _ in pairs], [t for _, t in pairs]
+
+
+def wanted_direction(args: argparse.Namespace, bundle) -> tuple[str, str]:
+    """The direction of a model serving both that --src and --tgt name (default: its first)."""
+    directions = directions_of(bundle.info)
+    wanted = next((d for d in directions if args.tgt in (None, d[1]) and args.src in (None, d[0])), None)
+    if wanted is None:
+        raise CLIError(f"{bundle.name} translates {' and '.join('->'.join(d) for d in directions)}; --src {args.src} "
+                       f"--tgt {args.tgt} is not one of them")
+    return wanted
 
 
 def report_notices(results, where: str) -> None:

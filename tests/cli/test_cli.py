@@ -613,6 +613,15 @@ def test_evaluate_reports_notices_and_checks_the_direction(run, capsys, tmp_path
                    "translates in->out, but ", "src_lang='in' is not available")
 
 
+def test_evaluate_limit_with_all_references_keeps_every_reference_of_the_first_sources(run, capsys, tmp_path):
+    src, ref = tmp_path / "src.txt", tmp_path / "ref.txt"
+    src.write_text("a b\na b\nc d\n")
+    ref.write_text("b a\na b\nd c\n")
+    assert train_cli.main(["evaluate", "--checkpoint", str(run / "final"), "--source-file", str(src),
+                           "--reference-file", str(ref), "--method", "greedy", "--all-references", "--limit", "1"]) == 0
+    assert ": 1 sentences (2 references), greedy" in capsys.readouterr().out
+
+
 def test_evaluate_says_which_of_a_folders_test_sets_it_scored(capsys, tmp_path):
     for split, n in (("train", 6), ("val", 2), ("test_2017_mscoco", 2), ("test_2016_flickr", 3)):
         (tmp_path / f"{split}.de").write_text("".join(f"Ein Hund {i} .\n" for i in range(n)))
