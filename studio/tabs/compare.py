@@ -180,13 +180,16 @@ def table3_view() -> tuple[gr.Plot, str]:
 
 
 # ----- the models offered ---------------------------------------------------------------------------
-def model_choices(registry: ModelRegistry, a: str | None, b: str | None) -> tuple[gr.Dropdown, gr.Dropdown]:
-    """Both pickers' choices as they are now (a Train tab may have added a run), keeping what is picked; B follows A
-    to a model of A's language pair when it translates another (one sentence cannot be read by both)."""
+def model_choices(registry: ModelRegistry, a: str | None, b: str | None, follow: bool = True
+                  ) -> tuple[gr.Dropdown, gr.Dropdown, str]:
+    """Both pickers' choices as they are now (a Train tab may have added a run), keeping what is picked, and the
+    pairing note. follow (model A just changed): B follows A to a model of A's language pair when it translates
+    another (one sentence cannot be read by both); without it (the tab opened again) a B picked by hand stays."""
     names = registry.names()
-    if a in names and b in names and registry.languages(a) != registry.languages(b):
+    if follow and a in names and b in names and registry.languages(a) != registry.languages(b):
         b = defaults(registry, a)[1]
-    return tuple(gr.Dropdown(choices=registry.choices(), value=x if x in names else None) for x in (a, b))
+    a, b = (x if x in names else None for x in (a, b))
+    return (*(gr.Dropdown(choices=registry.choices(), value=x) for x in (a, b)), pairing_note(registry, a, b))
 
 
 def defaults(registry: ModelRegistry, selected: str | None) -> tuple[str | None, str | None]:
@@ -200,9 +203,16 @@ def defaults(registry: ModelRegistry, selected: str | None) -> tuple[str | None,
 
 
 def pairing_note(registry: ModelRegistry, a: str | None, b: str | None) -> str:
-    """What the tab says when A is compared with itself: no other model of its language pair is offered."""
-    if a is None or a != b:
+    """What the tab says when A is compared with itself (no other model of its language pair is offered), or with a
+    model of another language pair."""
+    if a is None or b is None:
         return ""
+    if a != b:
+        pairs = registry.languages(a), registry.languages(b)
+        if None in pairs or pairs[0] == pairs[1]:
+            return ""
+        return (f"*Model A translates {'→'.join(pairs[0])} and model B {'→'.join(pairs[1])}: one sentence cannot "
+                f"be read by both.*")
     pair = registry.languages(a)
     languages = f" ({pair[0]}→{pair[1]})" if pair else ""
     return (f"*Model B is model A itself: no other model of its language pair{languages} is offered. Train one on "
@@ -280,13 +290,17 @@ def build(shell: Shell, tab: gr.Tab) -> None:
     gr.on([compare_button.click, source.submit], api_visibility="private", **compare_event)
     gr.on([layer.input, head.input], guard(attention_figure), inputs=[sides, layer, head], outputs=attention,
           api_visibility="private", trigger_mode="always_last")
-    tab.select(guard(partial(model_choices, registry)), inputs=[model_a, model_b], outputs=[model_a, model_b],
-               show_progress="hidden", api_visibility="private").then(
+    tab.select(guard(partial(model_choices, registry, follow=False)), inputs=[model_a, model_b],
+               outputs=[model_a, model_b, notices], show_progress="hidden", api_visibility="private").then(
         guard(table3_view), outputs=[table3_plot, table3_note], show_progress="hidden", api_visibility="private")
     # Model A follows the page's model picker (the model the other tabs show), with the choices as they are now:
     # a run the Train tab just started is among them.
     shell.model_key.change(guard(partial(model_choices, registry)), inputs=[shell.model, model_b],
-                           outputs=[model_a, model_b], show_progress="hidden", api_visibility="private")
+                           outputs=[model_a, model_b, notices], show_progress="hidden", api_visibility="private")
+    model_a.input(guard(partial(model_choices, registry)), inputs=[model_a, model_b],
+                  outputs=[model_a, model_b, notices], show_progress="hidden", api_visibility="private")
+    model_b.input(guard(partial(pairing_note, registry)), inputs=[model_a, model_b], outputs=notices,
+                  show_progress="hidden", api_visibility="private")
     register(registry)
 
 

@@ -191,8 +191,8 @@ def test_model_pickers_offer_every_model_and_start_on_two(registry):
     only.add(A, studio_bundle())
     assert tab.defaults(only, A) == (A, A) and "Model B is model A itself" in tab.pairing_note(only, A, A)
     assert tab.pairing_note(registry, A, B) == ""
-    a, b = tab.model_choices(registry, B, "removed")
-    assert a.value == B and b.value is None and [n for _, n in a.choices] == [A, B]
+    a, b, note = tab.model_choices(registry, B, "removed")
+    assert a.value == B and note == "" and b.value is None and [n for _, n in a.choices] == [A, B]
     assert tab.corpus_default(registry, "removed") == next(iter(cmp.CORPORA))
     assert tab.corpus_default(ModelRegistry(), "numbers-en-de-tiny") == "synthetic: numbers"
 
@@ -209,5 +209,7 @@ def test_model_b_is_of_model_as_language_pair():
     for name, info in (("de-en-a", ("de", "en")), ("de-en-b", ("de", "en")), ("en-de", ("en", "de"))):
         registry.get(name).info.update(src_lang=info[0], tgt_lang=info[1])
     assert tab.defaults(registry, "de-en-b") == ("de-en-b", "de-en-a")
-    a, b = tab.model_choices(registry, "de-en-a", "en-de")  # A picked anew: B follows it to A's pair
-    assert (a.value, b.value) == ("de-en-a", "de-en-b")
+    a, b, note = tab.model_choices(registry, "de-en-a", "en-de")  # A picked anew: B follows it to A's pair
+    assert (a.value, b.value, note) == ("de-en-a", "de-en-b", "")
+    a, b, note = tab.model_choices(registry, "de-en-a", "en-de", follow=False)  # the tab again: B picked by hand stays
+    assert (a.value, b.value) == ("de-en-a", "en-de") and "model B en→de: one sentence cannot be read" in note
