@@ -51,6 +51,8 @@ class MetricsLog:
 
     def close(self) -> None:
         self.file.close()
+        if self.board:
+            self.board.close()  # flushes the last events to disk
 
 
 def train_loop(trainer, saving: Saving, rank: int) -> None:

@@ -15,7 +15,6 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import parse_qsl
 
 LINK = re.compile(r"\]\((\?[^)\s]*)\)|^(\?\S+)$")
 ONLY_A_LINK = re.compile(r"\[[^\]]*\]\(\?[^)\s]*\)")
@@ -29,20 +28,11 @@ class Step:
     notes: str  # Markdown; a line that is only the link left out
     link: str  # "?tab=...": a query string
 
-    @property
-    def params(self) -> dict[str, str]:
-        """The link's query parameters, as a page reads them."""
-        return dict(parse_qsl(self.link.removeprefix("?"), keep_blank_values=True))
-
 
 @dataclass(frozen=True)
 class Lesson:
     title: str
     steps: tuple[Step, ...]
-
-    def step(self, index: int) -> Step:
-        """Step index (from 0), clamped to the lesson's first and last."""
-        return self.steps[min(max(index, 0), len(self.steps) - 1)]
 
 
 def read_lesson(path: str | Path) -> Lesson:
