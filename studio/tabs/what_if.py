@@ -201,17 +201,38 @@ def _is_kept(kept: Scored | None, key: tuple | None, source: str, target: str) -
     return kept.source == source_text(source)[0] and kept.forced == ids
 
 
+def _pair_of(current: Current) -> tuple[str, str]:
+    return current.source, current.bundle.target_tokenizer.decode(current.target_ids)
+
+
+def _is_new(current: Current | None, drawn: Current | None, on_screen: str) -> bool:
+    return on_screen == TAB_ID and current is not None and current != drawn
+
+
+def fill(current: Current | None, drawn: Current | None, on_screen: str, source: str, target: str) -> tuple:
+    """A new current translation, seen on this tab: its pair in the boxes at once (no model runs), unless the
+    visitor typed there (the boxes hold something other than the pair shown last). (source, target)."""
+    if not _is_new(current, drawn, on_screen) or not current.source or current.bundle is None:
+        return gr.skip(), gr.skip()
+    shown_last = _pair_of(drawn) if drawn is not None and drawn.source and drawn.bundle is not None else ("", "")
+    if (source or target) and (source, target) != shown_last:
+        return gr.skip(), gr.skip()
+    return _pair_of(current)
+
+
 def refresh(registry: ModelRegistry, kept: Scored | None, current: Current | None, drawn: Current | None,
-            on_screen: str, name: str | None) -> tuple:
-    """A new current translation, seen on this tab: its source and target in the boxes, scored.
-    (source, target, chips, totals, plot, notices, Scored, drawn)."""
-    if on_screen != TAB_ID or current is None or current == drawn:
-        return (gr.skip(),) * 8
+            on_screen: str, name: str | None, source: str, target: str) -> tuple:
+    """Then the boxes scored, as fill() left them: (chips, totals, plot, notices, Scored, drawn). Scoring takes a
+    second: what is typed meanwhile is not overwritten, since the boxes were filled before."""
+    if not _is_new(current, drawn, on_screen):
+        return (gr.skip(),) * 6
     if not current.source or current.bundle is None:
-        return (gr.skip(),) * 5 + (NOTHING_YET, gr.skip(), current)
-    target = current.bundle.target_tokenizer.decode(current.target_ids)
-    view = score_target(registry, kept, current, name, current.source, target)
-    return current.source, target, *view, current
+        return (gr.skip(),) * 3 + (NOTHING_YET, gr.skip(), current)
+    chips, table, plot, notices, scored = score_target(registry, kept, current, name, source, target)
+    if (source, target) != _pair_of(current):
+        notices = ("*Kept what you typed in the boxes; the Translate tab's latest sentence is "
+                   f"“{md(clip(current.source, 80))}”: clear the boxes to see it here.*\n{notices or ''}")
+    return chips, table, plot, notices, scored, current
 
 
 def model_changed(registry: ModelRegistry, kept: Scored | None, name: str | None) -> tuple:
@@ -248,10 +269,14 @@ def build(shell: Shell, current: gr.State, tab: gr.Tab, tabs: gr.Tabs, on_screen
                         api_name="what_if_finish", **HEAVY)
     show_button.click(guard(partial(show_in_attention, shell.registry)), inputs=[*inputs, target],
                       outputs=[current, on_screen, tabs, *view], api_name="what_if_show", **HEAVY)
-    update = dict(fn=guard(partial(refresh, shell.registry)), inputs=[kept, current, drawn, on_screen, shell.model],
-                  outputs=[source, target, *view, drawn], api_visibility="private", **HEAVY)
-    tab.select(lambda: TAB_ID, outputs=on_screen, show_progress="hidden", api_visibility="private").then(**update)
-    current.change(**update)
+    filled = dict(fn=guard(fill), inputs=[current, drawn, on_screen, source, target], outputs=[source, target],
+                  show_progress="hidden", api_visibility="private")
+    scored = dict(fn=guard(partial(refresh, shell.registry)),
+                  inputs=[kept, current, drawn, on_screen, shell.model, source, target], outputs=[*view, drawn],
+                  api_visibility="private", **HEAVY)
+    tab.select(lambda: TAB_ID, outputs=on_screen, show_progress="hidden", api_visibility="private").then(
+        **filled).then(**scored)
+    current.change(**filled).then(**scored)
     shell.model_key.change(guard(partial(model_changed, shell.registry)), inputs=[kept, shell.model],
                            outputs=[chips, table, plot, notices, kept], show_progress="hidden",
                            api_visibility="private")

@@ -117,10 +117,22 @@ def test_show_in_attention_hands_the_forced_target_to_the_attention_tab(registry
 
 
 def test_what_if_fills_its_boxes_from_a_new_translation_only_on_screen(registry, current):
-    assert what_if.refresh(registry, None, current, None, "translate", NAME) == (gr.skip(),) * 8
-    source, target, *_, drawn = what_if.refresh(registry, None, current, None, what_if.TAB_ID, NAME)
-    assert source == SENTENCES[0] and target == current.bundle.tokenizer.decode(current.ids) and drawn is current
-    assert what_if.refresh(registry, None, current, current, what_if.TAB_ID, NAME) == (gr.skip(),) * 8
+    assert what_if.fill(current, None, "translate", "", "") == (gr.skip(),) * 2
+    assert what_if.refresh(registry, None, current, None, "translate", NAME, "", "") == (gr.skip(),) * 6
+    source, target = what_if.fill(current, None, what_if.TAB_ID, "", "")
+    assert source == SENTENCES[0] and target == current.bundle.tokenizer.decode(current.ids)
+    chips, *_, notices, _, drawn = what_if.refresh(registry, None, current, None, what_if.TAB_ID, NAME, source, target)
+    assert drawn is current and "token-chip" in chips and "Kept what you typed" not in (notices or "")
+    assert what_if.fill(current, current, what_if.TAB_ID, source, target) == (gr.skip(),) * 2
+    assert what_if.refresh(registry, None, current, current, what_if.TAB_ID, NAME, source, target) == (gr.skip(),) * 6
+
+
+def test_what_if_keeps_what_a_student_typed_over_a_new_translation(registry, current):
+    """Typed before the tab filled its boxes (or over what it showed last): kept, scored, and said."""
+    assert what_if.fill(current, None, what_if.TAB_ID, "Ein Hund.", "A dog.") == (gr.skip(),) * 2
+    *_, notices, scored, drawn = what_if.refresh(registry, None, current, None, what_if.TAB_ID, NAME, "Ein Hund.",
+                                                 "A dog.")
+    assert scored.source == "Ein Hund." and drawn is current and "Kept what you typed" in notices
 
 
 # ----- Attention arithmetic -----------------------------------------------------------------------------
