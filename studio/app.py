@@ -127,7 +127,8 @@ def _link_row() -> tuple[gr.Markdown, gr.Textbox, gr.Button]:
     notices = gr.Markdown(elem_classes="announce", elem_id="link-notices")
     with gr.Row(equal_height=True):
         copy = gr.Button("Link to this view", size="sm", scale=0, min_width=170, elem_id="link-copy")
-        address = gr.Textbox(show_label=False, container=False, scale=5, interactive=False, buttons=["copy"],
+        address = gr.Textbox(label="Address of this view", show_label=False, container=False, scale=5,
+                             interactive=False, buttons=["copy"],
                              placeholder="The address of what is on screen, to hand out: press the button",
                              elem_id="link-address")
     return notices, address, copy

@@ -168,7 +168,8 @@ def build_controls(public: bool) -> Controls:
         stop_button = gr.Button("Stop", variant="stop", interactive=False, min_width=110)
         save_name = gr.Textbox(label="Checkpoint name", show_label=False, container=False, max_lines=1, scale=2,
                                placeholder="Checkpoint name (saved as NAME-stepN)")  # blank: the model's
-        save_which = gr.Radio([("latest", "latest"), ("best", "best")], value="latest", show_label=False,
+        save_which = gr.Radio([("latest", "latest"), ("best", "best")], value="latest", label="Which weights to save",
+                              show_label=False,
                               container=False, scale=0, min_width=170)  # best: with "keep best by" in the set-up
         save_button = gr.Button("Save checkpoint", interactive=False, min_width=170)  # on one line
     if public:
