@@ -79,7 +79,7 @@ def page_js() -> str:
     """The scripts run once when the page loads (launch(js=...) takes one function)."""
     scripts = [script("clamp_numbers.js"), beam.STEP_KEYS_JS, script("page_plots.js", NARROW_PX=plots.NARROW_PX),
                script("accessible_names.js"), script("keep_focus.js"), script("bertviz_height.js"),
-               script("downloads.js"), script("lesson_keys.js")]
+               script("downloads.js"), script("lesson_keys.js"), script("click_feedback.js")]
     return "() => { " + " ".join(f"({function})();" for function in scripts) + " }"
 
 
