@@ -137,7 +137,7 @@ def wire(shell: Shell, parts: Linked, notices: gr.Markdown, link_box: gr.Textbox
 
     loaded = shell.demo.load(guard(open_page), inputs=shell.model,
                              outputs=[view, parts.tabs, parts.on_screen, shell.model, parts.presenter,
-                                      parts.translated.source, parts.translated.inputs[2], notices, *att,
+                                      parts.translated.source, parts.translated.method, notices, *att,
                                       ar[0], ar[1], ar[2], ar[4], searched.source, searched.beam_size,
                                       searched.alpha],
                              show_progress="hidden")
@@ -152,7 +152,7 @@ def wire(shell: Shell, parts: Linked, notices: gr.Markdown, link_box: gr.Textbox
         inputs=[view, searched.search, searched.choice, *searched.settings],
         outputs=[searched.search, *searched.shown], **HEAVY)
     copy.click(link_here, inputs=[parts.on_screen, shell.model, parts.translated.current, parts.presenter,
-                                  parts.translated.inputs[2], searched.source, searched.search, searched.beam_size,
+                                  parts.translated.method, searched.source, searched.search, searched.beam_size,
                                   searched.alpha, *att, *ar[:4]], outputs=link_box,
                show_progress="hidden",
                api_visibility="private").then(None, inputs=link_box, outputs=link_box, js=FULL_ADDRESS_JS)

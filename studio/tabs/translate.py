@@ -203,6 +203,7 @@ class TranslateTab:
     it), and the source box with the translate event's arguments (a deep link fills and runs them)."""
     current: gr.State
     source: gr.Textbox
+    method: gr.Radio
     inputs: list
     outputs: list
 
@@ -260,4 +261,4 @@ def build(shell: Shell) -> TranslateTab:
           inputs=shell.model, outputs=examples)
     shell.model_key.change(guard(partial(model_changed, shell.registry)), inputs=[shell.model, current],
                            outputs=outputs[:4], show_progress="hidden")
-    return TranslateTab(current, source, inputs, outputs)
+    return TranslateTab(current, source, method, inputs, outputs)
