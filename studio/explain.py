@@ -19,7 +19,7 @@ import core
 from core.bundle import ModelBundle
 from core.explain.arithmetic import STACKS, AttentionArithmetic
 from core.explain.hooks import attention_maps
-from core.explain.saliency import METHODS
+from core.explain.saliency import METHODS, Agreement, compare
 from core.inference.decoding import DecodeOptions
 from core.inference.scoring import Pair, Score, prepare_pair
 
@@ -133,15 +133,20 @@ class Saliency:
     target_tokens: list[str]
     attribution: np.ndarray  # signed, each row divided by its absolute sum
     attention: np.ndarray    # cross-attention averaged over every decoder layer and head
-    agreement: np.ndarray    # per target token, Spearman's rho of |attribution| and attention (NaN: constant row)
+    compared: Agreement      # core.explain.saliency.compare of the two, over the source tokens that are words
     alignment: list[tuple[int, int]]  # (source index, target index): core.alignment's pairs
     notices: list[str]
 
     @property
+    def agreement(self) -> np.ndarray:
+        """Per target token, 1.0 where the most-attributed source token is the most-attended one, 0.0
+        where not, NaN where not compared (<eos>)."""
+        return self.compared.top
+
+    @property
     def mean_agreement(self) -> float:
-        """The mean of the per-token agreements that exist (NaN when none does)."""
-        finite_rows = self.agreement[np.isfinite(self.agreement)]
-        return float(finite_rows.mean()) if finite_rows.size else math.nan
+        """The fraction of the compared target tokens that agree (NaN when none is compared)."""
+        return self.compared.fraction
 
 
 def saliency(bundle: ModelBundle, source: str, target: str | Sequence[int], method: str, steps: object
@@ -168,8 +173,8 @@ def saliency(bundle: ModelBundle, source: str, target: str | Sequence[int], meth
     attention = cross.mean(axis=(0, 1))
     last = cross[-1].mean(axis=0)[:-1, :-1]  # <eos> rows and columns out, as fairseq's --print-alignment
     alignment = [(int(s), t) for t, s in enumerate(last.argmax(axis=1))] if last.size else []
-    agreement = core.rank_correlation(np.abs(attribution), attention)
-    return Saliency(method, steps, pair.source_tokens, pair.tokens, attribution, attention, agreement, alignment,
+    compared = compare(attribution, attention, pair.source_tokens, pair.tokens)
+    return Saliency(method, steps, pair.source_tokens, pair.tokens, attribution, attention, compared, alignment,
                     pair.notices + cut)
 
 
@@ -195,10 +200,21 @@ def affordable(bundle: ModelBundle, pair: Pair, steps: int) -> tuple[int, list[s
 def saliency_json(s: Saliency) -> dict[str, Any]:
     return {"method": s.method, "steps": s.steps, "source_tokens": s.source_tokens, "target_tokens": s.target_tokens,
             "attribution": floats(s.attribution), "cross_attention": floats(s.attention),
-            "agreement": {"per_token": floats(s.agreement), "mean": finite(s.mean_agreement)},
+            "agreement": saliency_agreement_json(s.compared),
             "alignment": [list(pair) for pair in s.alignment],
             "alignment_tokens": [[s.source_tokens[i], s.target_tokens[j]] for i, j in s.alignment],
             "notices": s.notices}
+
+
+def saliency_agreement_json(c: Agreement) -> dict[str, Any]:
+    """compare's numbers per target token (null where a row is not compared), and the totals."""
+    def index(values: np.ndarray) -> list[int | None]:
+        return [int(i) if i >= 0 else None for i in values]
+
+    return {"per_token": floats(c.top), "mean": finite(c.fraction), "agreed": c.agreed, "compared": c.compared,
+            "top_attributed": index(c.top_attributed), "top_attended": index(c.top_attended),
+            "attention_share": floats(c.share), "top_attention_share": floats(c.top_share),
+            "spearman": floats(c.rho), "mean_spearman": finite(c.mean_rho), "source_words": c.words}
 
 
 # ----- every attention map (/attention) ---------------------------------------------------------------

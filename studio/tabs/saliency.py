@@ -7,6 +7,8 @@ from functools import partial
 
 import gradio as gr
 
+from core.explain.saliency import MIN_RANKED
+
 from .. import plots
 from ..components import Slider
 from ..explain import METHOD_NAMES, Refused, Saliency, saliency
@@ -24,20 +26,36 @@ DEBATE = ("*Is attention an explanation?* Jain & Wallace (2019, “Attention is 
           "what one claims and how it is tested. Here both are side by side, on the same axes: judge for yourself.")
 HOW = ("Attribution: each target token's log-probability (teacher forced) traced back to the source token "
        "embeddings, signed (purple: the source token raised it; orange: lowered it), each row's absolute values "
-       "summing to 1. Gradient × input takes one gradient; integrated gradients average gradients along the way "
-       "from all-zero embeddings (more steps: closer to the integral, slower). Agreement: Spearman's ρ between "
-       "|attribution| and the attention, per target token (1: same ranking of the source tokens).")
+       "summing to 1. Gradient × input takes one gradient, the slope where the token is: what a little *more* of it "
+       "would do, which can be negative where the model is already sure (saturated) of a word that token gave it. "
+       "Integrated gradients add the gradients up along the way from all-zero embeddings to the token (more steps: "
+       "closer to the integral, slower), so their sign says what the token did as a whole. The two can thus colour "
+       "one cell purple and orange; the agreement compares sizes, |attribution|, not signs.\n\n"
+       "**Agreement**, per target token (`<eos>` aside): is the source token of largest |attribution| the one the "
+       "cross-attention weighs most? Source `<eos>` and language tags are left out. A yes or no per target token "
+       "holds even for a sentence of three words, and the count of yeses is the result. The bars show the "
+       "attention on the most-attributed source token (its label on the bar) as a share of the attention on the "
+       "source's words, and a tick at the most-attended token's share: where they agree the bar reaches the tick. "
+       f"Spearman's ρ of the whole ranking is given only from {MIN_RANKED} source tokens up: on fewer, the order "
+       "of the near-zero rest, noise, decides it.")
 
 
 def agreement_line(s: Saliency) -> str:
-    """The agreement in one number and what it means."""
-    mean = s.mean_agreement
-    if mean != mean:  # NaN: every row constant
-        return "**Agreement:** none to measure (every row is constant)."
-    word = "agree" if mean >= 0.5 else "partly agree" if mean >= 0.2 else "hardly agree"
-    return (f"**Agreement: mean Spearman ρ = {mean:.2f}** over {int((s.agreement == s.agreement).sum())} target "
-            f"tokens: the gradients and the attention {word} on which source tokens matter (per token: the bars "
-            f"below).")
+    """The agreement as a count, in words: how many target tokens' most-attributed source token is their
+    most-attended one, beside what chance would give; Spearman's ρ too for a sentence long enough."""
+    c = s.compared
+    if not c.compared:
+        return "**Agreement:** nothing to compare (no target token but &lt;eos&gt;, or no source word)."
+    words = f"{c.words} source token{'s' * (c.words != 1)}"
+    line = (f"**Agreement: the most-attributed source token is the most-attended one for {c.agreed} of "
+            f"{c.compared} target token{'s' * (c.compared != 1)}** (by chance: 1 in {c.words}; &lt;eos&gt; and "
+            "language tags left out).")
+    if c.mean_rho == c.mean_rho:
+        line += (f" Over all {words}, Spearman's ρ of |attribution| and attention averages {c.mean_rho:.2f} "
+                 "(1: the same ranking).")
+    else:
+        line += f" No rank correlation: {words} are too few for one to mean anything (it needs {MIN_RANKED})."
+    return line
 
 
 def alignments(s: Saliency) -> str:
@@ -64,8 +82,9 @@ def draw(looked: Looked | None, method_label: str, steps: float) -> tuple:
     model = plots.label(looked.model)
     maps = plots.saliency_maps(s.attribution, s.attention, s.source_tokens, s.target_tokens, name,
                                f"{model} · which source tokens drove each target token")
-    bars = plots.agreement_bars(s.agreement, s.target_tokens, s.mean_agreement,
-                                f"{model} · agreement of |attribution| and attention, per target token")
+    bars = plots.agreement_bars(s.compared, s.source_tokens, s.target_tokens,
+                                f"{model} · does the most-attributed source token get the most attention? "
+                                f"{s.compared.agreed} of {s.compared.compared}")
     return maps, agreement_line(s), bars, alignments(s), "\n".join(f"- {md(clip(n, 300))}" for n in s.notices)
 
 

@@ -15,6 +15,7 @@ from _studio import SENTENCES, studio_bundle, studio_registry
 
 import core
 from core.bundle import ModelBundle
+from core.explain.saliency import compare
 from studio import api, app, explain, plots
 from studio.limits import MAX_IG_STEPS
 from studio.registry import ModelRegistry
@@ -207,12 +208,55 @@ def test_saliency_shows_core_attribution_beside_cross_attention(registry, curren
     np.testing.assert_allclose(np.asarray(maps.data[0].z), expected, atol=1e-9)
     layers = [core.cross_attention(current.bundle, SENTENCES[0], current.ids, layer) for layer in range(2)]
     np.testing.assert_allclose(np.asarray(maps.data[1].z), np.mean(layers, axis=0), atol=1e-6)
-    rho = core.rank_correlation(np.abs(expected), np.mean(layers, axis=0))
-    assert f"mean Spearman ρ = {np.nanmean(rho):.2f}" in agreement
-    np.testing.assert_allclose(np.asarray(bars.data[0].y, dtype=float), rho, atol=1e-9)
     s = explain.saliency(current.bundle, SENTENCES[0], current.ids, method, steps)
+    c = compare(expected, np.mean(layers, axis=0), s.source_tokens, s.target_tokens)
+    assert f"source token is the most-attended one for {c.agreed} of {c.compared} target tokens" in agreement
+    assert c.compared == len(s.target_tokens) - 1 and "No rank correlation: 7 source tokens are too few" in agreement
+    np.testing.assert_array_equal(s.agreement, c.top)
+    # The bars: the attention on each target token's most-attributed source token, dark where it is the most-attended.
+    agreeing, differing, ticks = bars.data
+    shares = dict(zip(agreeing.x, agreeing.y)) | dict(zip(differing.x, differing.y))
+    np.testing.assert_allclose([shares[i] for i in range(c.compared)], c.share[:-1], atol=1e-9)
+    np.testing.assert_allclose(np.asarray(ticks.y, dtype=float), c.top_share[:-1], atol=1e-9)
+    assert len(agreeing.x) == c.agreed and f"{c.agreed} of {c.compared}" in bars.layout.title.text
     assert s.alignment == core.alignment(current.bundle, SENTENCES[0], current.ids)
     assert "→" in aligned and "Word alignments" in aligned
+    # The sign convention, on the plot: under the attribution map's heading and at its colour bar's ends.
+    heading = maps.layout.annotations[0].text
+    assert "purple</span>: raised p(target token)" in heading and "orange</span>: lowered it" in heading
+    ends = maps.data[0].colorbar.ticktext
+    assert ends[0].endswith("lowered") and ends[-1].endswith("raised")
+
+
+def fake_saliency(attribution: np.ndarray, attention: np.ndarray, source: list[str], target: list[str]
+                  ) -> explain.Saliency:
+    return explain.Saliency("grad_x_input", 1, source, target, attribution, attention,
+                            compare(attribution, attention, source, target), [], [])
+
+
+def test_the_agreement_line_counts_and_gives_no_verdict_that_flips_on_noise():
+    """Issue 51: the old line said "partly agree" at a mean rho of 0.49 and "agree" at 0.53. The new one counts
+    the target tokens whose most-attributed source token is the most-attended one, beside chance; nudging the small
+    weights (noise) changes neither the count nor a word of the line."""
+    source, target = ["▁Zwei", "▁Hunde", "▁spielen", "<eos>"], ["▁Two", "▁dogs", "▁play", "<eos>"]
+    attribution = np.array([[0.7, 0.1, 0.15, 0.05], [0.1, 0.75, 0.05, 0.1], [0.3, 0.1, 0.5, 0.1], [0.2, 0.1, 0.3, 0.4]])
+    attention = np.array([[0.6, 0.05, 0.02, 0.33], [0.01, 0.66, 0.09, 0.24], [0.5, 0.1, 0.3, 0.1], [0.1] * 3 + [0.7]])
+    line = saliency.agreement_line(fake_saliency(attribution, attention, source, target))
+    assert line.startswith("**Agreement: the most-attributed source token is the most-attended one for 2 of 3 "
+                           "target tokens**") and "by chance: 1 in 3" in line
+    assert "No rank correlation: 3 source tokens are too few for one to mean anything (it needs 8)" in line
+    assert not re.search(r"\b(partly|hardly) agree|Spearman", line)
+    noise = np.random.default_rng(0).uniform(-0.02, 0.02, attribution.shape)
+    assert saliency.agreement_line(fake_saliency(attribution + noise, attention, source, target)) == line
+    # From 8 source words up, Spearman's rho over them joins the count.
+    words = [f"w{i}" for i in range(8)] + ["<eos>"]
+    rng = np.random.default_rng(1)
+    long = fake_saliency(rng.normal(size=(3, 9)), rng.dirichlet(np.ones(9), size=3), words, ["a", "b", "<eos>"])
+    rho = f"Over all 8 source tokens, Spearman's ρ of |attribution| and attention averages {long.compared.mean_rho:.2f}"
+    assert rho in saliency.agreement_line(long)
+    empty = fake_saliency(np.ones((1, 2)), np.full((1, 2), 0.5), ["a", "<eos>"], ["<eos>"])
+    assert "nothing to compare" in saliency.agreement_line(empty)
+    assert plots.agreement_bars(empty.compared, empty.source_tokens, empty.target_tokens, "t").layout.annotations
 
 
 def test_saliency_refuses_an_unknown_method_and_steps_out_of_range(registry, current):
@@ -245,6 +289,9 @@ def test_api_answers_plain_json_with_the_pages_checks(registry):
     assert arith["query_token"] == "Ein" and len(arith["q"]) == arith["d_k"]
     assert len(salient["attribution"]) == 3 and len(salient["attribution"][0]) == len(SENTENCES[0].split()) + 1
     assert salient["steps"] == 4 and len(salient["agreement"]["per_token"]) == 3
+    assert salient["agreement"]["per_token"][-1] is None and salient["agreement"]["compared"] == 2  # <eos> aside
+    assert salient["agreement"]["mean"] == salient["agreement"]["agreed"] / 2 and salient["agreement"]["spearman"] == [
+        None] * 3  # 7 source words: too few for a rank correlation
     for name, args, message in [
             ("score", ("nope", "a", "b"), "no model called 'nope'"),
             ("score", (NAME, "", "Ein"), "the source sentence is empty"),

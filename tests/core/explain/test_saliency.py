@@ -1,6 +1,8 @@
 """Issue 41: gradient attributions on the source embeddings, alignments from cross-attention, and their
 rank correlation. The batched gradients equal a plain loop over target tokens and integration points;
-integrated gradients are complete (each row sums to f(x) - f(baseline))."""
+integrated gradients are complete (each row sums to f(x) - f(baseline)). Issue 51: their agreement is
+whether the most-attributed source word is the most-attended one, sound on a short sentence where
+Spearman's rho is not, which is given only from MIN_RANKED source words up."""
 from __future__ import annotations
 
 import math
@@ -166,8 +168,93 @@ def test_rank_correlation_is_spearmans_with_average_ranks_for_ties():
 def test_attributions_and_attention_agree_more_than_chance_on_the_shipped_model(shipped):
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # a clean pair: no notice
-        rho = saliency.rank_correlation(saliency.attribution(shipped, *PAIR), saliency.cross_attention(shipped, *PAIR))
-    assert np.nanmean(rho) > 0.2
+        attribution, attention = saliency.attribution(shipped, *PAIR), saliency.cross_attention(shipped, *PAIR)
+    [scored] = score(shipped, [PAIR[0]], [PAIR[1]])
+    c = saliency.compare(attribution, attention, scored.source_tokens, scored.tokens)
+    assert c.compared == len(scored.tokens) - 1 and c.fraction > 2 * c.chance
+
+
+# ----- agreement (issue 51) --------------------------------------------------------------------------------
+def test_top_tokens_agree_though_spearman_on_three_words_says_little():
+    """Both maps put each row's most weight on the same source word; the order of the small rest differs, as
+    noise would. Spearman's rho over the 3 words and <eos> (the old measure) makes that 0.2 a row; compare
+    counts every row as agreeing, and gives no rho for 3 words."""
+    source, target = ["▁Zwei", "▁Hunde", "▁spielen", "<eos>"], ["▁Two", "▁dogs", "▁play", "<eos>"]
+    attribution = np.array([[0.70, 0.10, 0.15, -0.05], [-0.12, -0.75, 0.08, 0.05],
+                            [0.05, 0.20, 0.60, -0.15], [0.2, 0.1, 0.3, 0.4]])
+    attention = np.array([[0.60, 0.05, 0.02, 0.33], [0.01, 0.66, 0.09, 0.24],
+                          [0.20, 0.01, 0.61, 0.18], [0.1, 0.1, 0.1, 0.7]])
+    old = saliency.rank_correlation(np.abs(attribution), attention)[:3]
+    assert old == pytest.approx([0.2, 0.2, 0.2])
+    c = saliency.compare(attribution, attention, source, target)
+    assert c.agreed == c.compared == 3 and c.fraction == 1.0 and math.isnan(c.top[3])  # the <eos> row aside
+    assert list(c.top_attributed[:3]) == list(c.top_attended[:3]) == [0, 1, 2] and c.top_attributed[3] == -1
+    assert c.words == 3 and c.chance == pytest.approx(1 / 3)
+    assert np.isnan(c.rho).all() and math.isnan(c.mean_rho)  # too few words for a rank correlation
+    # The attention on the most-attributed word, as a share of the attention on the words (<eos>'s 0.33 out).
+    assert c.share[:3] == pytest.approx([0.60 / 0.67, 0.66 / 0.76, 0.61 / 0.82]) and (c.share == c.top_share)[:3].all()
+
+
+def test_a_disagreement_is_counted_and_shows_how_near_it_came():
+    attribution = np.array([[0.5, 0.3, 0.2, 0.0], [0.1, 0.2, 0.7, 0.0]])
+    attention = np.array([[0.2, 0.5, 0.1, 0.2], [0.1, 0.1, 0.3, 0.5]])  # row 1: most on <eos>, then the same word
+    c = saliency.compare(attribution, attention, ["a", "b", "c", "<eos>"])
+    assert list(c.top) == [0.0, 1.0] and c.agreed == 1 and c.compared == 2 and c.fraction == 0.5
+    assert list(c.top_attributed) == [0, 2] and list(c.top_attended) == [1, 2]
+    assert c.share[0] == pytest.approx(0.2 / 0.8) and c.top_share[0] == pytest.approx(0.5 / 0.8)
+
+
+def test_the_sign_does_not_matter_and_ties_agree_on_a_maximum_in_common():
+    attribution = np.array([[-0.6, 0.3, 0.1], [0.4, 0.4, 0.2]])
+    attention = np.array([[0.7, 0.2, 0.1], [0.3, 0.6, 0.1]])
+    c = saliency.compare(attribution, attention, ["x", "y", "z"])
+    assert list(c.top) == [1.0, 1.0] and list(c.top_attributed) == list(c.top_attended) == [0, 1]
+
+
+def test_a_row_too_short_gets_no_correlation_and_one_long_enough_gets_spearmans_over_its_words():
+    rng = np.random.default_rng(1)
+    for words in (saliency.MIN_RANKED - 1, saliency.MIN_RANKED):
+        source = ["<2en>"] + [f"w{i}" for i in range(words)] + ["<eos>"]  # a two-way model's tag first
+        attribution, attention = rng.normal(size=(4, words + 2)), rng.dirichlet(np.ones(words + 2), size=4)
+        c = saliency.compare(attribution, attention, source)
+        assert c.words == words and not c.columns[0] and not c.columns[-1]
+        if words < saliency.MIN_RANKED:
+            assert np.isnan(c.rho).all()
+        else:
+            expected = saliency.rank_correlation(np.abs(attribution[:, 1:-1]), attention[:, 1:-1])
+            assert c.rho == pytest.approx(expected) and c.mean_rho == pytest.approx(expected.mean())
+
+
+def test_tags_and_control_tokens_are_never_the_top_and_rows_without_words_are_not_measured():
+    source, target = ["<2es>", "▁perro", "▁grande", "<eos>"], ["<2es>", "▁big", "<eos>"]
+    attribution = np.array([[0.9, 0.05, 0.05, 0.0], [0.8, 0.05, 0.15, 0.0], [0.0, 0.0, 0.0, 1.0]])
+    attention = np.array([[0.9, 0.05, 0.05, 0.0], [0.9, 0.01, 0.09, 0.0], [0.0, 0.5, 0.5, 0.0]])
+    c = saliency.compare(attribution, attention, source, target)
+    assert list(c.measured) == [False, True, False]  # a tag row, a word, and <eos>
+    assert c.top_attributed[1] == c.top_attended[1] == 2 and c.share[1] == pytest.approx(0.9)
+    zero = saliency.compare(np.zeros((1, 3)), np.full((1, 3), 1 / 3), ["a", "b", "<eos>"])
+    assert zero.compared == 0 and math.isnan(zero.fraction)  # nothing attributed: no top to compare
+    none = saliency.compare(np.ones((2, 1)), np.ones((2, 1)), ["<eos>"])
+    assert none.compared == 0 and none.words == 0 and math.isnan(none.chance)
+    assert [saliency.is_word(t) for t in ("<unk>", "<2pt_BR>", "<bos>", "<pad>", "▁<2es")] == [
+        True, False, False, False, True]
+    with pytest.raises(ValueError, match="same .* shape"):
+        saliency.compare(np.zeros((2, 3)), np.zeros((3, 2)), ["a", "b", "c"])
+    with pytest.raises(ValueError, match="2 source tokens and no target tokens name a map of shape"):
+        saliency.compare(np.zeros((2, 3)), np.zeros((2, 3)), ["a", "b"])
+
+
+@pytest.mark.parametrize("method", saliency.METHODS)
+def test_dogs_agrees_with_hunde_by_both_methods_on_the_shipped_model(shipped, method):
+    """Issue 51's complaint: both maps point "dogs" at "Hunde", yet Spearman's rho of its row was 0.03."""
+    source, target = "Zwei Hunde spielen im Schnee.", "Two dogs play in the snow."
+    [scored] = score(shipped, [source], [target])
+    attribution = saliency.attribution(shipped, source, target, method)
+    c = saliency.compare(attribution, saliency.cross_attention(shipped, source, target), scored.source_tokens,
+                         scored.tokens)
+    dogs, hunde = scored.tokens.index("▁dogs"), scored.source_tokens.index("▁Hunde")
+    assert c.top[dogs] == 1.0 and c.top_attributed[dogs] == c.top_attended[dogs] == hunde
+    assert c.words == 5 and np.isnan(c.rho).all()
 
 
 def test_source_embeddings_of_the_wrong_shape_are_refused(numbers):
