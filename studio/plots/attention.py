@@ -3,12 +3,14 @@ token's probability, attention maps (every layer and head as a grid, one head la
 cross-attention behind one beam search choice."""
 from __future__ import annotations
 
+import math
 from typing import Sequence
 
 import numpy as np
 import plotly.graph_objects as go
 
-from .layout import TITLE_TOP, hover_text, narrow, styled, title_room, token_axis, word_start_note, wrap
+from .layout import (NARROW_FONT, TITLE_TOP, hover_text, label, narrow, styled, title_room, token_axis,
+                     word_start_note, wrap)
 
 ATTENTION_SCALE = "Blues"
 
@@ -52,6 +54,7 @@ def _pairs(rows: Sequence[str], cols: Sequence[str]) -> np.ndarray:
 def _heatmap(weights: np.ndarray, rows: Sequence[str], cols: Sequence[str], showscale: bool) -> go.Heatmap:
     return go.Heatmap(z=weights, x=list(range(len(cols))), y=list(range(len(rows))), colorscale=ATTENTION_SCALE,
                       zmin=0.0, zmax=1.0, showscale=showscale, customdata=_pairs(rows, cols),
+                      colorbar=dict(title=dict(text="weight", side="top")) if showscale else None,
                       hovertemplate="%{customdata}<br>weight %{z:.3f}<extra></extra>")
 
 
@@ -63,10 +66,41 @@ GRID_HOVER_CELLS = 100_000
 SLIM_COLORBAR = {"data[0].colorbar.thickness": 8, "data[0].colorbar.xpad": 4, "data[0].colorbar.tickvals": [0, 0.5, 1]}
 
 
+# The grid's token labels: at most this many across its width (each ~22 px of a projector's ~1,050 px, upright:
+# in presenter mode's type too), GRID_PHONE_LABELS on a phone (none where more); a block's rows take GRID_ROW_PX
+# each, up to GRID_LAYER_PX a layer (past that, one row in k is labelled); a token longer than GRID_LABEL_CHARS is
+# cut short (hover and the Download menu's numbers name it whole).
+GRID_X_LABELS, GRID_PHONE_LABELS, GRID_ROW_PX, GRID_LAYER_PX, GRID_LABEL_CHARS = 48, 12, 16, 320, 8
+
+
+def _short(token: str, chars: int = GRID_LABEL_CHARS) -> str:
+    """A token as a tick label, at most chars characters ("…" for the rest)."""
+    token = str(token)
+    return label(token if len(token) <= chars else token[:chars - 1] + "…")
+
+
+def _block_ticks(n_blocks: int, size: int, tokens: Sequence[str], every: int) -> tuple[list[int], list[str]]:
+    """Tick positions and labels for every every-th token of each of n_blocks blocks of size cells, a blank cell
+    between blocks."""
+    shown = range(0, size, every)
+    return ([b * (size + 1) + i for b in range(n_blocks) for i in shown],
+            [_short(tokens[i]) for _ in range(n_blocks) for i in shown])
+
+
+def _all_labels(fig: go.Figure, axis: str, positions: Sequence[int], tokens: Sequence[str]) -> None:
+    """Every token of an axis whose ticks may name only some (one in k) or cut them short, whole, by position, in
+    layout.meta["labels"]: the Download menu's CSV and JSON (static/downloads.js) name each number's tokens from it."""
+    meta = dict(fig.layout.meta or {})
+    meta["labels"] = {**meta.get("labels", {}), axis: [[p, hover_text(t)] for p, t in zip(positions, tokens)]}
+    fig.update_layout(meta=meta)
+
+
 def attention_grid(maps: np.ndarray, rows: Sequence[str], cols: Sequence[str], title: str,
-                   column_names: Sequence[str]) -> go.Figure:
+                   column_names: Sequence[str], row_title: str = "query", col_title: str = "key") -> go.Figure:
     """maps (layers, columns, Q, K): a block per layer (rows) and head (columns), drawn as one
-    heatmap with blank gaps between blocks (one trace renders far faster than a subplot each)."""
+    heatmap with blank gaps between blocks (one trace renders far faster than a subplot each). Each
+    block's tokens label the axes (the keys under each column, the queries beside each row: one in k
+    where there are more than fit); the heads are named above the columns, the layers right of the rows."""
     n_layers, n_cols, q, k = maps.shape
     z = np.full((n_layers * (q + 1) - 1, n_cols * (k + 1) - 1), np.nan, dtype=np.float32)
     labelled = maps.size <= GRID_HOVER_CELLS
@@ -80,18 +114,45 @@ def attention_grid(maps: np.ndarray, rows: Sequence[str], cols: Sequence[str], t
                 hover[block] = f"L{li + 1} {column_names[h]}: " + pairs
     template = ("%{customdata}<br>weight %{z:.3f}" if labelled else
                 "weight %{z:.3f}<br>(tokens: in the large view below)") + "<extra></extra>"
+    # The colour bar clear of the layers' names, which stand between it and the blocks.
     fig = go.Figure(go.Heatmap(z=z, customdata=hover, colorscale=ATTENTION_SCALE, zmin=0.0, zmax=1.0,
-                               hoverongaps=False, hovertemplate=template))
-    fig.update_xaxes(tickmode="array", tickvals=[h * (k + 1) + (k - 1) / 2 for h in range(n_cols)],
-                     ticktext=list(column_names), side="top", showgrid=False, zeroline=False)
-    fig.update_yaxes(tickmode="array", tickvals=[li * (q + 1) + (q - 1) / 2 for li in range(n_layers)],
-                     ticktext=[f"layer {li + 1}" for li in range(n_layers)], autorange="reversed", showgrid=False,
-                     zeroline=False)
-    styled(fig, title, 160 + 190 * n_layers, margin=dict(l=80, r=30, t=110, b=30))
-    # Two lines at the top of the figure, clear of the head labels above the blocks (centred in the
+                               hoverongaps=False, hovertemplate=template,
+                               colorbar=dict(x=1.0, xanchor="left", xpad=34, title=dict(text="weight", side="top"))))
+    layer_px = int(min(GRID_LAYER_PX, max(190, GRID_ROW_PX * (q + 1) + 24)))
+    x_every = math.ceil(n_cols * k / GRID_X_LABELS) if k else 1
+    y_every = math.ceil(q / max(1, (layer_px - 24) // GRID_ROW_PX)) if q else 1
+    x_vals, x_text = _block_ticks(n_cols, k, cols, x_every)
+    y_vals, y_text = _block_ticks(n_layers, q, rows, y_every)
+    x_title = col_title + (f" (one in {x_every} labelled)" if x_every > 1 else "")
+    y_title = row_title + (f" (one in {y_every} labelled)" if y_every > 1 else "")
+    fig.update_xaxes(tickmode="array", tickvals=x_vals, ticktext=x_text, tickangle=-90, title=x_title,
+                     automargin=True, showgrid=False, zeroline=False)
+    fig.update_yaxes(tickmode="array", tickvals=y_vals, ticktext=y_text, title=y_title, automargin=True,
+                     autorange="reversed", showgrid=False, zeroline=False)
+    names = [dict(text=name, x=h * (k + 1) + (k - 1) / 2, xref="x", y=1, yref="paper", yanchor="bottom",
+                  showarrow=False, font=dict(size=14)) for h, name in enumerate(column_names)]
+    names += [dict(text=f"layer {li + 1}", x=1, xref="paper", xanchor="left", xshift=6, y=li * (q + 1) + (q - 1) / 2,
+                   yref="y", textangle=90, showarrow=False, font=dict(size=14)) for li in range(n_layers)]
+    # Room below the blocks for the upright key labels (~8 px a character) and the axis title.
+    longest = max((min(len(str(t)), GRID_LABEL_CHARS) for t in cols), default=1)
+    bottom = 40 + 8 * longest
+    styled(fig, title, 130 + layer_px * n_layers + bottom, margin=dict(l=80, r=30, t=110, b=bottom),
+           annotations=names)
+    # Two lines at the top of the figure, clear of the head names above the blocks (centred in the
     # margin, the title's second line touched "H1").
     fig.update_layout(title=dict(yref="container", y=1, yanchor="top", pad=dict(t=TITLE_TOP + 8)))
-    narrow(fig, **SLIM_COLORBAR, **{"margin.l": 55, "margin.r": 10})  # on a phone the bar was as wide as a head
+    # Every token whole, by position, for the Download menu's numbers (the ticks cut long ones short, or skip some).
+    _all_labels(fig, "xaxis", [h * (k + 1) + i for h in range(n_cols) for i in range(k)], list(cols) * n_cols)
+    _all_labels(fig, "yaxis", [li * (q + 1) + i for li in range(n_layers) for i in range(q)], list(rows) * n_layers)
+    # On a phone the bar slim (it was as wide as a head), and the tokens named only where the blocks are wide
+    # enough (the mean of the heads, a short sentence): with four heads their labels left ~30 px a block. The
+    # layers' and heads' names stay; hover and the large view below name the tokens.
+    phone = {}
+    if n_cols * k > GRID_PHONE_LABELS:
+        phone = {"xaxis.showticklabels": False, "yaxis.showticklabels": False, "yaxis.title.text": "",
+                 "xaxis.title.text": "tokens: in the large view", "margin.l": 30, "margin.b": 40}
+    narrow(fig, **{**SLIM_COLORBAR, "data[0].colorbar.xpad": 24, "margin.l": 55, "margin.r": 10, **phone},
+           **{f"annotations[{i}].font.size": NARROW_FONT for i in range(len(names))})
     return fig
 
 
@@ -105,6 +166,9 @@ def attention_head(weights: np.ndarray, rows: Sequence[str], cols: Sequence[str]
     # projector's ~1,000 px (60 overprinted there on a 255-token source).
     fig.update_xaxes(token_axis(cols, max_labels=36, tickangle=-45, title=col_title))
     fig.update_yaxes(token_axis(rows, max_labels=(height - 150) // 16, title=row_title, autorange="reversed"))
+    for axis, tokens in (("xaxis", cols), ("yaxis", rows)):
+        if len(fig.layout[axis].tickvals) < len(tokens):  # one in k labelled: the Download menu names each
+            _all_labels(fig, axis, range(len(tokens)), tokens)
     styled(fig, title, height, margin=dict(l=110, r=30, t=60, b=90))
     # On a phone a slim colour bar and upright source labels: the bar and its margins took a third of the
     # width, and 14 slanted labels overprinted in the 130 px left. (A bar across the bottom, placed in the

@@ -2,7 +2,8 @@
 // A "Download" menu under every plot (a native <details>: a Tab stop that Enter or Space opens, on a phone
 // a tap, where plotly's own toolbar is hidden): the picture as SVG or PNG, as drawn (a phone's layout, or
 // presenter mode's type; light colours also under the dark theme), and its numbers as CSV (a row per point,
-// tokens named) or JSON (every trace's arrays). Under each bertviz view: its page as one HTML file that
+// tokens named, <eos> included, and the titles of its axes and colour scale) or JSON (every trace's arrays, every
+// axis's title and labels). Under each bertviz view: its page as one HTML file that
 // works offline (the frame's srcdoc inlines d3, jQuery and bertviz). Gradio draws each update into a new
 // plot element, so a menu belongs to the plot's block and finds the plot when used.
 () => {
@@ -33,53 +34,68 @@
             y: pick('y'), z: pick('z'), text: pick('text'), customdata: pick('customdata'),
             xaxis: given.xaxis || 'x', yaxis: given.yaxis || 'y'};
   };
-  // An axis's tick labels by position (the studio's token axes are numbers with tokens as labels).
+  // An axis's title and its labels by position (the studio's token axes are numbers with tokens as labels): every
+  // token where the figure lists them all in layout.meta.labels (plots._all_labels: its ticks name one in k),
+  // else its tick labels. The title as the figure gives it: plotly's full layout holds a placeholder for none.
   const ticks = (gd, ref) => {
-    const axis = gd._fullLayout[ref.replace(/^([xy])/, '$1axis')] || {};
+    const name = ref.replace(/^([xy])/, '$1axis');
+    const axis = gd._fullLayout[name] || {}, given = (gd.layout || {})[name] || {};
     const labels = new Map();
-    (axis.tickvals || []).forEach((v, k) => labels.set(Number(v), text((axis.ticktext || [])[k])));
-    return {title: text(axis.title?.text), labels};
+    const all = gd.layout?.meta?.labels?.[name];
+    if (Array.isArray(all)) all.forEach(([v, label]) => labels.set(Number(v), text(label)));
+    else (axis.tickvals || []).forEach((v, k) => labels.set(Number(v), text((axis.ticktext || [])[k])));
+    return {title: text(typeof given.title === 'string' ? given.title : given.title?.text), labels};
   };
+  // What a trace's colour means: its colour bar's title (its own, or its shared colour axis's).
+  const scaleTitle = (gd, i) => {
+    const given = gd.data[i] || {};
+    const bar = given.coloraxis ? gd.layout?.[given.coloraxis]?.colorbar : given.colorbar;
+    return text(typeof bar?.title === 'string' ? bar.title : bar?.title?.text);
+  };
+  // A CSV cell: plain text already (labels and notes went through text(): a second pass read "<eos>" as a tag).
   const cell = (v) => {
     if (v == null || (typeof v === 'number' && !Number.isFinite(v))) return '';
-    const s = Array.isArray(v) ? v.map(text).join(' | ') : typeof v === 'string' ? text(v) : String(v);
+    const s = Array.isArray(v) ? v.join(' | ') : String(v);
     return /[",\n\r]/.test(s) ? '"' + s.replace(/"/g, '""') + '"' : s;
   };
+  const note = (v) => (Array.isArray(v) ? v.map((w) => (typeof w === 'string' ? text(w) : w))
+    : typeof v === 'string' ? text(v) : v);
+  // A row per point: its trace, position and labels, value and hover note, and the titles of its axes and colour.
   const rows = (gd) => {
-    const out = [['trace', 'x', 'x_label', 'y', 'y_label', 'value', 'text']];
+    const out = [['trace', 'x', 'x_label', 'y', 'y_label', 'value', 'text', 'x_title', 'y_title', 'value_title']];
     gd.data.forEach((_, i) => {
-      const t = arrays(gd, i), xt = ticks(gd, t.xaxis), yt = ticks(gd, t.yaxis);
-      const name = t.name || t.type + ' ' + (i + 1), note = t.customdata ?? t.text;
+      const t = arrays(gd, i), xt = ticks(gd, t.xaxis), yt = ticks(gd, t.yaxis), zt = scaleTitle(gd, i);
+      const name = t.name || t.type + ' ' + (i + 1), notes = t.customdata ?? t.text;
       const push = (x, y, value, label) => out.push([name, x, xt.labels.get(Number(x)) ?? '', y,
-                                                     yt.labels.get(Number(y)) ?? '', value, label]);
+                                                     yt.labels.get(Number(y)) ?? '', value, note(label), xt.title,
+                                                     yt.title, zt]);
       if (Array.isArray(t.z)) {
         t.z.forEach((row, r) => (row || []).forEach((value, c) => {
           if (value != null && Number.isFinite(value)) {
-            push(Array.isArray(t.x) ? t.x[c] : c, Array.isArray(t.y) ? t.y[r] : r, value, note?.[r]?.[c]);
+            push(Array.isArray(t.x) ? t.x[c] : c, Array.isArray(t.y) ? t.y[r] : r, value, notes?.[r]?.[c]);
           }
         }));
       } else {
         const n = Math.max((t.x || []).length, (t.y || []).length);
         for (let k = 0; k < n; k++) {
           const x = t.x ? t.x[k] : k, y = t.y ? t.y[k] : k;
-          if (x != null && y != null) push(x, y, t.type === 'bar' || t.type === 'scatter' ? y : '', note?.[k]);
+          if (x != null && y != null) push(x, y, t.type === 'bar' || t.type === 'scatter' ? y : '', notes?.[k]);
         }
       }
     });
     return out.map((r) => r.map(cell).join(',')).join('\r\n') + '\r\n';
   };
   const json = (gd, name) => ({
-    plot: name, title: text(gd._fullLayout?.title?.text),
+    plot: name, title: text(typeof gd.layout?.title === 'string' ? gd.layout.title : gd.layout?.title?.text),
     axes: Object.fromEntries(Object.keys(gd._fullLayout || {}).filter((k) => /^[xy]axis\d*$/.test(k)).map((k) => {
       const a = ticks(gd, k.replace('axis', ''));
       return [k, {title: a.title, tick_labels: Object.fromEntries(a.labels)}];
     })),
     traces: gd.data.map((_, i) => {
       const t = arrays(gd, i);
-      const kept = {type: t.type, name: t.name};
+      const kept = {type: t.type, name: t.name, xaxis: t.xaxis, yaxis: t.yaxis, value_title: scaleTitle(gd, i)};
       ['x', 'y', 'z', 'customdata', 'text'].forEach((key) => {
-        if (Array.isArray(t[key])) kept[key] = key === 'customdata' || key === 'text' ? plain(t[key]).map(
-          (v) => (Array.isArray(v) ? v.map((w) => (typeof w === 'string' ? text(w) : w)) : typeof v === 'string' ? text(v) : v)) : t[key];
+        if (Array.isArray(t[key])) kept[key] = key === 'customdata' || key === 'text' ? plain(t[key]).map(note) : t[key];
       });
       return kept;
     }),

@@ -85,12 +85,13 @@ def figures(analysis: Analysis | None, stack_label: str, average: bool, layer: f
     h = min(max(int(head), 1), n_heads) - 1
     if average:
         grid = plots.attention_grid(maps.mean(axis=1, keepdims=True), rows, cols,
-                                    f"{model} · {stack_label}<br>mean over heads, per layer", ["mean of heads"])
+                                    f"{model} · {stack_label}<br>mean over heads, per layer", ["mean of heads"],
+                                    *AXES[stack])
         big, which = maps[li].mean(axis=0), f"layer {li + 1}, mean of {n_heads} heads"
     else:
         # Two lines: one would run past a 1280-pixel projector's edge in presenter mode's larger type.
         grid = plots.attention_grid(maps, rows, cols, f"{model} · {stack_label}<br>every layer (rows) × head (columns)",
-                                    [f"H{i + 1}" for i in range(n_heads)])
+                                    [f"H{i + 1}" for i in range(n_heads)], *AXES[stack])
         big, which = maps[li, h], f"layer {li + 1}, head {h + 1}"
     return grid, plots.attention_head(big, rows, cols, f"{model} · {stack_label}, {which}", *AXES[stack])
 

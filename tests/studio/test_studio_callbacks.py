@@ -398,7 +398,12 @@ def test_attention_maps_cover_every_layer_and_head(registry, current):
         q, k = analysis.maps[stack].shape[2:]
         grid, big = attention.figures(analysis, label, False, 2, 3)
         assert grid.data[0].z.shape == (c.encoder_layers * (q + 1) - 1, c.n_heads * (k + 1) - 1)  # blocks + gaps
-        assert list(grid.layout.xaxis.ticktext) == ["H1", "H2", "H3", "H4"]
+        assert [a.text for a in grid.layout.annotations[:4]] == ["H1", "H2", "H3", "H4"]  # above the blocks
+        # Each block's keys under it (one in k where more would crowd: the Download menu lists them all), <eos>
+        # too, escaped (plotly reads text as HTML).
+        keys = [text for _, text in grid.layout.meta["labels"]["xaxis"]]
+        assert len(keys) == c.n_heads * k and set(grid.layout.xaxis.ticktext) <= set(keys)  # short words, no ▁
+        assert stack == "decoder" or list(grid.layout.xaxis.ticktext).count("&lt;eos&gt;") == c.n_heads
         assert "layer 2, head 3" in big.layout.title.text and big.data[0].z.shape == (q, k)
         grid, big = attention.figures(analysis, label, True, 9, 9)  # out-of-range sliders are clamped
         assert grid.data[0].z.shape[1] == k and "layer 2, mean" in big.layout.title.text
