@@ -3,15 +3,14 @@ translates hand-written sentences (none from the data) sensibly each way, and re
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
 
 import core
+import train_cli
 from core.checkpoint import load_checkpoint
-from core.data.directions import both_directions, language_tag
-from core.data.files import load_corpus
-from core.training.evaluation import evaluate_bundle
 
 ROOT = Path(__file__).resolve().parents[2]
 MODEL = ROOT / "checkpoints" / "tatoeba-en-es"
@@ -48,13 +47,11 @@ def test_hand_written_sentences_come_out_sensible_each_way(bundle, target, cases
 
 @pytest.mark.skipif(not TATOEBA_ES.exists(), reason="needs ../shared/data/tatoeba-spa-eng")
 @pytest.mark.parametrize("target", ["es", "en"])
-def test_the_card_figures_on_the_first_100_test_sentences(bundle, target):
-    """The card's first-100 BLEU (beam 4, every reference), from the split carved as the run carved it."""
+def test_train_cli_evaluate_reproduces_the_cards_first_100_test_sentences(target, capsys):
+    """The card's first-100 BLEU and chrF (beam 4, every reference), from the split carved as the run carved it."""
     card = json.loads((MODEL / "config.json").read_text())["metrics"][f"test_first100_to_{target}_beam4"]
-    corpus = both_directions(load_corpus(f"files:{TATOEBA_ES}:en-es", "en", "es"))
-    pairs = [(s, t) for s, t in corpus.test if s.startswith(language_tag(target) + " ")]
-    sources = list(dict.fromkeys(s for s, _ in pairs))[:100]
-    kept = [(s, t) for s, t in pairs if s in set(sources)]
-    result, _ = evaluate_bundle(bundle.toward(target), [s for s, _ in kept], [t for _, t in kept], progress=False,
-                                all_references=True, beam_size=4)
-    assert result.bleu == pytest.approx(card["bleu"], abs=0.05)
+    assert train_cli.main(["evaluate", "--checkpoint", str(MODEL), "--data", f"files:{TATOEBA_ES}:en-es",
+                           "--tgt", target, "--all-references", "--limit", "100"]) == 0
+    out = capsys.readouterr().out
+    bleu, chrf = (float(re.search(rf"^{name} = ([\d.]+)", out, re.M).group(1)) for name in ("BLEU", "chrF"))
+    assert (bleu, chrf) == (pytest.approx(card["bleu"], abs=0.01), pytest.approx(card["chrf"], abs=0.01))
