@@ -119,7 +119,8 @@ def read_pairs(args: argparse.Namespace, bundle) -> tuple[list[str], list[str], 
             raise CLIError(f"{args.source_file} has {len(sources)} lines but {args.reference_file} has "
                            f"{len(references)}")
         where = f"{args.source_file} line"
-    if args.limit is not None and args.all_references:  # the first N sources, each with every reference it has
+    # With --all-references (evaluate's; score has none), the first N sources, each with every reference it has.
+    if args.limit is not None and getattr(args, "all_references", False):
         kept = set(list(dict.fromkeys(sources))[: args.limit])
         pairs = [(s, r) for s, r in zip(sources, references) if s in kept]
         sources, references = [s for s, _ in pairs], [r for _, r in pairs]
