@@ -234,6 +234,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
+    sessions.limit_malloc_arenas()  # before the server's threads: forgotten sessions' memory goes back
     torch.set_num_threads(args.threads)
     registry = ModelRegistry(args.checkpoints_dir) if args.checkpoints_dir else ModelRegistry()
     selected = None

@@ -4,6 +4,7 @@ as a script's session does, and Gradio's records of forgotten sessions go with t
 from __future__ import annotations
 
 import datetime
+import platform
 
 import gradio as gr
 import pytest
@@ -67,3 +68,8 @@ def test_a_page_with_nothing_to_keep_goes_as_a_scripts_session_does(served):
     assert looked.session_hash not in queue.pending_messages_per_session
     assert looked.session_hash not in queue.pending_event_ids_session
     assert sessions.untouched(holder.session_data[echoed.session_hash]) is False
+
+
+@pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="mallopt is glibc's")
+def test_the_studio_limits_malloc_arenas_on_glibc():
+    assert sessions.limit_malloc_arenas()
