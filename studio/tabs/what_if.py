@@ -222,17 +222,21 @@ def fill(current: Current | None, drawn: Current | None, on_screen: str, source:
 
 def refresh(registry: ModelRegistry, kept: Scored | None, current: Current | None, drawn: Current | None,
             on_screen: str, name: str | None, source: str, target: str) -> tuple:
-    """Then the boxes scored, as fill() left them: (chips, totals, plot, notices, Scored, drawn). Scoring takes a
-    second: what is typed meanwhile is not overwritten, since the boxes were filled before."""
+    """Then the boxes scored, as fill() left them: (source, target, chips, totals, plot, notices, Scored, drawn).
+    Scoring takes a second: what is typed meanwhile is not overwritten, since the boxes were filled before. Boxes
+    still empty (this step began before fill() saw the new translation, as the tab opened) get its pair here."""
     if not _is_new(current, drawn, on_screen):
-        return (gr.skip(),) * 6
+        return (gr.skip(),) * 8
     if not current.source or current.bundle is None:
-        return (gr.skip(),) * 3 + (NOTHING_YET, gr.skip(), current)
+        return (gr.skip(),) * 5 + (NOTHING_YET, gr.skip(), current)
+    boxes = (gr.skip(), gr.skip())
+    if not (source or "").strip() and not (target or "").strip():
+        source, target = boxes = _pair_of(current)
     chips, table, plot, notices, scored = score_target(registry, kept, current, name, source, target)
     if (source, target) != _pair_of(current):
         notices = ("*Kept what you typed in the boxes; the Translate tab's latest sentence is "
                    f"“{md(clip(current.source, 80))}”: clear the boxes to see it here.*\n{notices or ''}")
-    return chips, table, plot, notices, scored, current
+    return *boxes, chips, table, plot, notices, scored, current
 
 
 def model_changed(registry: ModelRegistry, kept: Scored | None, name: str | None) -> tuple:
@@ -272,7 +276,8 @@ def build(shell: Shell, current: gr.State, tab: gr.Tab, tabs: gr.Tabs, on_screen
     filled = dict(fn=guard(fill), inputs=[current, drawn, on_screen, source, target], outputs=[source, target],
                   show_progress="hidden", api_visibility="private")
     scored = dict(fn=guard(partial(refresh, shell.registry)),
-                  inputs=[kept, current, drawn, on_screen, shell.model, source, target], outputs=[*view, drawn],
+                  inputs=[kept, current, drawn, on_screen, shell.model, source, target],
+                  outputs=[source, target, *view, drawn],
                   api_visibility="private", **HEAVY)
     tab.select(lambda: TAB_ID, outputs=on_screen, show_progress="hidden", api_visibility="private").then(
         **filled).then(**scored)

@@ -105,6 +105,7 @@ def test_a_beam_search_link_sets_its_boxes_and_its_copy_names_the_step(studio, b
     shown(page, "#tab-beam", SENTENCE)
     page.wait_for_function("() => [...document.querySelectorAll('#tab-beam input[type=number]')]"
                            ".some(box => box.value === '0.8')", timeout=40_000)  # the alpha slider's box
+    page.locator("#beam-tree .js-plotly-plot .scatterlayer").first.wait_for(timeout=40_000)  # the search, stepped
     address = copied_link(page)
     assert "tab=beam-search" in address and "step=3" in address and "beam=2" in address and "alpha=0.8" in address
     page.close()

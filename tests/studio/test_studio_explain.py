@@ -119,13 +119,18 @@ def test_show_in_attention_hands_the_forced_target_to_the_attention_tab(registry
 
 def test_what_if_fills_its_boxes_from_a_new_translation_only_on_screen(registry, current):
     assert what_if.fill(current, None, "translate", "", "") == (gr.skip(),) * 2
-    assert what_if.refresh(registry, None, current, None, "translate", NAME, "", "") == (gr.skip(),) * 6
+    assert what_if.refresh(registry, None, current, None, "translate", NAME, "", "") == (gr.skip(),) * 8
     source, target = what_if.fill(current, None, what_if.TAB_ID, "", "")
     assert source == SENTENCES[0] and target == current.bundle.tokenizer.decode(current.ids)
-    chips, *_, notices, _, drawn = what_if.refresh(registry, None, current, None, what_if.TAB_ID, NAME, source, target)
-    assert drawn is current and "token-chip" in chips and "Kept what you typed" not in (notices or "")
+    *boxes, chips, _, _, notices, _, drawn = what_if.refresh(registry, None, current, None, what_if.TAB_ID, NAME,
+                                                             source, target)
+    assert boxes == [gr.skip()] * 2 and drawn is current and "token-chip" in chips
+    assert "Kept what you typed" not in (notices or "")
+    # Scoring that began before fill() saw the translation (the tab just opened): the empty boxes get its pair.
+    *boxes, chips, _, _, _, _, drawn = what_if.refresh(registry, None, current, None, what_if.TAB_ID, NAME, "", "")
+    assert boxes == [source, target] and "token-chip" in chips and drawn is current
     assert what_if.fill(current, current, what_if.TAB_ID, source, target) == (gr.skip(),) * 2
-    assert what_if.refresh(registry, None, current, current, what_if.TAB_ID, NAME, source, target) == (gr.skip(),) * 6
+    assert what_if.refresh(registry, None, current, current, what_if.TAB_ID, NAME, source, target) == (gr.skip(),) * 8
 
 
 def test_what_if_keeps_what_a_student_typed_over_a_new_translation(registry, current):
