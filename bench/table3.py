@@ -124,7 +124,7 @@ def run_variant(variant: Variant, steps: int, max_tokens: int, env: dict[str, st
     timing = folder / "timing.json"
     if not trained(variant, steps):
         started = time.monotonic()
-        folder.mkdir(parents=True, exist_ok=True)
+        folder.parent.mkdir(parents=True, exist_ok=True)  # the run's own folder is train_cli's to make
         with open(folder.parent / f"{variant.name}.log", "a") as log:  # runs side by side: a log each
             subprocess.run(train_command(variant, steps, max_tokens), cwd=ROOT, check=True, env=env, stdout=log,
                            stderr=subprocess.STDOUT)

@@ -58,3 +58,18 @@ def test_scored_runs_become_the_csv_the_markdown_and_the_plot(tmp_path, monkeypa
     text = (tmp_path / "docs" / "table3-results.md").read_text()
     assert "| E-learned | E | learned positional embedding | 7.6M | 6.10 | 35.50 | 4.92 | 25.7 | 60 min |" in text
     assert (tmp_path / "docs" / "table3.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_a_new_run_leaves_its_folder_to_train_cli(tmp_path, monkeypatch):
+    """train_cli refuses an --out that exists without checkpoints: the driver must not make it first."""
+    monkeypatch.setattr(table3, "RUNS", tmp_path)
+    seen = []
+
+    def run(command, **kwargs):
+        seen.append((command[2], (tmp_path / "base").exists()))
+        raise SystemExit  # stop after the first command: only its moment matters
+
+    monkeypatch.setattr(table3.subprocess, "run", run)
+    with pytest.raises(SystemExit):
+        table3.run_variant(table3.VARIANTS[0], 1600, 4096, {})
+    assert seen == [("train", False)]
