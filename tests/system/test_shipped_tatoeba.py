@@ -54,4 +54,5 @@ def test_train_cli_evaluate_reproduces_the_cards_first_100_test_sentences(target
                            "--tgt", target, "--all-references", "--limit", "100"]) == 0
     out = capsys.readouterr().out
     bleu, chrf = (float(re.search(rf"^{name} = ([\d.]+)", out, re.M).group(1)) for name in ("BLEU", "chrF"))
-    assert (bleu, chrf) == (pytest.approx(card["bleu"], abs=0.01), pytest.approx(card["chrf"], abs=0.01))
+    # Another CPU's kernels may round a beam's scores differently and flip a word: as test_shipped.py, 0.5 BLEU.
+    assert (bleu, chrf) == (pytest.approx(card["bleu"], abs=0.5), pytest.approx(card["chrf"], abs=0.5))
