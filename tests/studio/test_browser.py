@@ -3,26 +3,20 @@ translate an example, open every tab, step a beam search to the end. Fails on an
 a non-local address and on console errors; screenshots go to a temporary folder (paths printed)."""
 from __future__ import annotations
 
-import os
 import re
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 from urllib.parse import urlparse
 
 import pytest
+from _browser import CHROMIUM, LOCAL, served_studio, watched_page
 from _studio import SENTENCES, studio_bundle
 
-from bench.serving import free_port, wait_for
 from core.checkpoint import save_checkpoint
 from studio.app import PRESENTER_PLOT_SCALE
 from studio.plots import FONT, NARROW_FONT
 
-CHROMIUM = "/usr/bin/chromium"
-ROOT = Path(__file__).resolve().parents[2]
-LOCAL = {"127.0.0.1", "localhost"}
 
 pytestmark = [
     pytest.mark.browser,
@@ -34,20 +28,8 @@ pytestmark = [
 def studio(tmp_path_factory):
     folder = tmp_path_factory.mktemp("checkpoints")
     save_checkpoint(folder / "studio-tiny", studio_bundle())
-    port = free_port()
-    env = {**os.environ, "GRADIO_ANALYTICS_ENABLED": "False", "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
-    proc = subprocess.Popen([sys.executable, "-m", "studio", "--port", str(port), "--checkpoints-dir", str(folder)],
-                            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    url = f"http://127.0.0.1:{port}/"
-    try:
-        print(f"studio answered after {wait_for(url, proc, timeout=120.0):.1f} s")
+    with served_studio("--checkpoints-dir", str(folder)) as url:
         yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
 
 
 def _plots_in(page, tab: str, at_least: int) -> None:
@@ -56,29 +38,12 @@ def _plots_in(page, tab: str, at_least: int) -> None:
     assert page.locator(f"#tab-{tab} .js-plotly-plot .main-svg").count() >= at_least
 
 
-def _watched_page(p, outside: list[str], errors: list[str]):
-    """Headless Chromium and a page that records non-local requests and console errors."""
-    browser = p.chromium.launch(executable_path=CHROMIUM, args=[
-        "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update"])
-    page = browser.new_page(viewport={"width": 1400, "height": 1000})
-
-    def request(req) -> None:
-        host = urlparse(req.url).hostname
-        if req.url.split(":")[0] not in ("data", "blob", "about") and host not in LOCAL:
-            outside.append(req.url)
-
-    page.on("request", request)
-    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-    page.on("pageerror", lambda e: errors.append(str(e)))
-    return browser, page
-
-
 def test_studio_in_headless_chromium(studio):
     sync_api = pytest.importorskip("playwright.sync_api")
     shots = Path(tempfile.mkdtemp(prefix="studio-shots-"))
     outside, errors = [], []
     with sync_api.sync_playwright() as p:
-        browser, page = _watched_page(p, outside, errors)
+        browser, page = watched_page(p, outside, errors)
         page.goto(studio)
         page.get_by_text("studio-tiny ·").first.wait_for(timeout=20000)
         # Everything Gradio's status tracker says to screen readers, for a check after the calls below.
@@ -319,7 +284,7 @@ def test_explaining_tabs_and_a_download(studio):
     shots = Path(tempfile.mkdtemp(prefix="studio-explain-shots-"))
     outside, errors = [], []
     with sync_api.sync_playwright() as p:
-        browser, page = _watched_page(p, outside, errors)
+        browser, page = watched_page(p, outside, errors)
         page.route("**/*", lambda route: route.abort() if urlparse(route.request.url).hostname not in LOCAL
                    and not route.request.url.startswith(("data:", "blob:")) else route.continue_())
         page.goto(studio)
@@ -391,7 +356,7 @@ def test_compare_tab(studio):
     sync_api = pytest.importorskip("playwright.sync_api")
     outside, errors = [], []
     with sync_api.sync_playwright() as p:
-        browser, page = _watched_page(p, outside, errors)
+        browser, page = watched_page(p, outside, errors)
         page.goto(studio)
         page.get_by_role("tab", name="Compare").click()
         page.locator("#compare-source textarea").fill(SENTENCES[0])
@@ -420,7 +385,7 @@ def test_train_tab_live_run_then_translate(studio):
     shots = Path(tempfile.mkdtemp(prefix="studio-train-shots-"))
     outside, errors = [], []
     with sync_api.sync_playwright() as p:
-        browser, page = _watched_page(p, outside, errors)
+        browser, page = watched_page(p, outside, errors)
         page.goto(studio)
         page.get_by_role("tab", name="Train").click()
         page.get_by_label("steps", exact=True).fill("5000")  # never finishes before Stop

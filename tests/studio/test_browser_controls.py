@@ -5,6 +5,7 @@ from __future__ import annotations
 from urllib.parse import quote
 
 import pytest
+from _browser import wait_until_ready
 from test_browser_links import CHROMIUM, MODEL, SENTENCE, browser, shown, studio  # noqa: F401 (fixtures)
 
 pytestmark = [pytest.mark.browser]
@@ -46,7 +47,7 @@ def test_what_if_keeps_what_is_typed_while_it_scores(studio, browser):
 def test_a_click_shows_on_its_button_at_once(studio, browser):
     page = browser.new_page(viewport={"width": 1280, "height": 900})
     page.goto(studio)
-    page.locator("#start-here").wait_for(timeout=40_000)
+    wait_until_ready(page)
     button = page.locator("#tab-translate button", has_text="Translate").first
     # Read in the same task as the click: the mark is set by the click itself, before any answer can come.
     busy = button.evaluate("(b) => { b.click(); return b.getAttribute('aria-busy'); }")
@@ -57,7 +58,7 @@ def test_a_click_shows_on_its_button_at_once(studio, browser):
 def test_every_control_on_every_tab_has_a_name(studio, browser):
     page = browser.new_page(viewport={"width": 1280, "height": 900})
     page.goto(studio)
-    page.locator("#start-here").wait_for(timeout=40_000)
+    wait_until_ready(page)
     unnamed = {}
     for tab in TABS:
         page.get_by_role("tab", name=tab, exact=True).click()

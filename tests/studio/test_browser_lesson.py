@@ -3,19 +3,14 @@ lesson; a page opened on a step shows its notes, Next opens the next step's view
 clicker's Page Down does too."""
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from _browser import CHROMIUM, launch_chromium, served_studio
 
-from bench.serving import free_port, wait_for
 from studio.lesson import read_lesson
 from studio.lesson_panel import lesson_link
 
-CHROMIUM = "/usr/bin/chromium"
-ROOT = Path(__file__).resolve().parents[2]
 LESSON = """# Numbers, three views
 
 ## Translate a number
@@ -43,28 +38,15 @@ def lesson_file(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def studio(lesson_file):
-    port = free_port()
-    env = {**os.environ, "GRADIO_ANALYTICS_ENABLED": "False", "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
-    proc = subprocess.Popen([sys.executable, "-m", "studio", "--port", str(port), "--lesson", str(lesson_file)],
-                            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    url = f"http://127.0.0.1:{port}/"
-    try:
-        wait_for(url, proc, timeout=120.0)
+    with served_studio("--lesson", str(lesson_file)) as url:
         yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
 
 
 def test_next_and_a_clickers_page_down_move_the_page_through_the_lesson(studio, lesson_file):
     sync_api = pytest.importorskip("playwright.sync_api")
     lesson = read_lesson(lesson_file)
     with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=[
-            "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update"])
+        browser = launch_chromium(p)
         page = browser.new_page(viewport={"width": 1280, "height": 900})
         page.goto(studio + lesson_link(lesson, 0))
         page.locator("#lesson-step").get_by_text("Step 1 of 3: Translate a number").wait_for(timeout=40_000)

@@ -3,18 +3,13 @@ the sentence there, already computed; "Link to this view" gives an address that 
 link gets wrong is said on the page, never a traceback."""
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 from urllib.parse import quote
 
 import pytest
+from _browser import CHROMIUM, launch_chromium, served_studio
 
-from bench.serving import free_port, wait_for
 
-CHROMIUM = "/usr/bin/chromium"
-ROOT = Path(__file__).resolve().parents[2]
 SENTENCE = "Zwei Hunde spielen im Schnee."
 MODEL = "multi30k-de-en-small"
 
@@ -34,28 +29,15 @@ pytestmark = [pytest.mark.browser, pytest.mark.skipif(not Path(CHROMIUM).exists(
 
 @pytest.fixture(scope="module")
 def studio():
-    port = free_port()
-    env = {**os.environ, "GRADIO_ANALYTICS_ENABLED": "False", "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
-    proc = subprocess.Popen([sys.executable, "-m", "studio", "--port", str(port)], cwd=ROOT, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    url = f"http://127.0.0.1:{port}/"
-    try:
-        wait_for(url, proc, timeout=120.0)
+    with served_studio() as url:
         yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
 
 
 @pytest.fixture(scope="module")
 def browser():
     sync_api = pytest.importorskip("playwright.sync_api")
     with sync_api.sync_playwright() as p:
-        chromium = p.chromium.launch(executable_path=CHROMIUM, args=[
-            "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update"])
+        chromium = launch_chromium(p)
         yield chromium
         chromium.close()
 

@@ -7,22 +7,15 @@ from __future__ import annotations
 import csv
 import io
 import json
-import os
-import subprocess
-import sys
 import tempfile
 from pathlib import Path
-from urllib.parse import urlparse
 
 import pytest
+from _browser import CHROMIUM, served_studio, watched_page
 from _studio import SENTENCES, studio_bundle
 
-from bench.serving import free_port, wait_for
 from core.checkpoint import save_checkpoint
 
-CHROMIUM = "/usr/bin/chromium"
-ROOT = Path(__file__).resolve().parents[2]
-LOCAL = {"127.0.0.1", "localhost"}
 HEADER = ["trace", "x", "x_label", "y", "y_label", "value", "text", "x_title", "y_title", "value_title"]
 
 pytestmark = [
@@ -35,38 +28,8 @@ pytestmark = [
 def studio(tmp_path_factory):
     folder = tmp_path_factory.mktemp("checkpoints")
     save_checkpoint(folder / "studio-tiny", studio_bundle())
-    port = free_port()
-    env = {**os.environ, "GRADIO_ANALYTICS_ENABLED": "False", "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
-    proc = subprocess.Popen([sys.executable, "-m", "studio", "--port", str(port), "--checkpoints-dir", str(folder),
-                             "--no-lesson"], cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True)
-    url = f"http://127.0.0.1:{port}/"
-    try:
-        print(f"studio answered after {wait_for(url, proc, timeout=120.0):.1f} s")
+    with served_studio("--checkpoints-dir", str(folder), "--no-lesson") as url:
         yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-
-
-def _watched_page(p, outside: list[str], errors: list[str]):
-    """Headless Chromium at a projector's 1280x720, a page that records non-local requests and console errors."""
-    browser = p.chromium.launch(executable_path=CHROMIUM, args=[
-        "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update"])
-    page = browser.new_page(viewport={"width": 1280, "height": 720})
-
-    def request(req) -> None:
-        host = urlparse(req.url).hostname
-        if req.url.split(":")[0] not in ("data", "blob", "about") and host not in LOCAL:
-            outside.append(req.url)
-
-    page.on("request", request)
-    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-    page.on("pageerror", lambda e: errors.append(str(e)))
-    return browser, page
 
 
 def _download(page, plot_label: str, kind: str) -> str:
@@ -84,7 +47,7 @@ def test_a_class_reads_the_grid_and_the_arithmetic_on_a_projector(studio):
     shots = Path(tempfile.mkdtemp(prefix="studio-projector-shots-"))
     outside, errors = [], []
     with sync_api.sync_playwright() as p:
-        browser, page = _watched_page(p, outside, errors)
+        browser, page = watched_page(p, outside, errors, 1280, 720)  # a projector's size
         page.goto(studio)
         page.get_by_text("studio-tiny ·").first.wait_for(timeout=20000)
         page.get_by_label("Presenter mode (large type, high contrast)").check()

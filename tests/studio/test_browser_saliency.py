@@ -8,7 +8,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from test_browser import _watched_page
+from _browser import watched_page
 from test_browser_links import CHROMIUM, MODEL, SENTENCE, studio  # noqa: F401 (a fixture: the shipped models)
 
 pytestmark = [pytest.mark.browser, pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"{CHROMIUM} is missing")]
@@ -27,7 +27,7 @@ def test_saliency_counts_agreement_in_words_and_its_map_says_the_sign(studio):  
     shots = Path(tempfile.mkdtemp(prefix="studio-saliency-shots-"))
     outside, errors = [], []
     with sync_api.sync_playwright() as p:
-        browser, page = _watched_page(p, outside, errors)
+        browser, page = watched_page(p, outside, errors)
         page.goto(f"{studio}?model={MODEL}")
         page.get_by_text(f"{MODEL} ·").first.wait_for(timeout=40_000)
         page.get_by_label("Source sentence").fill(SENTENCE)

@@ -27,6 +27,7 @@ from pathlib import Path
 
 import gradio as gr
 import pytest
+from _browser import CHROMIUM, launch_chromium
 import torch
 from _studio import SENTENCES, studio_bundle, studio_registry, toasts  # noqa: F401 (a fixture)
 
@@ -47,7 +48,6 @@ from studio.train import setup as run_setup
 from studio.train import tab as train_tab
 
 ROOT = Path(__file__).resolve().parents[2]
-CHROMIUM = "/usr/bin/chromium"
 MODEL = "studio-tiny"
 # Whole-token payloads (no spaces: a word vocabulary keeps each one a single token).
 PAYLOADS = ["<script>window.__pwned=1</script>", "<img/src=x/onerror=window.__pwned=1>",
@@ -557,8 +557,7 @@ def test_html_and_script_input_runs_nothing_in_the_browser():
     flags, failure = [], None
     try:
         with sync_api.sync_playwright() as p:
-            browser = p.chromium.launch(executable_path=CHROMIUM, args=[
-                "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update"])
+            browser = launch_chromium(p)
             page = browser.new_page(viewport={"width": 1400, "height": 1000})
             page.on("dialog", lambda d: (flags.append(f"dialog: {d.message}"), d.dismiss()))
             try:
