@@ -36,11 +36,13 @@ sys.path.insert(0, str(ROOT))
 
 DATA = f"files:{ROOT.parent / 'shared' / 'data' / 'multi30k'}"
 RUNS, DOCS = ROOT / "runs" / "table3", ROOT / "docs"
-# The shipped multi30k-de-en-small's schedule: ~14 epochs of 4096-token batches, eq. 3's warm-up over the
-# first half of the run, lr factor 1. A shorter run keeps that shape (warm-up = steps / 2) and its peak
-# learning rate (eq. 3's peak falls as warmup^-0.5: the factor makes up for it). Without that, a 300-step
-# run peaked at 5e-3, twice the full run's, and stalled at the unigram loss (dev BLEU 0).
-STEPS, MAX_TOKENS, FULL_WARMUP = 1600, 4096, 800
+# About 15 minutes a run on one core of this machine (bf16 autocast, which train_cli's --amp auto takes on a CPU
+# with AVX512-BF16; fp32 is 1.6x slower): 800 steps of 4096-token batches, about 6 epochs. Eq. 3's warm-up over
+# the first half, its peak at half the shipped multi30k-de-en-small's (eq. 3's peak falls as warmup^-0.5: the
+# factor keeps it there for any --steps). The base side by side, 800 steps each, 2026-11-28: at the shipped
+# peak, 2.2e-3, dev BLEU 6.4 (perplexity 29.4, last training loss 3.75); at half of it 32.0 (10.5, 2.76). A
+# 400-step run with warm-up 200 at 2.2e-3 rose between steps 50 and 100 and had not recovered (dev BLEU 1.7).
+STEPS, MAX_TOKENS, FULL_WARMUP, PEAK_SCALE = 800, 4096, 800, 0.5
 COMMON = ["--src", "de", "--tgt", "en", "--preset", "small", "--eval-every", "0", "--keep-last", "1",
           "--save-every", "200"]
 
@@ -98,8 +100,9 @@ def train_command(variant: Variant, steps: int, max_tokens: int = MAX_TOKENS) ->
     if any(folder.glob("step-*")):
         return cli("train", "--out", str(folder), "--resume")
     warmup = max(1, steps // 2)
+    factor = PEAK_SCALE * math.sqrt(warmup / FULL_WARMUP)
     return cli("train", "--data", DATA, *COMMON, "--max-tokens", str(max_tokens), "--max-steps", str(steps),
-               "--warmup", str(warmup), "--lr-factor", f"{math.sqrt(warmup / FULL_WARMUP):.4g}", *variant.args,
+               "--warmup", str(warmup), "--lr-factor", f"{factor:.4g}", *variant.args,
                "--out", str(folder))
 
 
@@ -138,9 +141,16 @@ def run_variant(variant: Variant, steps: int, max_tokens: int, env: dict[str, st
     (folder / "dev.json").write_text(json.dumps({
         **scores, "eval_s": time.monotonic() - started, "step": final["step"], "seed": final["train"]["seed"],
         "max_tokens": final["train"]["max_tokens"],
+        "precision": trained_precision(folder.parent / f"{variant.name}.log"),
         "parameters": parameter_count(folder / "final"), "train_s": json.loads(timing.read_text())["train_s"]},
         indent=2))
     print(f"{variant.name}: dev BLEU {scores['bleu']:.2f}, PPL {scores['perplexity']:.2f}")
+
+
+def trained_precision(log: Path) -> str:
+    """The arithmetic the run trained in, as train_cli's header says ("amp bf16"; "amp off": fp32)."""
+    found = re.findall(r"\bamp (\w+)", log.read_text()) if log.is_file() else []
+    return {"off": "fp32"}.get(found[-1], found[-1]) if found else "unknown"
 
 
 def parse_scores(stdout: str) -> dict[str, float | str]:
@@ -163,7 +173,7 @@ def parameter_count(checkpoint: Path) -> int:
 
 # ----- the results: CSV, markdown, plot ---------------------------------------------------------------
 FIELDS = ["name", "row", "change", "seed", "step", "max_tokens", "parameters", "dev_perplexity", "dev_bleu",
-          "dev_accuracy", "paper_perplexity", "paper_bleu", "train_s", "eval_s", "bleu_signature"]
+          "dev_accuracy", "precision", "paper_perplexity", "paper_bleu", "train_s", "eval_s", "bleu_signature"]
 
 
 def results() -> list[dict]:
@@ -178,7 +188,8 @@ def results() -> list[dict]:
                      "step": scores["step"], "max_tokens": scores.get("max_tokens", MAX_TOKENS),
                      "parameters": scores["parameters"],
                      "dev_perplexity": scores["perplexity"], "dev_bleu": scores["bleu"],
-                     "dev_accuracy": scores["accuracy"], "paper_perplexity": paper[0], "paper_bleu": paper[1],
+                     "dev_accuracy": scores["accuracy"], "precision": scores.get("precision", "unknown"),
+                     "paper_perplexity": paper[0], "paper_bleu": paper[1],
                      "train_s": round(scores["train_s"]), "eval_s": round(scores["eval_s"]),
                      "bleu_signature": scores["bleu_signature"]})
     return rows
@@ -202,9 +213,10 @@ def markdown(rows: list[dict]) -> str:
 
     steps = rows[0]["step"] if rows else STEPS
     tokens = rows[0]["max_tokens"] if rows else MAX_TOKENS
+    precision = " / ".join(sorted({r["precision"] for r in rows})) or "unknown"
     lines = ["# Table 3 on Multi30k De→En: results", "",
-             f"Each run: {steps} steps of {tokens}-token batches (warm-up over the first half, the full recipe's "
-             f"peak learning rate), the last checkpoint (no averaging), scored on "
+             f"Each run: {steps} steps of {tokens}-token batches in {precision} (warm-up over the first half, "
+             f"eq. 3 peaking at half the shipped model's learning rate), the last checkpoint (no averaging), scored on "
              f"Multi30k's dev split (1,014 sentences): perplexity per target token (teacher forced, our 8k BPE) and "
              f"sacreBLEU with beam 4. Paper: Table 3, newstest2013 dev (PPL per wordpiece of its 37k BPE, BLEU); "
              f"absolute values do not compare across the two, the differences from each base do.", "",
