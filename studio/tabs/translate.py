@@ -14,7 +14,7 @@ from core.model.config import INT64_MAX
 from core.training.loss import smoothed_target_distribution
 
 from .. import plots, serving
-from ..components import Slider, TypedSlider
+from ..components import Slider, TypedSlider, script
 from ..limits import BATCHED, BEAM_RANGE, DEFAULT_BEAM, clamp_beam, clean_input
 from ..registry import UNAVAILABLE, ModelRegistry
 from ..shell import Current, Shell, picked_examples, switched
@@ -27,6 +27,7 @@ from ..text import clip, guard, md, md_table
 # its image captions (Tatoeba) mostly scores below 0.4 too. Sampling is left out: a sampled word is often an
 # unlikely one.
 LOW_CONFIDENCE = 0.4
+SPOKEN_JS = script("spoken_translation.js")
 
 
 def options(method: str, beam_size: float, alpha: float, max_extra: float, n_best: float,
@@ -188,10 +189,6 @@ def examples_update(registry: ModelRegistry, name: str | None) -> gr.Dataset:
     return gr.Dataset(samples=[[s] for s in samples] or [[""]], visible=bool(samples), label=label)
 
 
-def spoken_translation(text: str) -> str:
-    return f"Translation: {md(text)}" if text else ""
-
-
 def method_visibility(method: str) -> tuple[gr.Group, gr.Group]:
     """Beam controls for beam search, sampling controls for sampling."""
     return gr.Group(visible=method == "beam"), gr.Group(visible=method == "sample")
@@ -254,7 +251,7 @@ def build(shell: Shell) -> TranslateTab:
           **BATCHED)
     examples.click(lambda sample: sample[0], inputs=examples, outputs=source).then(run, inputs=inputs, outputs=outputs,
                                                                                    **BATCHED)
-    output.change(spoken_translation, inputs=output, outputs=spoken, show_progress="hidden")
+    output.change(None, inputs=output, outputs=spoken, js=SPOKEN_JS, show_progress="hidden")
     method.change(method_visibility, inputs=method, outputs=[beam_group, sample_group])
     method.input(guard(partial(redecode, shell.registry)), inputs=[current] + inputs, outputs=outputs, **BATCHED)
     gr.on([shell.demo.load, shell.model_key.change], guard(partial(examples_update, shell.registry)),
