@@ -12,8 +12,12 @@ again with a second seed (how far two seeds differ: what a difference must excee
     python bench/table3.py --trial 20             # seconds per step of each variant, to plan the run
     python bench/table3.py --threads 1            # torch threads (a shared, busy CPU: 2 threads collapse)
 
-Runs go to runs/table3/NAME/ (train_cli's run folders, with dev.json once scored); every scored run
-goes to docs/table3.csv, docs/table3-results.md and docs/table3.png. docs/table3.md is the recipe.
+    python bench/table3.py --results              # the table of the runs scored so far (no training)
+
+Runs go to runs/table3/NAME/ (train_cli's run folders, with dev.json once scored). Each score is also kept
+in docs/table3-scores/NAME.json (tracked, with its steps and batch tokens), so a table cut short by a lost
+machine goes on where it stopped; every scored run goes to docs/table3.csv, docs/table3-results.md and
+docs/table3.png. docs/table3.md is the recipe.
 """
 from __future__ import annotations
 
@@ -116,11 +120,22 @@ def trained(variant: Variant, steps: int) -> bool:
     return config.is_file() and json.loads(config.read_text()).get("step") == steps
 
 
+def scores_of(variant: Variant) -> dict | None:
+    """The variant's dev scores: scored in runs/ on this machine (and kept in docs/ now), or kept in docs/ by
+    an earlier machine; None when it has not been scored."""
+    kept, scored = DOCS / "table3-scores" / f"{variant.name}.json", RUNS / variant.name / "dev.json"
+    if scored.is_file():
+        kept.parent.mkdir(parents=True, exist_ok=True)
+        kept.write_text(scored.read_text())
+    return json.loads(kept.read_text()) if kept.is_file() else None
+
+
 def run_variant(variant: Variant, steps: int, max_tokens: int, env: dict[str, str]) -> None:
     """Train (or finish training) and score one variant; its wall-clock seconds are added up in timing.json."""
     folder = RUNS / variant.name
-    if (folder / "dev.json").is_file():
-        print(f"{variant.name}: scored already ({folder / 'dev.json'})")
+    scores = scores_of(variant)
+    if scores and (scores["step"], scores.get("max_tokens")) == (steps, max_tokens):
+        print(f"{variant.name}: scored already ({scores['step']} steps of {max_tokens} tokens)")
         return
     if folder.is_dir() and not any(folder.glob("step-*")) and not trained(variant, steps):
         shutil.rmtree(folder)  # stopped before its first checkpoint: nothing to keep
@@ -144,6 +159,7 @@ def run_variant(variant: Variant, steps: int, max_tokens: int, env: dict[str, st
         "precision": trained_precision(folder.parent / f"{variant.name}.log"),
         "parameters": parameter_count(folder / "final"), "train_s": json.loads(timing.read_text())["train_s"]},
         indent=2))
+    scores_of(variant)  # kept in docs/
     print(f"{variant.name}: dev BLEU {scores['bleu']:.2f}, PPL {scores['perplexity']:.2f}")
 
 
@@ -179,10 +195,9 @@ FIELDS = ["name", "row", "change", "seed", "step", "max_tokens", "parameters", "
 def results() -> list[dict]:
     rows = []
     for variant in VARIANTS:
-        dev = RUNS / variant.name / "dev.json"
-        if not dev.is_file():
+        scores = scores_of(variant)
+        if scores is None:
             continue
-        scores = json.loads(dev.read_text())
         paper = variant.paper or (None, None)
         rows.append({"name": variant.name, "row": variant.row, "change": variant.change, "seed": scores["seed"],
                      "step": scores["step"], "max_tokens": scores.get("max_tokens", MAX_TOKENS),
@@ -302,6 +317,7 @@ def main() -> None:
     parser.add_argument("--max-tokens", type=int, default=MAX_TOKENS, help="padded tokens per batch")
     parser.add_argument("--dry-run", action="store_true", help="print the commands instead of running them")
     parser.add_argument("--trial", type=int, metavar="N", help="time N steps of each variant instead")
+    parser.add_argument("--results", action="store_true", help="write the table of the runs scored so far")
     parser.add_argument("--threads", type=int, help="torch threads of each run (default: torch's, one per core)")
     parser.add_argument("--parallel", type=int, default=1,
                         help="runs at a time, e.g. 2 with --threads 1 on two cores (default: 1)")
@@ -309,6 +325,8 @@ def main() -> None:
     variants = chosen(args.only)
     if args.trial:
         return trial(variants, args.trial, args.threads)
+    if args.results:
+        return write_results(results())
     env = {**os.environ, **({"OMP_NUM_THREADS": str(args.threads)} if args.threads else {})}
     if args.dry_run:
         for variant in variants:

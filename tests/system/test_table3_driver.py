@@ -73,3 +73,31 @@ def test_a_new_run_leaves_its_folder_to_train_cli(tmp_path, monkeypatch):
     with pytest.raises(SystemExit):
         table3.run_variant(table3.VARIANTS[0], 1600, 4096, {})
     assert seen == [("train", False)]
+
+
+def test_a_score_kept_in_docs_spares_its_run_on_a_new_machine_unless_the_recipe_changed(tmp_path, monkeypatch):
+    monkeypatch.setattr(table3, "RUNS", tmp_path / "runs")  # a new machine: no run folders
+    monkeypatch.setattr(table3, "DOCS", tmp_path / "docs")
+    (tmp_path / "docs" / "table3-scores").mkdir(parents=True)
+    (tmp_path / "docs" / "table3-scores" / "base.json").write_text(json.dumps({"step": 800, "max_tokens": 4096}))
+    commands = []
+
+    def run(command, **kwargs):
+        commands.append(command[2])
+        raise SystemExit
+
+    monkeypatch.setattr(table3.subprocess, "run", run)
+    table3.run_variant(table3.VARIANTS[0], 800, 4096, {})
+    assert commands == []
+    with pytest.raises(SystemExit):
+        table3.run_variant(table3.VARIANTS[0], 1600, 4096, {})
+    assert commands == ["train"]
+
+
+def test_a_run_scored_here_is_kept_in_docs(tmp_path, monkeypatch):
+    monkeypatch.setattr(table3, "RUNS", tmp_path / "runs")
+    monkeypatch.setattr(table3, "DOCS", tmp_path / "docs")
+    (tmp_path / "runs" / "A-h1").mkdir(parents=True)
+    (tmp_path / "runs" / "A-h1" / "dev.json").write_text(json.dumps({"step": 800, "bleu": 30.0}))
+    assert table3.scores_of(table3.VARIANTS[2]) == {"step": 800, "bleu": 30.0}
+    assert json.loads((tmp_path / "docs" / "table3-scores" / "A-h1.json").read_text())["bleu"] == 30.0
