@@ -31,6 +31,16 @@ def script(name: str, **values: object) -> str:
 
 
 
+def refresh_on_screen(current: gr.State, tab_elem_id: str) -> gr.Button:
+    """A trigger for the tab's redraw when the session's translation changes, set off in the page, and only while
+    the tab is on screen (static/refresh_on_screen.js): its hidden button. A tab's redraw on current.change ran
+    a server call for every tab at every translation, each to find its tab off screen."""
+    button = gr.Button("Redraw for the new translation", elem_id=f"{tab_elem_id}-refresh",
+                       elem_classes="visually-hidden")
+    current.change(None, js=script("refresh_on_screen.js", TAB_ID=tab_elem_id), show_progress="hidden")
+    return button
+
+
 class Slider(gr.Slider):
     """A slider whose typed-in number is clamped to its range. Gradio's own slider refuses a
     value typed outside it ("Value 6 is greater than maximum value 3.") and every output of the

@@ -19,7 +19,7 @@ from core.explain.hooks import attention_maps
 from core.inference.scoring import prepare_pair
 
 from .. import plots
-from ..components import Slider
+from ..components import Slider, refresh_on_screen
 from ..explain import Refused, arithmetic
 from ..limits import HEAVY
 from ..registry import ModelRegistry
@@ -187,7 +187,8 @@ def build(shell: Shell, current: gr.State, tab: gr.Tab, on_screen: gr.State
                   inputs=[current, drawn, on_screen, shell.model, stack, layer, head, query, chosen],
                   outputs=[looked, header, layer, head, query, *views, drawn], api_visibility="private", **HEAVY)
     tab.select(lambda: TAB_ID, outputs=on_screen, show_progress="hidden", api_visibility="private").then(**update)
-    gr.on([current.change, shell.model_key.change], **update)
+    gr.on([refresh_on_screen(current, "tab-arithmetic").click, shell.model_key.change], trigger_mode="always_last",
+          **update)
     # Before any sentence, the sliders span the picked model's layers and heads (not 6 and 8).
     gr.on([shell.demo.load, shell.model_key.change], guard(partial(picked_model_ranges, shell.registry)),
           inputs=[shell.model, layer, head], outputs=[layer, head], show_progress="hidden", api_visibility="private")

@@ -18,7 +18,7 @@ from core.inference.translation import prepare_source, translate_detailed
 from core.model.config import ModelConfig
 
 from .. import bertviz_offline, plots, serving
-from ..components import Slider
+from ..components import Slider, refresh_on_screen
 from ..limits import HEAVY, clean_input
 from ..registry import UNAVAILABLE, ModelRegistry
 from ..shell import Current, Shell, switched
@@ -353,8 +353,10 @@ def build(shell: Shell, current: gr.State, tab: gr.Tab, on_screen: gr.State) -> 
             guard(refresh_bertviz), inputs=bertviz_inputs, outputs=[head_view, model_view, rendered])
 
     draw(tab.select(lambda: TAB_ID, outputs=on_screen, show_progress="hidden"))
-    for change in (current.change, shell.model_key.change):  # an old ablation is stale now
-        draw(change(lambda: "", outputs=ablated, show_progress="hidden"))
+    # An old ablation is stale with a new sentence or model: cleared in the page, then redrawn if on screen.
+    current.change(None, js="() => ''", outputs=ablated, show_progress="hidden")
+    for change in (refresh_on_screen(current, "tab-attention").click, shell.model_key.change):
+        draw(change(lambda: "", outputs=ablated, show_progress="hidden", trigger_mode="always_last"))
     gr.on([look.click, source.submit], guard(partial(translate_here, shell.registry)),
           inputs=[shell.model, source], outputs=[current, looked], **HEAVY)
     # Averaged over heads, the large view shows no one head: its slider rests.

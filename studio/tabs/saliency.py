@@ -10,7 +10,7 @@ import gradio as gr
 from core.explain.saliency import MIN_RANKED
 
 from .. import plots
-from ..components import Slider
+from ..components import Slider, refresh_on_screen
 from ..explain import METHOD_NAMES, Refused, Saliency, saliency
 from ..limits import HEAVY, MAX_IG_STEPS
 from ..registry import ModelRegistry
@@ -118,7 +118,8 @@ def build(shell: Shell, current: gr.State, tab: gr.Tab, on_screen: gr.State) -> 
                   inputs=[current, drawn, on_screen, shell.model, method, steps],
                   outputs=[looked, header, *views, drawn], api_visibility="private", **HEAVY)
     tab.select(lambda: TAB_ID, outputs=on_screen, show_progress="hidden", api_visibility="private").then(**update)
-    gr.on([current.change, shell.model_key.change], **update)
+    gr.on([refresh_on_screen(current, "tab-saliency").click, shell.model_key.change], trigger_mode="always_last",
+          **update)
     method.change(lambda label: gr.Slider(visible=METHODS.get(label) == "integrated_gradients"), inputs=method,
                   outputs=steps, show_progress="hidden", api_visibility="private")
     gr.on([method.input, steps.input], guard(draw), inputs=[looked, method, steps], outputs=views,

@@ -17,6 +17,7 @@ from core.inference.scoring import Score
 from core.inference.translation import translate_detailed
 
 from .. import plots, serving
+from ..components import refresh_on_screen
 from ..explain import Refused, score, source_text, target_text, totals
 from ..limits import HEAVY
 from ..registry import UNAVAILABLE, ModelRegistry
@@ -281,7 +282,7 @@ def build(shell: Shell, current: gr.State, tab: gr.Tab, tabs: gr.Tabs, on_screen
                   api_visibility="private", **HEAVY)
     tab.select(lambda: TAB_ID, outputs=on_screen, show_progress="hidden", api_visibility="private").then(
         **filled).then(**scored)
-    current.change(**filled).then(**scored)
+    refresh_on_screen(current, "tab-what-if").click(**filled, trigger_mode="always_last").then(**scored)
     shell.model_key.change(guard(partial(model_changed, shell.registry)), inputs=[kept, shell.model],
                            outputs=[chips, table, plot, notices, kept], show_progress="hidden",
                            api_visibility="private")

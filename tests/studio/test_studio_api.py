@@ -58,3 +58,15 @@ def test_beam_steps_go_on_in_the_clients_session(client):
 def test_train_status_before_any_run(client):
     status = client.predict(api_name="/train_status")
     assert status["state"] == "idle" and status["step"] == 0 and status["last_step"] is None
+
+
+def test_a_translation_sets_off_no_server_call_beyond_its_own():
+    """Issue 54, item 1: the explaining tabs follow the session's translation in the page (a hidden button each,
+    clicked only while the tab is on screen: studio/static/refresh_on_screen.js); a Python function on its change
+    would run one server call per tab at every translation (bench/click_to_paint.py counted ten)."""
+    config = app.build_app(studio_registry()).config
+    translate = next(d for d in config["dependencies"] if d["api_name"] == "translate")
+    kinds = {c["id"]: c["type"] for c in config["components"]}
+    current = next(o for o in translate["outputs"] if kinds[o] == "state")
+    followers = [d for d in config["dependencies"] if [current, "change"] in [list(t) for t in d["targets"]]]
+    assert followers and not [d["api_name"] for d in followers if d["backend_fn"]]
