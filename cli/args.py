@@ -84,6 +84,10 @@ def add_decoding_options(p: argparse.ArgumentParser) -> None:
                    help="arithmetic: fp32 exact; int8: the linear layers dynamically quantized (CPU only, ~1.5-2x "
                         "faster); bf16: bfloat16 weights (faster where the CPU has AVX512-BF16/AMX, or on a GPU); "
                         "both give nearly the same translations")
+    g.add_argument("--compiled", action="store_true",
+                   help="one sentence at a time through a compiled decoder step (torch.compile, needs a C++ "
+                        "compiler; 10-30 s to compile each shape, cached on disk): faster for a few sentences "
+                        "on a CPU, slower than the batched default for a whole test set")
 
 
 def decode_options(args: argparse.Namespace):
@@ -91,7 +95,8 @@ def decode_options(args: argparse.Namespace):
                             length_penalty=args.length_penalty, max_len_a=args.max_len_a, max_len_b=args.max_len_b,
                             min_len=args.min_len, no_repeat_ngram=args.no_repeat_ngram,
                             temperature=args.temperature, top_k=args.top_k, top_p=args.top_p, seed=args.seed,
-                            batch_size=args.batch_size, dtype=args.dtype)
+                            batch_size=args.batch_size, dtype=args.dtype,
+                            compiled=args.compiled)
     options.validate()
     note_unused_decoding_options(args)
     return options

@@ -76,12 +76,17 @@ class DecodeOptions:
     # core.translate's arithmetic (core/inference/precision.py): "fp32" exact, "int8" or "bf16" faster, nearly the same
     # outputs. The tensor-level decoders here run the model they are given.
     dtype: str = "fp32"
+    # core.translate decodes one sentence at a time with a compiled decoder step (core/inference/compiled.py):
+    # faster for one sentence on a CPU, after a compile of 10-30 s per shape; batches are faster eager.
+    compiled: bool = False
 
     @property
     def sentences_per_batch(self) -> int:
-        """batch_size, or the method's default when it is None."""
+        """batch_size, or the default when it is None: 1 compiled, else the method's."""
         if self.batch_size is not None:
             return self.batch_size
+        if self.compiled:
+            return 1
         return 256 if self.method == "beam" else 1024
 
     def validate(self) -> None:
@@ -93,6 +98,10 @@ class DecodeOptions:
                              f"got {self.length_penalty!r}")
         if self.dtype not in DTYPES:
             raise ValueError(f"DecodeOptions.dtype must be one of {', '.join(DTYPES)}; got {self.dtype!r}")
+        if not isinstance(self.compiled, bool):
+            raise ValueError(f"DecodeOptions.compiled must be True or False; got {self.compiled!r}")
+        if self.compiled and self.dtype == "int8":
+            raise ValueError("DecodeOptions.compiled runs fp32 or bf16 weights, not int8 (dynamic quantization)")
         for name, low in (("beam_size", 1), ("max_len_b", 0), ("min_len", 0), ("n_best", 1),
                           ("no_repeat_ngram", 0), ("top_k", 0)):
             _check_int(name, getattr(self, name), low)

@@ -20,7 +20,7 @@ from ..data import tasks
 from ..data.batching import pad_ids
 from ..data.tokenizer import EOS_ID, Tokenizer
 from ..model.transformer import Transformer
-from . import precision
+from . import compiled, precision
 from .decoding import (
     NEG_INF,
     DecodeOptions,
@@ -156,6 +156,8 @@ def translate_detailed(bundle: Any, sentences: list[str], options: DecodeOptions
     opts = resolve_options(options, overrides)
     tokenizer, target = bundle.tokenizer, target_tokenizer(bundle)
     model = precision.prepared(bundle.model, opts.dtype)  # bundle.model itself for fp32
+    if opts.compiled:  # its eager self where no C++ compiler is found
+        model = compiled.prepared(model)
     max_len = model.config.max_len
     sources = []
     for number, text in enumerate(sentences):
