@@ -108,6 +108,29 @@ def test_the_studio_translates_through_the_batcher(monkeypatch):
     assert seen and seen[0][3] == registry.key("studio-tiny") and text
 
 
+def test_with_compiled_steps_a_lone_sentence_goes_compiled_and_a_group_batched(monkeypatch):
+    """python -m studio --compiled: the warm-up and the choice; torch.compile left out (the static step runs as
+    itself, equal to the eager one: tests/core/inference/test_compiled.py), so that this checks the wiring only."""
+    from core.inference import compiled
+
+    monkeypatch.setattr(compiled.torch, "compile", lambda module, **options: module)
+    monkeypatch.setattr(compiled, "compiler_available", lambda: True)
+    monkeypatch.setattr(serving, "compiler_available", lambda: True)
+    bundle = studio_bundle()
+    warm = serving.CompiledModels()
+    monkeypatch.setattr(serving, "COMPILED", warm)
+    warm.warm(iter([bundle])).join(120)
+    assert warm.ready(bundle.model)
+    static = []
+    monkeypatch.setattr(compiled, "static_cache", lambda *a, real=compiled.static_cache: static.append(1) or real(*a))
+    options = DecodeOptions(beam_size=4, max_len_b=10)
+    [alone] = serving._translate_group(bundle, TEXTS[:1], options)
+    assert static and alone.ids == serving.decode_alone(bundle, TEXTS[0], options).ids
+    static.clear()
+    serving._translate_group(bundle, TEXTS[:3], options)
+    assert not static  # several sentences: the batched eager decoders
+
+
 def test_training_waits_for_requests_but_not_for_ever():
     priority = serving.Priority()
     assert priority.yield_to_requests() < 0.5  # nobody served: no wait
