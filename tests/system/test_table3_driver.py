@@ -79,7 +79,8 @@ def test_a_score_kept_in_docs_spares_its_run_on_a_new_machine_unless_the_recipe_
     monkeypatch.setattr(table3, "RUNS", tmp_path / "runs")  # a new machine: no run folders
     monkeypatch.setattr(table3, "DOCS", tmp_path / "docs")
     (tmp_path / "docs" / "table3-scores").mkdir(parents=True)
-    (tmp_path / "docs" / "table3-scores" / "base.json").write_text(json.dumps({"step": 800, "max_tokens": 4096}))
+    (tmp_path / "docs" / "table3-scores" / "base.json").write_text(json.dumps({"step": 800, "max_tokens": 4096,
+                                                                             "peak_scale": table3.PEAK_SCALE}))
     commands = []
 
     def run(command, **kwargs):
