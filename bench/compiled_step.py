@@ -7,7 +7,10 @@
    the batched eager default beside them, for a whole test set. The compile time is reported apart (graphs are
    compiled on first use, per rows, source length and target bucket, and cached on disk for the next run).
 
-    python bench/compiled_step.py [--checkpoint DIR] [--limit N] [--threads T] [--rounds R]
+3. With --versus ctranslate2 (pip install ctranslate2): one short sentence, median of interleaved calls, beam 4 and
+   greedy, ours eager and compiled (fp32) beside CTranslate2 fp32 and int8 on the same weights (core.export).
+
+    python bench/compiled_step.py [--checkpoint DIR] [--limit N] [--threads T] [--rounds R] [--versus ctranslate2]
 """
 from __future__ import annotations
 
@@ -15,7 +18,9 @@ import argparse
 import gzip
 import os
 import platform
+import statistics
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -26,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from core.checkpoint import load_checkpoint  # noqa: E402
 from core.inference import compiled  # noqa: E402
-from core.inference.decoding import copy_cache  # noqa: E402
+from core.inference.decoding import DecodeOptions, copy_cache  # noqa: E402
 from core.inference.translation import translate_detailed  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -72,12 +77,45 @@ def translations(bundle, sentences: list[str], **options) -> tuple[list[str], fl
     return texts, time.perf_counter() - started
 
 
+def lone_sentence(bundle, sentence: str, threads: int, calls: int = 25) -> None:
+    """Milliseconds to translate one sentence, ours eager and compiled against CTranslate2 (median of `calls`
+    interleaved calls, after one untimed each), with CTranslate2's length penalty (ours "plain")."""
+    import ctranslate2
+
+    from core.export.ctranslate2 import export_ctranslate2, translate_tokens
+
+    with tempfile.TemporaryDirectory() as folder:
+        exported = export_ctranslate2(bundle, Path(folder) / "ct2")  # refuses unless it translates as ours
+        for method in ("beam", "greedy"):
+            options = DecodeOptions(method=method, length_penalty="plain")
+            engines = {"ours eager": lambda o=options: translate_detailed(bundle, [sentence], o),
+                       "ours compiled": lambda o=options: translate_detailed(bundle, [sentence], o, compiled=True)}
+            for compute in ("float32", "int8"):
+                translator = ctranslate2.Translator(str(exported), device="cpu", compute_type=compute,
+                                                    intra_threads=threads)
+                engines[f"CT2 {compute.replace('float32', 'fp32')}"] = (
+                    lambda t=translator, o=options: translate_tokens(t, bundle, [sentence], o))
+            times: dict[str, list[float]] = {name: [] for name in engines}
+            for run in engines.values():
+                run()  # untimed: compiles, allocates
+            for _ in range(calls):
+                for name, run in engines.items():
+                    started = time.perf_counter()
+                    run()
+                    times[name].append((time.perf_counter() - started) * 1000)
+            median = {name: statistics.median(values) for name, values in times.items()}
+            print(f"  {method:>6}: " + " | ".join(f"{name} {ms:.1f} ms" for name, ms in median.items()))
+            print(f"          ours compiled / CT2 fp32 time {median['ours compiled'] / median['CT2 fp32']:.2f}x "
+                  f"(eager {median['ours eager'] / median['CT2 fp32']:.2f}x)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--checkpoint", default=str(ROOT / "checkpoints" / "multi30k-de-en-small"))
     parser.add_argument("--limit", type=int, default=1000, help="test_2016 sentences (default: all 1,000)")
     parser.add_argument("--threads", type=int, default=1, help="torch threads (default 1, as the studio's)")
     parser.add_argument("--rounds", type=int, default=3, help="rounds of the step timing (the best counts)")
+    parser.add_argument("--versus", choices=["ctranslate2"], help="also time one sentence against CTranslate2")
     args = parser.parse_args()
     if not compiled.compiler_available():
         raise SystemExit("compiled_step.py: no C++ compiler (g++, c++ or clang++) on PATH: nothing to compile")
@@ -110,6 +148,9 @@ def main() -> None:
         print(f"  {name:<26} {len(texts) / seconds:6.1f} sent/s ({eager_s / seconds:.2f}x)  BLEU {bleu:.2f}  "
               f"identical to eager {same:.1%}")
     print(f"  (the compiled run's first pass, compiling what was not cached: {warm:.0f} s)")
+    if args.versus:
+        print(f"\n3. one sentence ({sources[0]!r}), median of 25 interleaved calls, {args.threads} thread(s):")
+        lone_sentence(bundle, sources[0], args.threads)
     print(f"load average after: {os.getloadavg()[0]:.1f}")
 
 
