@@ -34,6 +34,14 @@ def test_the_static_step_searches_as_the_eager_one(length):
     hypotheses_match(sample(static, src, 60, seed=3, temperature=1.0), sample(model, src, 60, seed=3, temperature=1.0))
 
 
+def test_the_static_step_follows_the_models_options():
+    """Learned positions (row E), pre-norm with its final LayerNorm, biased projections, separate vocabularies."""
+    model = tiny(positional="learned", norm_first=True, attention_bias=True, shared_vocab=False)
+    src = batch([9], seed=4)
+    hypotheses_match(beam_search(CompiledDecoding(model, compile_step=False), src, 40, n_best=4)[0],
+                     beam_search(model, src, 40, n_best=4)[0])
+
+
 def test_a_forced_prefix_runs_the_same_through_the_static_step():
     model = tiny()
     src, prefix = batch([5]), torch.tensor([[7, 8, 9]])
