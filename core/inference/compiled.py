@@ -1,5 +1,6 @@
-"""A decoding step compiled ahead of time: the decoder of section 3.1 run one token at a time, as
-Transformer.decode_step runs it, but as a few fused kernels instead of ~740 small torch operations.
+"""A compiled decoding step (torch.compile, on first use of each shape): the decoder of section 3.1 run one
+token at a time, as Transformer.decode_step runs it, but as a few fused kernels instead of ~740 small torch
+operations.
 
 Not in the paper: a speed-up of inference. One sentence's step on a CPU (its greedy row, or its beam's K
 rows) is a few small matrix products; eager PyTorch spends more time dispatching operations than doing
