@@ -6,7 +6,8 @@ and the model's parts), training (the Train tab's figures), and the explaining t
 arithmetic and saliency. The tabs call them as ``plots.NAME``.
 """
 from .arithmetic import arithmetic_title, concat_to_output, query_and_keys, weighted_values
-from .attention import attention_grid, attention_head, cross_attention_rows, token_probabilities
+from .attention import (attention_grid, attention_head, cross_attention_rows, token_probabilities,
+                        token_probabilities_json)
 from .beam_tree import CROWDED_STEPS, beam_tree
 from .layout import (
                      FONT,
@@ -44,5 +45,5 @@ __all__ = ["CROWDED_STEPS", "FONT", "NARROW_CHARS", "NARROW_FONT", "NARROW_PX", 
            "learned_heatmap", "learned_similarity", "narrow", "parameter_shares", "pe_curves", "pe_heatmap",
            "pe_similarity", "query_and_keys",
            "saliency_maps", "shown", "stacked", "target_probabilities", "title_room", "token_chips",
-           "token_probabilities", "weighted_values", "word_start_note",
+           "token_probabilities", "token_probabilities_json", "weighted_values", "word_start_note",
            "wrap"]

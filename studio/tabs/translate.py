@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import partial
+from functools import lru_cache, partial
 
 import gradio as gr
 
@@ -130,7 +130,7 @@ def translate(registry: ModelRegistry, name: str | None, text: str, method: str,
     notices = [clip(n, 300) for n in cleaned + t.notices]  # e.g. a 2,000-character unknown piece
     notes = "\n".join(f"- {md(n)}" for n in notices)
     tokens = t.tokens + ["<eos>"] if t.token_logprobs else []
-    probabilities = plots.token_probabilities(tokens, t.token_logprobs, smoothing_ceiling(bundle))
+    probabilities = plots.token_probabilities_json(tokens, t.token_logprobs, smoothing_ceiling(bundle))
     return (t.text, probabilities, nbest_table(t), notes,
             Current(name, text, list(t.ids), opts, key, bundle))
 
@@ -142,7 +142,13 @@ def smoothing_ceiling(bundle: ModelBundle) -> float | None:
     eps = train.get("label_smoothing") if isinstance(train, dict) else None
     if not isinstance(eps, (int, float)) or isinstance(eps, bool) or not 0 < eps < 1:
         return None
-    return float(smoothed_target_distribution(0, bundle.target_tokenizer.vocab_size, float(eps)).max())
+    return _smoothed_target(bundle.target_tokenizer.vocab_size, float(eps))
+
+
+@lru_cache(maxsize=64)
+def _smoothed_target(vocab_size: int, eps: float) -> float:
+    """Cached: the distribution is a vocabulary-long tensor, built for every translation before."""
+    return float(smoothed_target_distribution(0, vocab_size, eps).max())
 
 
 def cannot_translate(exc: Exception) -> tuple:

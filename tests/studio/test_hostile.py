@@ -404,6 +404,8 @@ def strings(value) -> list[str]:
         return [value]
     if hasattr(value, "to_plotly_json"):
         value = value.to_plotly_json()
+    if getattr(value, "type", None) == "plotly" and isinstance(getattr(value, "plot", None), str):
+        value = json.loads(value.plot)  # a figure sent as JSON (gr.Plot's PlotData): its strings, unescaped
     if isinstance(value, dict):
         return [s for v in [*value.keys(), *value.values()] for s in strings(v)]
     if isinstance(value, (list, tuple)):

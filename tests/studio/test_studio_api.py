@@ -70,3 +70,10 @@ def test_a_translation_sets_off_no_server_call_beyond_its_own():
     current = next(o for o in translate["outputs"] if kinds[o] == "state")
     followers = [d for d in config["dependencies"] if [current, "change"] in [list(t) for t in d["targets"]]]
     assert followers and not [d["api_name"] for d in followers if d["backend_fn"]]
+
+
+def test_the_queue_does_not_summarise_every_event_after_each_one():
+    """Gradio recomputes a pandas summary of up to 10,000 past events after every event unless told how seldom
+    (2-8 ms a request); the studio needs none of it (issue 54: a class's requests)."""
+    demo = app.build_app(studio_registry()).queue()
+    assert demo._queue.ANAYLTICS_CACHE_FREQUENCY >= 10_000

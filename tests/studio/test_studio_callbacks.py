@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import html
+import json
 import math
 import re
 import zipfile
@@ -234,7 +235,8 @@ def test_app_builds_with_every_tab_and_no_model():
 
 # ----- Translate ----------------------------------------------------------------------------------
 def test_translate_returns_text_probabilities_nbest_and_current(registry):
-    text, fig, table, notes, current = run_translate(registry, SENTENCES[0])
+    text, plot, table, notes, current = run_translate(registry, SENTENCES[0])
+    fig = go.Figure(json.loads(plot.plot))  # the JSON the page gets, read back as plotly's (validated) figure
     expected = translate_detailed(studio_bundle(), [SENTENCES[0]], translate.options("beam", 4, 0.6, 10, 3, 1, 0, 1))[0]
     assert text == expected.text and current.ids == expected.ids and current.source == SENTENCES[0]
     assert isinstance(fig, go.Figure) and len(fig.data[0].y) == len(expected.ids) + 1  # + <eos>
@@ -246,7 +248,7 @@ def test_translate_returns_text_probabilities_nbest_and_current(registry):
 
 def test_the_probability_plot_marks_label_smoothings_target_for_the_right_word(registry):
     # Why does a model sure of every word stop near 0.9? Section 5.4 trained it towards 1 - eps + eps/V.
-    fig = run_translate(registry, SENTENCES[0])[1]
+    fig = go.Figure(json.loads(run_translate(registry, SENTENCES[0])[1].plot))
     assert not fig.layout.shapes  # studio-tiny's card names no training: no line
     bundle = studio_bundle()
     smoothed = ModelBundle(bundle.model, bundle.tokenizer, {**bundle.info, "train": {"label_smoothing": 0.1}})

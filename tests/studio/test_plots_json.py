@@ -1,0 +1,30 @@
+"""The Translate tab's probability figure is written straight as JSON (plots.token_probabilities_json);
+plotly's own figure (plots.token_probabilities) is the reference it must equal."""
+import json
+
+import pytest
+
+from studio import plots
+
+CASES = {
+    "sentencepiece tokens, a ceiling": (["\u2581A", "\u2581dog", "<eos>"], [-0.1, -0.7, -0.05], 0.9),
+    "word tokens, no ceiling": (["a", "<eos>"], [-0.2, -0.9], None),
+    "nothing decoded": ([], [], 0.91),
+    "nothing decoded, no ceiling": ([], [], None),
+    "a long output: one label in two": (["\u2581x", "y<b>"] * 40, [-0.3, -1.2] * 40, 0.8),
+    "markup in a token": (["<script>", "&amp;", "<eos>"], [-0.01, -2.0, -0.5], 0.95),
+}
+
+
+@pytest.mark.parametrize("tokens, logprobs, ceiling", CASES.values(), ids=CASES.keys())
+def test_written_json_is_plotlys_figure(tokens, logprobs, ceiling):
+    reference = json.loads(plots.token_probabilities(tokens, logprobs, ceiling).to_json())
+    written = plots.token_probabilities_json(tokens, logprobs, ceiling)
+    assert written.type == "plotly"
+    assert json.loads(written.plot) == reference
+
+
+def test_a_new_ceiling_is_not_served_from_another_models_layout():
+    first = json.loads(plots.token_probabilities_json(["a"], [-0.1], 0.5).plot)
+    second = json.loads(plots.token_probabilities_json(["a"], [-0.1], 0.75).plot)
+    assert first["layout"]["shapes"][0]["y0"] == 0.5 and second["layout"]["shapes"][0]["y0"] == 0.75
