@@ -131,7 +131,7 @@ def scores_of(variant: Variant) -> dict | None:
 
 
 def run_variant(variant: Variant, steps: int, max_tokens: int, env: dict[str, str]) -> None:
-    """Train (or finish training) and score one variant; its wall-clock seconds are added up in timing.json."""
+    """Train (or finish training) and score one variant."""
     folder = RUNS / variant.name
     scores = scores_of(variant)
     if scores and (scores["step"], scores.get("max_tokens"), scores.get("peak_scale")) == (steps, max_tokens,
@@ -140,16 +140,11 @@ def run_variant(variant: Variant, steps: int, max_tokens: int, env: dict[str, st
         return
     if folder.is_dir() and not any(folder.glob("step-*")) and not trained(variant, steps):
         shutil.rmtree(folder)  # stopped before its first checkpoint: nothing to keep
-    timing = folder / "timing.json"
     if not trained(variant, steps):
-        started = time.monotonic()
         folder.parent.mkdir(parents=True, exist_ok=True)  # the run's own folder is train_cli's to make
         with open(folder.parent / f"{variant.name}.log", "a") as log:  # runs side by side: a log each
             subprocess.run(train_command(variant, steps, max_tokens), cwd=ROOT, check=True, env=env, stdout=log,
                            stderr=subprocess.STDOUT)
-        seconds = time.monotonic() - started
-        spent = json.loads(timing.read_text())["train_s"] if timing.is_file() else 0.0
-        timing.write_text(json.dumps({"train_s": spent + seconds}))
     started = time.monotonic()
     result = subprocess.run(evaluate_command(variant), cwd=ROOT, check=True, capture_output=True, text=True, env=env)
     scores = parse_scores(result.stdout)
@@ -158,10 +153,20 @@ def run_variant(variant: Variant, steps: int, max_tokens: int, env: dict[str, st
         **scores, "eval_s": time.monotonic() - started, "step": final["step"], "seed": final["train"]["seed"],
         "max_tokens": final["train"]["max_tokens"], "peak_scale": PEAK_SCALE,
         "precision": trained_precision(folder.parent / f"{variant.name}.log"),
-        "parameters": parameter_count(folder / "final"), "train_s": json.loads(timing.read_text())["train_s"]},
+        "parameters": parameter_count(folder / "final"), "train_s": steps_seconds(folder / "metrics.jsonl")},
         indent=2))
     scores_of(variant)  # kept in docs/
     print(f"{variant.name}: dev BLEU {scores['bleu']:.2f}, PPL {scores['perplexity']:.2f}")
+
+
+def steps_seconds(metrics: Path) -> float:
+    """The training steps' time, from train_cli's metrics (each step's tokens over its tokens/s): unlike a clock
+    around the command, it keeps the steps of a session that was cut off before the run was resumed."""
+    steps = {}
+    for line in metrics.read_text().splitlines():
+        record = json.loads(line)
+        steps[record["step"]] = record  # a step logged again after a resume: the resumed one
+    return sum(r["tokens"] / r["tokens_per_s"] for r in steps.values() if r.get("tokens_per_s"))
 
 
 def trained_precision(log: Path) -> str:
@@ -256,23 +261,29 @@ def plot(rows: list[dict], path: Path) -> None:
     import matplotlib.pyplot as plt
 
     base = next((r for r in rows if r["name"] == "base"), None)
+    seed1 = next((r for r in rows if r["name"] == "base-seed1"), None)
     shown = [r for r in rows if r["name"] != "base"]
-    fig, axes = plt.subplots(1, 2, figsize=(12, 0.45 * max(len(shown), 4) + 1.5), sharey=True)
-    for ax, metric, title in ((axes[0], "bleu", "Δ dev BLEU vs base"), (axes[1], "perplexity", "Δ dev PPL vs base")):
+    fig, axes = plt.subplots(1, 2, figsize=(12, 0.45 * max(len(shown), 4) + 2.0), sharey=True)
+    for ax, metric, title in ((axes[0], "bleu", "Δ dev BLEU vs base (higher is better)"),
+                              (axes[1], "perplexity", "Δ dev PPL vs base (lower is better)")):
         names = [r["name"] for r in shown]
         ours = [r[f"dev_{metric}"] - base[f"dev_{metric}"] if base else 0.0 for r in shown]
         paper_base = VARIANTS[0].paper[0 if metric == "perplexity" else 1]
         paper = [(r[f"paper_{metric}"] - paper_base) if r[f"paper_{metric}"] is not None else 0.0 for r in shown]
         y = range(len(shown))
+        if base and seed1:  # a difference inside the band is no bigger than two seeds of the same model differ
+            spread = abs(seed1[f"dev_{metric}"] - base[f"dev_{metric}"])
+            ax.axvspan(-spread, spread, color="#bbbbbb", alpha=0.35, label="within the two base seeds' spread")
         ax.barh([i - 0.2 for i in y], ours, height=0.4, label="ours (Multi30k dev)")
         ax.barh([i + 0.2 for i in y], paper, height=0.4, label="paper (newstest2013 dev)")
         ax.set_yticks(list(y), names)
         ax.axvline(0, color="black", linewidth=0.8)
         ax.set_title(title)
         ax.invert_yaxis()
-    axes[0].legend(loc="lower left", fontsize=8)
+    handles, labels = axes[0].get_legend_handles_labels()
+    fig.legend(handles, labels, loc="lower center", ncol=3, fontsize=9, frameon=False)  # under both panels
     fig.suptitle("Table 3's variations of the small model on Multi30k De→En, against the paper's")
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0.06, 1, 1))
     fig.savefig(path, dpi=120)
     plt.close(fig)
 

@@ -102,3 +102,11 @@ def test_a_run_scored_here_is_kept_in_docs(tmp_path, monkeypatch):
     (tmp_path / "runs" / "A-h1" / "dev.json").write_text(json.dumps({"step": 800, "bleu": 30.0}))
     assert table3.scores_of(table3.VARIANTS[2]) == {"step": 800, "bleu": 30.0}
     assert json.loads((tmp_path / "docs" / "table3-scores" / "A-h1.json").read_text())["bleu"] == 30.0
+
+
+def test_a_runs_training_time_counts_the_steps_of_a_session_cut_off_before_it_was_resumed(tmp_path):
+    metrics = tmp_path / "metrics.jsonl"
+    logged = [(1, 1000, 500.0), (2, 1000, 500.0), (3, 900, 300.0),  # the first session, cut off after step 3
+              (3, 900, 450.0), (4, 2000, 1000.0)]  # resumed from step 2's checkpoint: step 3 again
+    metrics.write_text("\n".join(json.dumps({"step": s, "tokens": t, "tokens_per_s": r}) for s, t, r in logged))
+    assert table3.steps_seconds(metrics) == pytest.approx(2 + 2 + 2 + 2)
