@@ -76,40 +76,74 @@ def cross_attention_pair(maps: Sequence[tuple[np.ndarray, Sequence[str], Sequenc
     return fig
 
 
-def table3(rows: Sequence[dict[str, Any]], title: str) -> go.Figure:
-    """Our Table 3 (bench/table3.py's docs/table3.csv): dev BLEU and dev perplexity per variant, a bar each,
-    beside the paper's figure for the analogous change (grey), left and right."""
-    names = [str(r["name"]) for r in rows]
-    y = list(range(len(rows)))
-    data = []
-    reach = {}  # per metric the longest bar, and room beyond it for the figures written after the bars
+def table3(rows: Sequence[dict[str, Any]], title: str) -> go.Figure | None:
+    """Our Table 3 (bench/table3.py's docs/table3.csv) as each variant's change from its base, dev BLEU left and
+    dev perplexity right, ours beside the paper's for the analogous change (grey). The shaded band is the two
+    base seeds' difference: a change inside it is no bigger than the noise. Absolute values do not compare
+    (our perplexity is per token of an 8k BPE on Multi30k, the paper's per wordpiece of a 37k BPE on WMT), so
+    they are only in the hover. None before the base is scored."""
+    base = next((r for r in rows if r.get("name") == "base"), None)
+    if base is None:
+        return None
+    seed = next((r for r in rows if r.get("name") == "base-seed1"), None)
+    shown = [r for r in rows if r is not base]
+    names = [str(r["name"]) for r in shown]
+    y = list(range(len(shown)))
+    data, shapes, reach = [], [], {}
     for i, (metric, axis, digits) in enumerate((("bleu", "", 1), ("perplexity", "2", 2))):
         for who, key, colour, offset in (("ours (Multi30k dev)", f"dev_{metric}", COLOURS["A"], -0.2),
                                          ("paper (newstest2013 dev)", f"paper_{metric}", PAPER_COLOUR, 0.2)):
-            values = [r.get(key) for r in rows]
-            reach[metric] = max([reach.get(metric, 0.0)] + [v for v in values if v is not None])
+            values = [_change(r.get(key), base.get(key)) for r in shown]
+            low, high = reach.get(metric, (-1.0, 1.0))
+            reach[metric] = (min([low] + [v for v in values if v is not None]),
+                             max([high] + [v for v in values if v is not None]))
             data.append(dict(type="bar", orientation="h", x=values, y=[v + offset for v in y], width=0.38,
                              name=who, legendgroup=who, showlegend=i == 0, marker_color=colour,
-                             text=[f"{v:.{digits}f}" if v is not None else "" for v in values],
-                             textposition="outside", cliponaxis=False,
-                             customdata=[label(n) for n in names], xaxis=f"x{axis}", yaxis=f"y{axis}",
-                             hovertemplate="%{customdata}: %{x:.2f}<extra>" + who + "</extra>"))
+                             text=[f"{v:+.{digits}f}" if v is not None else "" for v in values],
+                             textposition="outside", cliponaxis=False, textfont=dict(size=13),
+                             customdata=[[label(n), _absolute(r.get(key), digits)] for n, r in zip(names, shown)],
+                             xaxis=f"x{axis}", yaxis=f"y{axis}",
+                             hovertemplate="%{customdata[0]}: %{x:+.2f} from the base, %{customdata[1]}"
+                                           f"<extra>{who}</extra>"))
+        spread = _change((seed or {}).get(f"dev_{metric}"), base.get(f"dev_{metric}"))
+        if spread:  # the noise band: as wide as two seeds of the same model differ
+            shapes.append(dict(type="rect", xref=f"x{axis}", yref="paper", x0=-abs(spread), x1=abs(spread), y0=0,
+                               y1=1, fillcolor="#dddddd", opacity=0.6, layer="below", line_width=0))
+    if shapes:  # a legend entry for the band: an empty trace drawn in its colour
+        data.append(dict(type="bar", orientation="h", x=[None], y=[None], name="within the two base seeds' spread",
+                         marker_color="#dddddd", showlegend=True, hoverinfo="skip"))
     y_axis = dict(tickmode="array", tickvals=y, ticktext=[label(n) for n in names], autorange="reversed",
                   showgrid=False)
-    layout = dict(xaxis=dict(domain=[0, 0.45], anchor="y", title="dev BLEU (higher is better)",
-                             range=[0, 1.18 * (reach["bleu"] or 1)]),
-                  xaxis2=dict(domain=[0.55, 1], anchor="y2", title="dev perplexity (lower is better)",
-                              range=[0, 1.18 * (reach["perplexity"] or 1)]),
+    x_axis = dict(zeroline=True, zerolinecolor="#333", zerolinewidth=1)
+    layout = dict(xaxis=dict(x_axis, domain=[0, 0.45], anchor="y", title="Δ dev BLEU from the base (higher is better)",
+                             range=_padded(*reach["bleu"])),
+                  xaxis2=dict(x_axis, domain=[0.55, 1], anchor="y2",
+                              title="Δ dev perplexity from the base (lower is better)",
+                              range=_padded(*reach["perplexity"])),
                   yaxis={**y_axis, "anchor": "x", "domain": [0, 1]},
                   yaxis2={**y_axis, "anchor": "x2", "domain": [0, 1], "matches": "y", "showticklabels": False},
                   # The legend at the figure's foot, under the axis titles (in the plot's coordinates it met them).
                   legend=dict(orientation="h", x=0, y=0, yref="container", yanchor="bottom"), barmode="overlay",
-                  annotations=_titles(["BLEU", "Perplexity"], (0.225, 0.775), (1.0, 1.0)))
+                  shapes=shapes, annotations=_titles(["BLEU", "Perplexity"], (0.225, 0.775), (1.0, 1.0)))
     fig = go.Figure(data=data, layout=layout)
-    height = max(360, 160 + 34 * len(rows))
+    height = max(360, 160 + 44 * len(shown))  # rows tall enough for the figures by the bars
     styled(fig, title, height, margin=dict(l=100, r=30, t=80, b=120))
     # On a phone one panel above the other: the axis titles' words go into the panels' titles, which they met.
     stacked(fig, 1, 2, 2 * height, vertical_spacing=0.15,
-            titles=["dev BLEU (higher is better)", "dev perplexity (lower is better)"])
+            titles=["Δ dev BLEU (higher is better)", "Δ dev perplexity (lower is better)"])
     narrow(fig, **{"xaxis.title.text": "", "xaxis2.title.text": ""})
     return fig
+
+
+def _padded(low: float, high: float) -> list[float]:
+    """An axis range from low to high with room beyond each end for the figures written after the bars."""
+    room = 0.25 * (high - low)
+    return [low - room, high + room]
+
+
+def _change(value: float | None, base: float | None) -> float | None:
+    return None if value is None or base is None else value - base
+
+
+def _absolute(value: float | None, digits: int) -> str:
+    return "not in the paper" if value is None else f"value {value:.{digits}f}"

@@ -165,10 +165,13 @@ def table3(path: Path = cmp.TABLE3_CSV) -> tuple:
         return None, f"**Cannot show our Table 3:** {md(clip(why, 300))}"
     if not rows:
         return None, TABLE3_NOTE
-    figure = plots.table3(rows, "Our Table 3 on Multi30k De→En, beside the paper's (newstest2013)")
-    note = (f"{len(rows)} runs scored (`docs/table3.csv`). Our perplexities are per token of an 8k BPE, the paper's "
-            f"per wordpiece of a 37k BPE: compare each variant's change from its own base, not the absolute "
-            f"values. The recipe: `docs/table3.md`.")
+    figure = plots.table3(rows, "Our Table 3: each change from the base, beside the paper's")
+    if figure is None:
+        return None, f"{len(rows)} runs scored (`docs/table3.csv`), not yet the base they are drawn against."
+    note = (f"{len(rows)} runs scored (`docs/table3.csv`; Multi30k De→En dev, the paper's newstest2013). Each bar is "
+            f"a variant's change from its own base: our perplexities are per token of an 8k BPE, the paper's per "
+            f"wordpiece of a 37k BPE, so only the changes compare. A change inside the grey band is no bigger than "
+            f"the difference between two seeds of our base: noise. The recipe and what it shows: `docs/table3.md`.")
     return figure, note
 
 

@@ -153,13 +153,26 @@ def test_our_table3_is_drawn_from_its_csv_or_a_note_points_at_the_recipe(tmp_pat
         writer.writeheader()
         writer.writerows([{"name": "base", "row": "base", "dev_perplexity": 6.1, "dev_bleu": 35.2,
                            "paper_perplexity": 4.92, "paper_bleu": 25.8},
+                          {"name": "base-seed1", "row": "base", "dev_perplexity": 6.3, "dev_bleu": 34.2,
+                           "paper_perplexity": 4.92, "paper_bleu": 25.8},
+                          {"name": "A-h1", "row": "A", "dev_perplexity": 7.1, "dev_bleu": 33.2,
+                           "paper_perplexity": 5.29, "paper_bleu": 24.9},
                           {"name": "pre-norm", "row": "-", "dev_perplexity": 6.4, "dev_bleu": 34.0,
                            "paper_perplexity": "", "paper_bleu": ""}])
     figure, note = tab.table3(path)
-    assert "2 runs scored" in note
-    bars = {(t.name, t.xaxis): list(t.x) for t in figure.data}
-    assert bars[("ours (Multi30k dev)", "x")] == [35.2, 34.0] and bars[("ours (Multi30k dev)", "x2")] == [6.1, 6.4]
-    assert bars[("paper (newstest2013 dev)", "x")] == [25.8, None]
+    assert "4 runs scored" in note and "change from its own base" in note
+    bars = {(t.name, t.xaxis): [round(v, 2) if v is not None else None for v in t.x] for t in figure.data}
+    # Each variant drawn as its change from the base (the base itself is the zero line).
+    assert bars[("ours (Multi30k dev)", "x")] == [-1.0, -2.0, -1.2]
+    assert bars[("ours (Multi30k dev)", "x2")] == [0.2, 1.0, 0.3]
+    assert bars[("paper (newstest2013 dev)", "x")] == [0.0, -0.9, None]
+    # The noise band: as wide as the two base seeds differ, either side of zero, in each panel.
+    bands = [(s.xref, round(s.x0, 2), round(s.x1, 2)) for s in figure.layout.shapes]
+    assert bands == [("x", -1.0, 1.0), ("x2", -0.2, 0.2)]
+    with open(path, "w", newline="") as f:  # variants scored, not yet their base: nothing to draw them against
+        f.write("name,dev_bleu\nA-h1,33.2\n")
+    figure, note = tab.table3(path)
+    assert figure is None and "not yet the base" in note
     path.write_bytes(b"name,dev_bleu\n\xff\xfe,1\n")
     assert "Cannot show our Table 3" in tab.table3(path)[1]
 
