@@ -10,7 +10,7 @@ clock both sides share (this machine's), so that the stages add up to what the s
 
     the press -> the translate callback starts         the page, the queue, Gradio's preprocessing
     decoding                                           studio.serving.translate (core.translate, batched)
-    the probability figure                             studio.plots.token_probabilities
+    the probability figure                             studio.plots.token_probabilities_json
     the rest of the callback                           n-best table, notices
     Gradio's postprocessing                            components' values -> JSON-ready data (the figure's JSON)
     -> the translation text shows                      the answer's serialization, the event stream, the page
@@ -88,7 +88,7 @@ def install_timers() -> None:
     from studio.tabs import translate
 
     serving.translate = timed(serving.translate, "decode start", "decode end")
-    translate.plots.token_probabilities = timed(plots.token_probabilities, "figure start", "figure end")
+    translate.plots.token_probabilities_json = timed(plots.token_probabilities_json, "figure start", "figure end")
     translate.translate = timed(translate.translate, "callback start", "callback end")
 
     process_api, postprocess = blocks.Blocks.process_api, blocks.Blocks.postprocess_data
