@@ -107,8 +107,10 @@ def table3(rows: Sequence[dict[str, Any]], title: str) -> go.Figure | None:
                                            f"<extra>{who}</extra>"))
         spread = _change((seed or {}).get(f"dev_{metric}"), base.get(f"dev_{metric}"))
         if spread:  # the noise band: as wide as two seeds of the same model differ
-            shapes.append(dict(type="rect", xref=f"x{axis}", yref="paper", x0=-abs(spread), x1=abs(spread), y0=0,
-                               y1=1, fillcolor="#dddddd", opacity=0.6, layer="below", line_width=0))
+            # Its panel's height only (its y axis's domain): on a phone the panels stand one above the other.
+            shapes.append(dict(type="rect", xref=f"x{axis}", yref=f"y{axis} domain", x0=-abs(spread),
+                               x1=abs(spread), y0=0, y1=1, fillcolor="#dddddd", opacity=0.6, layer="below",
+                               line_width=0))
     if shapes:  # a legend entry for the band: an empty trace drawn in its colour
         data.append(dict(type="bar", orientation="h", x=[None], y=[None], name="within the two base seeds' spread",
                          marker_color="#dddddd", showlegend=True, hoverinfo="skip"))
