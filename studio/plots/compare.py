@@ -132,7 +132,7 @@ def table3(rows: Sequence[dict[str, Any]], title: str) -> go.Figure | None:
     styled(fig, title, height, margin=dict(l=100, r=30, t=80, b=120))
     # On a phone one panel above the other: the axis titles' words go into the panels' titles, which they met.
     stacked(fig, 1, 2, 2 * height, vertical_spacing=0.15,
-            titles=["Δ dev BLEU (higher is better)", "Δ dev perplexity (lower is better)"])
+            titles=["Δ dev BLEU (higher is better)", "Δ perplexity (lower is better)"])
     narrow(fig, **{"xaxis.title.text": "", "xaxis2.title.text": ""})
     return fig
 
