@@ -191,6 +191,9 @@ def add_train(sub: argparse._SubParsersAction) -> None:
                         "files:PATH.tsv[.gz]:LANG1-LANG2 names its columns' languages) | hf:NAME[:CONFIG] (a copy "
                         "in the local Hugging Face cache is read offline) | hf:PATH (a save_to_disk folder, or a "
                         "folder of parquet, jsonl or csv files)")
+    t.add_argument("--also-train-on", metavar="SPEC",
+                   help="a second corpus (a --data spec) whose training pairs join --data's, in the same languages; "
+                        "validation and test stay --data's, and a pair holding one of their sentences is left out")
     t.add_argument("--src", help="source language code (inferred when the data has exactly two)")
     t.add_argument("--tgt", help="target language code (inferred, like --src)")
     t.add_argument("--valid-fraction", type=number(float, "a number between 0 and 1", lambda v: 0 < v < 1),
@@ -414,7 +417,8 @@ RECIPE_FLAGS = {"peak_lr": "--lr", "src_lang": "--src", "tgt_lang": "--tgt"}  # 
 
 def recipe_options(recipe: Recipe) -> list[str]:
     """The train options a recipe stands for, as they would be typed."""
-    values = {"data": recipe.data, "src_lang": recipe.src_lang, "tgt_lang": recipe.tgt_lang, "preset": recipe.preset,
+    values = {"data": recipe.data, **({"also_train_on": recipe.also_train_on} if recipe.also_train_on else {}),
+              "src_lang": recipe.src_lang, "tgt_lang": recipe.tgt_lang, "preset": recipe.preset,
               "vocab_size": recipe.vocab_size, **recipe.model, **recipe.train}
     if recipe.both_directions:
         values["both_directions"] = True

@@ -37,6 +37,8 @@ def command_train(args: argparse.Namespace) -> None:
     check_keep_best(args.keep_best, args.patience, eval_every=args.eval_every, bleu_sentences=args.bleu_sentences,
                     synthetic=args.data.startswith("synthetic:"))
     args.data = absolute_spec(args.data)  # run.json's record then reads the same files from any folder
+    if args.also_train_on:
+        args.also_train_on = absolute_spec(args.also_train_on)
     if args.resume:
         check_same_data({key: getattr(args, key) for key in (*SPLIT_OPTIONS, "max_tokens")}, record)
     rank, world, device = setup_distributed()
@@ -70,7 +72,8 @@ def run_plan(args: argparse.Namespace) -> RunPlan:
                    valid_fraction=args.valid_fraction, preset=args.preset,
                    model_overrides=model_overrides(args), vocab_size=args.vocab_size, tokenizer_kind=args.tokenizer,
                    separate_vocab=args.separate_vocab, src_vocab_size=args.src_vocab_size,
-                   tgt_vocab_size=args.tgt_vocab_size, both_directions=args.both_directions)
+                   tgt_vocab_size=args.tgt_vocab_size, both_directions=args.both_directions,
+                   also_train_on=args.also_train_on)
 
 
 def model_overrides(args: argparse.Namespace) -> dict:

@@ -26,6 +26,7 @@ from ..data.batching import (
 from ..data.corpus import ParallelCorpus, dropped_empty_note
 from ..data.directions import both_directions, language_tag, untagged
 from ..data.files import load_corpus
+from ..data.mixture import with_training_pairs
 from ..data.tasks import TOKENIZER_KIND
 from ..data.tokenizer import Tokenizer
 from ..model.config import ModelConfig
@@ -55,6 +56,8 @@ class RunPlan:
     tgt_vocab_size: int | None = None
     # One model for both directions, each source tagged with its target language (core/data/directions.py).
     both_directions: bool = False
+    # Another corpus whose training pairs join data's (core/data/mixture.py): its held-out splits go unused.
+    also_train_on: str | None = None
 
     def __post_init__(self) -> None:
         if not self.separate_vocab and (self.src_vocab_size is not None or self.tgt_vocab_size is not None):
@@ -118,12 +121,18 @@ class PreparedRun:
 
 
 def read_corpus(plan: RunPlan) -> ParallelCorpus:
-    """The plan's corpus, refused when it leaves nothing to train on or to validate with."""
+    """The plan's corpus (with also_train_on's training pairs), refused when it leaves nothing to train on or to
+    validate with."""
     corpus = load_corpus(plan.data, plan.src_lang, plan.tgt_lang, seed=plan.seed, limit=plan.limit,
                          valid_fraction=plan.valid_fraction)
     if not corpus.train or not (corpus.valid or corpus.test):
         raise ValueError(f"{plan.data} has no training or no validation pairs")
-    return both_directions(corpus, plan.seed, plan.valid_fraction) if plan.both_directions else corpus
+    if plan.both_directions:
+        corpus = both_directions(corpus, plan.seed, plan.valid_fraction)
+    if plan.also_train_on:
+        extra = load_corpus(plan.also_train_on, corpus.src_lang, corpus.tgt_lang, seed=plan.seed)
+        corpus = with_training_pairs(corpus, extra, both_directions=plan.both_directions)
+    return corpus
 
 
 def learn_tokenizers(corpus: ParallelCorpus, plan: RunPlan) -> tuple[Tokenizer, Tokenizer | None]:

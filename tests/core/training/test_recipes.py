@@ -29,7 +29,7 @@ def test_an_unknown_recipe_is_refused_with_the_known_ones():
 
 def test_recipes_are_listed_for_the_studio():
     listed = {recipe["name"]: recipe for recipe in list_recipes()}
-    assert list(listed) == ["lecture-multi30k", "tatoeba-en-es", "tatoeba-es-en"]
+    assert list(listed) == ["lecture-multi30k", "tatoeba-en-es", "tatoeba-es-en", "tatoeba-de-en"]
     lecture = listed["lecture-multi30k"]
     assert lecture["name"] == "lecture-multi30k" and "Multi30k De→En" in lecture["description"]
     settings = lecture["settings"]
@@ -68,3 +68,10 @@ def test_a_few_steps_of_the_recipe_train_on_the_cpu(tmp_path, capsys):
     assert (train["bucket"], train["readback_every"], train["max_tokens"], train["peak_lr"]) == (8, 10, 256, 2e-3)
     metrics = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert [m["step"] for m in metrics] == [3] and metrics[0]["loss"] > 0  # read back once, at the last step
+
+
+def test_the_german_recipe_adds_multi30k_captions_to_tatoeba():
+    args = cli.args.parse_arguments(["train", "--recipe", "tatoeba-de-en", "--out", "x"])
+    assert args.data.endswith("deu-eng-full.tsv.gz:en-de") and args.also_train_on.endswith("multi30k")
+    assert (args.src, args.tgt, args.both_directions, args.vocab_size, args.layers) == ("de", "en", True, 10000, 4)
+    assert get_recipe("tatoeba-de-en").settings()["also_train_on"] == args.also_train_on
