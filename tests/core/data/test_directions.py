@@ -14,7 +14,11 @@ from core.data.corpus import ParallelCorpus
 from core.data.directions import both_directions, carve_linked, language_tag, linked_groups, tagged, untagged
 from core.data.files import load_corpus
 from core.data.tokenizer import Tokenizer
+from core.training.prepare import RunPlan, read_corpus
+from core.training.recipes import get_recipe
 
+TATOEBA_DE = Path(__file__).resolve().parents[4] / "shared" / "data" / "tatoeba-deu-eng" / "deu-eng-full.tsv.gz"
+MULTI30K = TATOEBA_DE.parents[1] / "multi30k"
 TATOEBA_ES = Path(__file__).resolve().parents[4] / "shared" / "data" / "tatoeba-spa-eng" / "spa-eng.tsv.gz"
 
 
@@ -93,3 +97,17 @@ def test_tatoeba_en_es_is_split_with_no_english_or_spanish_sentence_on_two_sides
     for side in (english, spanish):
         assert not (side[0] & side[1] or side[0] & side[2] or side[1] & side[2])
     assert len(english[2]) > 500 and corpus.description["carved"]["by"].startswith("linked")
+
+
+@pytest.mark.skipif(not (TATOEBA_DE.exists() and MULTI30K.is_dir()), reason="needs ../shared/data/tatoeba-deu-eng and multi30k")
+def test_the_german_recipe_puts_no_sentence_on_two_sides():
+    """tatoeba-de-en's split as the run made it (Tatoeba carved by linked sentences, Multi30k's training captions
+    added): no German and no English sentence of its validation or test split is anywhere else."""
+    recipe = get_recipe("tatoeba-de-en")
+    corpus = read_corpus(RunPlan(recipe.data, recipe.src_lang, recipe.tgt_lang, both_directions=True,
+                                 also_train_on=recipe.also_train_on))
+    splits = (corpus.train, corpus.valid, corpus.test)
+    for tag in ("<2en>", "<2de>"):  # a side: the German sentences, then the English ones
+        side = [{untagged(s) if s.startswith(tag) else t for s, t in split} for split in splits]
+        assert not (side[0] & side[1] or side[0] & side[2] or side[1] & side[2])
+    assert len(corpus.test) >= 2000 and corpus.description["added_training"][0]["pairs"] > 28000
