@@ -84,10 +84,10 @@ def install_timers() -> None:
     """Timers around the translate callback's parts and around Gradio's processing of every event."""
     import gradio.blocks as blocks
 
-    from studio import plots, serving
+    from studio import batching, plots
     from studio.tabs import translate
 
-    serving.translate = timed(serving.translate, "decode start", "decode end")
+    batching.translate = timed(batching.translate, "decode start", "decode end")
     translate.plots.token_probabilities_json = timed(plots.token_probabilities_json, "figure start", "figure end")
     translate.translate = timed(translate.translate, "callback start", "callback end")
 

@@ -24,8 +24,9 @@ os.environ.setdefault("GRADIO_ANALYTICS_CACHE_FREQUENCY", "100000")
 import gradio as gr  # noqa: E402
 import torch  # noqa: E402
 
-from . import api, lesson_panel, page_links, plots, serving, sessions  # noqa: E402
+from . import api, compiled_models, lesson_panel, page_links, plots, sessions  # noqa: E402
 from .components import script, stylesheet  # noqa: E402
+from .guard import guard  # noqa: E402
 from .lesson import Lesson, read_lesson  # noqa: E402
 from .limits import (  # noqa: E402
     DEFAULT_CONCURRENCY,
@@ -48,7 +49,6 @@ from .tabs import (  # noqa: E402
     translate,
     what_if,
 )
-from .text import guard  # noqa: E402
 from .train import job as training  # noqa: E402
 from .train import live as train_live  # noqa: E402
 from .train import tab as train  # noqa: E402
@@ -257,7 +257,7 @@ def main(argv: list[str] | None = None) -> None:
     except (ValueError, FileNotFoundError) as exc:
         sys.exit(f"error: --lesson {args.lesson}: {exc}")
     demo = build_app(registry, selected, args.checkpoints_dir, args.public, lesson)
-    if args.compiled and serving.COMPILED.warm(registry.get(name) for name in registry.names()) is None:
+    if args.compiled and compiled_models.COMPILED.warm(registry.get(name) for name in registry.names()) is None:
         print("--compiled: no C++ compiler (g++, c++ or clang++) found; decoding stays eager", file=sys.stderr)
     with demo:  # sessions idle or closed are forgotten: memory stays bounded however many come
         sessions.Forgetter(demo).start()

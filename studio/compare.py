@@ -4,7 +4,7 @@ their translations, each model's score on the first sentences of a corpus split,
 results (docs/table3.csv, written by bench/table3.py). No Gradio here.
 
 Every refusal is an ``explain.Refused`` whose text names what was wrong. The work runs in a decoding slot
-(``serving.heavy``); a corpus score first keeps the sentences the request's budget affords (``limits.Budget``) and
+(``slots.heavy``); a corpus score first keeps the sentences the request's budget affords (``limits.Budget``) and
 stops between batches once its client has gone or its deadline has passed.
 """
 from __future__ import annotations
@@ -27,7 +27,7 @@ from core.inference.scoring import prepare_pair
 from core.inference.translation import Translation, translate_detailed
 from core.training.evaluation import TeacherForcedResult, evaluate_bleu, teacher_forced_metrics
 
-from . import serving
+from . import slots
 from .explain import Refused, finite, floats, source_text
 from .limits import affordable_sentences, budget_words, sentence_seconds
 from .registry import UNAVAILABLE, ModelRegistry
@@ -161,7 +161,7 @@ def translate_both(registry: ModelRegistry, names: tuple[str | None, str | None]
     cleaning the text did."""
     source, notices = source_text(text)
     bundles = [model(registry, name, which) for name, which in zip(names, "AB")]
-    with serving.heavy():
+    with slots.heavy():
         a, b = (translate_one(str(name), bundle, source, decoding) for name, bundle in zip(names, bundles))
     return a, b, notices
 
@@ -186,7 +186,7 @@ def affordable_pairs(bundles: list[ModelBundle], pairs: list[tuple[str, str]], d
     beam = DECODINGS[decoding].beam_size if DECODINGS[decoding].method == "beam" else 1
     seconds = [sum(sentence_seconds(b.model.config, *_tokens(b, source, reference), beam) for b in bundles)
                for source, reference in pairs]
-    budget = serving.current_budget()
+    budget = slots.current_budget()
     n = affordable_sentences(budget, seconds)
     if n == 0:
         raise Refused(f"one sentence would take ~{seconds[0]:.0f} CPU-seconds; {budget_words(budget)}")
@@ -208,7 +208,7 @@ def corpus_scores(bundles: list[ModelBundle], pairs: list[tuple[str, str]], deco
     """corpus_score of each model on the pairs its budget affords, in one decoding slot: the scores, how many
     pairs were scored, and the notices (fewer pairs than asked, and why)."""
     pairs, seconds, notices = affordable_pairs(bundles, pairs, decoding)
-    with serving.heavy(seconds) as work:
+    with slots.heavy(seconds) as work:
         def progress(n: int) -> None:
             work.check()
             if on_batch is not None:

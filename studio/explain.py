@@ -4,7 +4,7 @@ with the input checked as the page checks it, and as plain data (``*_json``: lis
 strings that JSON carries) for scripts.
 
 Every refusal is a ``Refused`` whose text names what was wrong, for the page's notice line and the
-API's error alike. The work runs in a decoding slot (``serving.heavy``), cut to the request's budget first
+API's error alike. The work runs in a decoding slot (``slots.heavy``), cut to the request's budget first
 (``limits.Budget``: fewer integration steps, fewer attention maps), with a notice saying so.
 """
 from __future__ import annotations
@@ -23,7 +23,7 @@ from core.explain.saliency import METHODS, Agreement, compare
 from core.inference.decoding import DecodeOptions
 from core.inference.scoring import Pair, Score, prepare_pair
 
-from . import serving
+from . import slots
 from .limits import (
     MAX_IG_STEPS,
     Budget,
@@ -105,7 +105,7 @@ def arithmetic(bundle: ModelBundle, source: str, target: str | Sequence[int], st
         raise Refused(f"unknown attention stack {str(stack)[:40]!r}; allowed: {', '.join(STACKS)}")
     indices = [whole_number(v, name) for v, name in ((layer, "layer"), (head, "head"), (query, "query"))]
     try:
-        with serving.heavy():
+        with slots.heavy():
             return core.attention_arithmetic(bundle, source, target, stack, *indices)
     except (TypeError, ValueError) as exc:
         raise Refused(str(exc)) from None
@@ -166,7 +166,7 @@ def saliency(bundle: ModelBundle, source: str, target: str | Sequence[int], meth
     if pair.empty:
         raise Refused("the source has no tokens: there is nothing to attribute")
     steps, cut = affordable(bundle, pair, steps if method == "integrated_gradients" else 1)
-    with serving.heavy(saliency_seconds(bundle.model.config, len(pair.src), len(pair.tgt), steps)) as work:
+    with slots.heavy(saliency_seconds(bundle.model.config, len(pair.src), len(pair.tgt), steps)) as work:
         # One pass for every map; core.alignment reads the last layer's head mean the same way (a test pins it).
         cross = attention_maps(bundle.model, pair.src, pair.tgt_in)["cross"].double().numpy()  # (L, h, T, S)
         attribution = core.attribution(bundle, source, pair.tgt[:-1], method, steps, should_stop=work.should_stop)
@@ -181,7 +181,7 @@ def saliency(bundle: ModelBundle, source: str, target: str | Sequence[int], meth
 def affordable(bundle: ModelBundle, pair: Pair, steps: int) -> tuple[int, list[str]]:
     """The integration steps (1: gradient × input) this request's budget affords, and a notice when that is fewer
     than asked; Refused when not even one gradient fits."""
-    budget, config = serving.current_budget(), bundle.model.config
+    budget, config = slots.current_budget(), bundle.model.config
     source, target = len(pair.src), len(pair.tgt)
     fits = affordable_steps(budget, config, source, target, steps)
     size = f"this {source} + {target}-token pair"
@@ -229,7 +229,7 @@ def attention_json(bundle: ModelBundle, source: str, target: str, stack: str = "
     if stack != "all" and stack not in STACKS:
         raise Refused(f"unknown attention stack {str(stack)[:40]!r}; allowed: all, {', '.join(STACKS)}")
     index = None if layer is None else whole_number(layer, "layer")
-    with serving.heavy():
+    with slots.heavy():
         if not target.strip():
             target = core.translate_detailed(bundle, [source], DecodeOptions(beam_size=4, alpha=0.6))[0].ids
         pair = prepare_pair(bundle, source, target)
@@ -237,7 +237,7 @@ def attention_json(bundle: ModelBundle, source: str, target: str, stack: str = "
             raise Refused("the source sentence has no tokens to attend to")
         maps = attention_maps(bundle.model, pair.src, pair.tgt_in)
     _check_layer(index, maps, stacks)
-    kept, notices = maps_within({name: maps[name] for name in stacks}, index, serving.current_budget())
+    kept, notices = maps_within({name: maps[name] for name in stacks}, index, slots.current_budget())
     return {"translation": bundle.target_tokenizer.decode(pair.tgt[:-1]), "source_tokens": pair.source_tokens,
             "decoder_tokens": ["<bos>", *pair.tokens[:-1]], "target_tokens": pair.tokens, **kept,
             "notices": pair.notices + notices}

@@ -12,7 +12,8 @@ from functools import partial
 
 import gradio as gr
 
-from . import lesson_panel, serving
+from . import lesson_panel, slots
+from .guard import guard
 from .lesson import Lesson
 from .limits import BATCHED, HEAVY, clamp_beam, clean_input
 from .links import Shape, View, link_of, read_link
@@ -20,7 +21,7 @@ from .registry import UNAVAILABLE, ModelRegistry
 from .shell import Current, Shell
 from .tabs import beam, translate
 from .tabs.attention import STACKS
-from .text import guard, md
+from .text import md
 
 # The tabs' ids (app.py) by their slug in a link: the label in lower case, spaces as hyphens.
 TAB_IDS = {"translate": "translate", "what-if": "what-if", "beam-search": "beam", "attention": "attention",
@@ -148,7 +149,7 @@ def wire(shell: Shell, parts: Linked, notices: gr.Markdown, link_box: gr.Textbox
         loaded = loaded.then(**step)
     loaded.then(guard(partial(translate_linked, registry)), inputs=[view, *parts.translated.inputs],
                 outputs=parts.translated.outputs, **BATCHED).then(
-        guard(serving.in_a_slot(partial(search_linked, registry, len(searched.shown)))),
+        guard(slots.in_a_slot(partial(search_linked, registry, len(searched.shown)))),
         inputs=[view, searched.search, searched.choice, *searched.settings],
         outputs=[searched.search, *searched.shown], **HEAVY)
     copy.click(link_here, inputs=[parts.on_screen, shell.model, parts.translated.current, parts.presenter,

@@ -1,13 +1,12 @@
-"""Making user text safe to show: everything a user typed is rendered as text, never markup."""
+"""Making user text safe to show: everything a user typed is rendered as text, never markup, in Markdown and
+tables, in toasts and in refusals (Gradio renders those as HTML); short excerpts of it for messages, and the
+word-level difference of two translations."""
 from __future__ import annotations
 
 import difflib
-import functools
 import html
-import logging
 import re
-import typing
-from typing import Callable, Sequence
+from typing import Sequence
 
 _MARKDOWN_SPECIALS = re.compile(r"([\\`*_{}\[\]()#+\-.!|~>$])")
 
@@ -66,36 +65,3 @@ def refusal(message: object) -> Exception:
     import gradio as gr
 
     return gr.Error(html.escape(str(message), quote=False), print_exception=False)
-
-
-class NotServed(Exception):
-    """A request the studio turns away or stops (studio/serving.py): its session has enough requests in flight, its
-    deadline passed, or its client left. The text says which, for the visitor (guard shows it as the error)."""
-
-
-def guard(fn: Callable) -> Callable:
-    """Wrap a Gradio callback: a request the studio does not serve (serving.NotServed) becomes its message, an
-    unexpected exception a short readable one (gr.Error, shown as a notice) whose traceback goes to the server
-    log only."""
-
-    @functools.wraps(fn)
-    def wrapper(*args, **kwargs):
-        try:
-            return fn(*args, **kwargs)
-        except Exception as exc:
-            import gradio as gr
-
-            if isinstance(exc, gr.Error):
-                raise
-            if isinstance(exc, NotServed):
-                raise refusal(exc) from None
-            logging.getLogger("studio").exception("callback %s failed", getattr(fn, "__name__", fn))
-            raise refusal(f"Something went wrong ({type(exc).__name__}): {clip(exc, 300)}") from None
-
-    # Gradio reads a callback's type hints to pass it the request (gr.Request): resolve them
-    # where fn was written, since the wrapper's module has no `gr` to resolve "gr.Request" with.
-    try:
-        wrapper.__annotations__ = typing.get_type_hints(fn)
-    except (NameError, TypeError):  # a partial, or hints that do not resolve: nothing to pass on
-        pass
-    return wrapper

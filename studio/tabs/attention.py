@@ -17,12 +17,13 @@ from core.inference.decoding import DecodeOptions
 from core.inference.translation import prepare_source, translate_detailed
 from core.model.config import ModelConfig
 
-from .. import bertviz_offline, plots, serving
+from .. import bertviz_offline, plots, recent_results, slots
 from ..components import Slider, refresh_on_screen
+from ..guard import guard
 from ..limits import HEAVY, clean_input
 from ..registry import UNAVAILABLE, ModelRegistry
 from ..shell import Current, Shell, switched
-from ..text import clip, guard, md, word_diff
+from ..text import clip, md, word_diff
 
 STACKS = {"Encoder self-attention": "encoder", "Decoder self-attention": "decoder",
           "Cross-attention (decoder → encoder)": "cross"}
@@ -132,7 +133,7 @@ def stale(picked: str | None, current: Current) -> str:
 # reference): 11 MB of maps were kept per session, computed again for every student on the same example. At most
 # ANALYSES_MB of them (a 256-token pair of the shipped model holds 9.4 MB of maps), kept after their sessions go.
 ANALYSES_MB = 32
-ANALYSES = serving.Recent(32, ANALYSES_MB * 2**20,
+ANALYSES = recent_results.Recent(32, ANALYSES_MB * 2**20,
                           lambda analysis: sum(m.nbytes for m in analysis.maps.values()) if analysis else 0)
 
 
@@ -192,7 +193,7 @@ def refresh(registry: ModelRegistry, current: Current, drawn: tuple | None, on_s
         return gr.skip(), gr.skip(), gr.skip(), gr.skip(), gr.skip()
     if current is not None and switched(registry, current, picked):
         return None, stale(picked, current), gr.skip(), gr.skip(), key
-    with serving.heavy():
+    with slots.heavy():
         return *show(registry, current), key
 
 
@@ -227,7 +228,7 @@ def translate_here(registry: ModelRegistry, name: str | None, text: str) -> tupl
     except UNAVAILABLE as exc:
         return gr.skip(), f"**Cannot translate:** {md(exc)}"
     try:
-        with serving.heavy():
+        with slots.heavy():
             t = translate_detailed(bundle, [text], DecodeOptions())[0]
     except ValueError as exc:  # beam 4 on a model with fewer than 5 tokens
         return gr.skip(), f"**Cannot translate:** {md(exc)}"
@@ -310,7 +311,7 @@ def ablate(registry: ModelRegistry, current: Current, picked: str | None, encode
     except UNAVAILABLE as exc:
         return f"**Cannot ablate:** {md(exc)}"
     twin = replace(bundle, model=model)  # the same tokenizers (both, with separate vocabularies)
-    with serving.heavy(), lock, heads_off(model, spec):
+    with slots.heavy(), lock, heads_off(model, spec):
         after = translate_detailed(twin, [current.source], current.options or DecodeOptions())[0].text
     before = bundle.target_tokenizer.decode(current.ids)
     off = heads_named(spec, model.config)

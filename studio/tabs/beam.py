@@ -20,12 +20,13 @@ from core.inference.beam import BeamStepper, HypothesisView, StepView
 from core.inference.decoding import DecodeOptions
 from core.inference.translation import translate_detailed
 
-from .. import plots, serving
+from .. import plots, slots
 from ..components import Slider, script
+from ..guard import guard
 from ..limits import BEAM_RANGE, DEFAULT_BEAM, HEAVY, clamp_beam, clean_input
 from ..registry import UNAVAILABLE, ModelRegistry
 from ..shell import Current, Shell, picked_examples
-from ..text import clip, guard, info, md, md_table
+from ..text import clip, info, md, md_table
 
 # The search tree's pruned children lie within this much of a row below their parent: the upper quarter
 # of the gap, clear of the next row's word, written above its node (at 0.6 a wide beam's marks touched it).
@@ -145,7 +146,7 @@ def _move(action: str, search: Search) -> None:
         else:
             info("Already at the start.")
     elif action == "run":
-        with serving.heavy() as work:  # the slot this request holds: stop between steps once it must
+        with slots.heavy() as work:  # the slot this request holds: stop between steps once it must
             while not search.view.done:
                 work.check()
                 search.views.append(search.stepper.step())
@@ -168,7 +169,7 @@ def steps_to(registry: ModelRegistry, steps: int, choice: str | None, *settings)
     """A new search taken `steps` steps on (or to its end, if sooner), and its page: a deep link's view."""
     search = None
     try:
-        with serving.heavy() as work:  # a link's step=200 stops, like Run to end, once its slot must
+        with slots.heavy() as work:  # a link's step=200 stops, like Run to end, once its slot must
             for _ in range(max(1, steps)):
                 work.check()
                 search = act("step", registry, search, *settings)
@@ -402,7 +403,7 @@ def build(shell: Shell, translated: gr.State, tab: gr.Tab) -> BeamTab:
         # Step and Back: every press counts ("once", Gradio's default, dropped presses made while a step
         # was on its way: five quick presses of a clicker went 2 steps on).
         mode = "multiple" if action in ("step", "back") else "once"
-        gr.on(triggers, guard(serving.in_a_slot(partial(act_and_render, action, shell.registry))),
+        gr.on(triggers, guard(slots.in_a_slot(partial(act_and_render, action, shell.registry))),
               inputs=[search, choice, *settings],
               outputs=[search, *shown], trigger_mode=mode, api_name=f"beam_{action}", **HEAVY).then(
             None, js=SHOW_TREE_OR_SOURCE_JS if action in ("step", "run") else SHOW_TREE_JS)

@@ -16,12 +16,13 @@ import plotly.graph_objects as go
 from .. import compare as cmp
 from ..compare import DECODINGS, Refused, Side
 from ..components import Slider
+from ..guard import guard
 from ..limits import HEAVY
 from ..plots import compare as plots
 from ..plots import empty, label
 from ..registry import UNAVAILABLE, ModelRegistry
 from ..shell import Shell, picked_examples
-from ..text import clip, guard, md, refusal, word_diff
+from ..text import clip, md, refusal, word_diff
 
 TAB_ID = "compare"
 INTRO = ("**Compare** two models on the same sentence: the natural pairs are post-norm vs pre-norm, sinusoidal vs "

@@ -21,9 +21,10 @@ from core.training.trainer import TrainConfig
 
 from .. import plots
 from ..components import Slider
+from ..guard import guard
 from ..registry import UNAVAILABLE, ModelRegistry
 from ..shell import Shell, examples_for
-from ..text import guard, md
+from ..text import md
 
 LR_CAPTION = ("**Section 5.3, eq. 3:** the learning rate rises linearly for the first warmup_steps, then "
               "falls with the inverse square root of the step. Its peak, lr factor · d_model^-0.5 · warmup^-0.5 "

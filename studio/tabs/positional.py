@@ -13,9 +13,9 @@ from core.model.positional import encoding_at, sinusoidal_encoding
 
 from .. import plots
 from ..components import Slider
+from ..guard import guard
 from ..registry import UNAVAILABLE, ModelRegistry
 from ..shell import Shell
-from ..text import guard
 
 D_MODEL_RANGE = (8, 512)
 HEATMAP_CAPTION = (

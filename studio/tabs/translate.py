@@ -13,12 +13,13 @@ from core.inference.translation import Translation
 from core.model.config import INT64_MAX
 from core.training.loss import smoothed_target_distribution
 
-from .. import plots, serving
+from .. import batching, plots
 from ..components import Slider, TypedSlider, script
+from ..guard import guard
 from ..limits import BATCHED, BEAM_RANGE, DEFAULT_BEAM, clamp_beam, clean_input
 from ..registry import UNAVAILABLE, ModelRegistry
 from ..shell import Current, Shell, picked_examples, switched
-from ..text import clip, guard, md, md_table
+from ..text import clip, md, md_table
 
 # Below this confidence (Translation.confidence) a beam or greedy translation comes with a notice that
 # the model is unsure. Measured on the shipped Multi30k De→En model with beam 4: 96% of test_2016's German
@@ -116,7 +117,7 @@ def translate(registry: ModelRegistry, name: str | None, text: str, method: str,
     except UNAVAILABLE as exc:
         return cannot_translate(exc)
     try:  # decoded with the requests that arrive meanwhile for this model and these settings
-        t = serving.translate(bundle, text, opts, key)
+        t = batching.translate(bundle, text, opts, key)
     except ValueError as exc:  # an option the model cannot take: a beam as wide as a tiny vocabulary
         return cannot_translate(exc)
     if method != "sample":

@@ -16,13 +16,14 @@ from core.inference.decoding import DecodeOptions
 from core.inference.scoring import Score
 from core.inference.translation import translate_detailed
 
-from .. import plots, serving
+from .. import plots, slots
 from ..components import refresh_on_screen
 from ..explain import Refused, score, source_text, target_text, totals
+from ..guard import guard
 from ..limits import HEAVY
 from ..registry import UNAVAILABLE, ModelRegistry
 from ..shell import Current, Shell
-from ..text import clip, guard, md, md_table
+from ..text import clip, md, md_table
 from .attention import TAB_ID as ATTENTION_TAB
 
 TAB_ID = "what-if"
@@ -97,7 +98,7 @@ def _scored(registry: ModelRegistry, kept: Scored | None, current: Current | Non
             target: str | list[int]) -> tuple[Scored, list[str]]:
     """Score target for source beside the model's own translation (one core.score call for both)."""
     bundle, key, options = _model_of(registry, current, name, source)
-    with serving.heavy():
+    with slots.heavy():
         own, notices = _own_translation(bundle, source, options, current, kept)
         if isinstance(target, str) and target.strip() == bundle.target_tokenizer.decode(own):
             target = own  # the translation's very tokens: its text could tokenize otherwise
@@ -165,7 +166,7 @@ def finish(registry: ModelRegistry, kept: Scored | None, current: Current | None
         if not prefix.strip():
             raise Refused("type the beginning of a translation in the target box first")
         bundle, _, options = _model_of(registry, current, name, source)
-        with serving.heavy():  # one slot for the completion and its score
+        with slots.heavy():  # one slot for the completion and its score
             try:
                 t = translate_detailed(bundle, [source], options, prefix=prefix)[0]
             except ValueError as exc:  # a prefix this vocabulary cannot write, or too long

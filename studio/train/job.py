@@ -23,7 +23,7 @@ import torch
 from core.bundle import ModelBundle
 from core.training.trainer import StepEvent, Trainer, TrainingStopped
 
-from .. import limits, serving
+from .. import limits, priority
 from ..registry import CHECKPOINTS, ModelRegistry
 from .downloads import Downloads
 from .saving import safe_name, write_checkpoint
@@ -372,7 +372,7 @@ class TrainingJob:
 
     def _on_step(self, run: _Run, event: StepEvent) -> None:
         """Called by the trainer's thread between steps: visitors' requests waiting are served first."""
-        serving.PRIORITY.yield_to_requests()
+        priority.PRIORITY.yield_to_requests()
         record = {k: v for k, v in event.to_dict().items() if k != "validation"}
         record["seconds"] = run.elapsed()
         frame = None

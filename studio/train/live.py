@@ -12,8 +12,9 @@ import gradio as gr
 import plotly.graph_objects as go
 
 from ..components import Slider
+from ..guard import guard
 from ..shell import Shell
-from ..text import guard, md, md_table
+from ..text import md, md_table
 from . import plots
 from .form import DEFAULTS, preset_values
 from .job import ACTIVE, JobView, TrainingJob

@@ -16,7 +16,7 @@ from _studio import SENTENCES, studio_bundle, studio_registry
 
 from core.inference.scoring import prepare_pair
 from core.model.config import ModelConfig
-from studio import app, explain, limits, serving
+from studio import app, explain, guard, limits, slots
 from studio.tabs import compare as compare_tab
 from studio.tabs import translate
 
@@ -146,13 +146,13 @@ def test_a_seed_that_is_not_one_samples_with_a_random_seed_and_says_so():
 def test_work_stops_at_its_deadline_or_when_its_client_leaves():
     budget = replace(limits.PUBLIC_BUDGET, deadline_s=0.05)
     present = [True]
-    work = serving.Work(budget, lambda: present[0])
+    work = slots.Work(budget, lambda: present[0])
     work.start()
     assert not work.should_stop()
     present[0] = False
-    with pytest.raises(serving.NotServed, match="the client that asked for it has gone"):
+    with pytest.raises(guard.NotServed, match="the client that asked for it has gone"):
         work.check()
-    late = serving.Work(budget)
+    late = slots.Work(budget)
     late.start()
     wait_until(late.should_stop, 5)
     assert late.reason.startswith("Stopped after 0 s: a request to this studio may work for at most 0 s")
@@ -161,16 +161,16 @@ def test_work_stops_at_its_deadline_or_when_its_client_leaves():
 def test_heavy_work_stopped_inside_core_says_why(monkeypatch):
     """Whatever the loops raise once the work must stop (core's own Stopped here) reaches the visitor as the
     reason, and the slot is given back."""
-    monkeypatch.setattr(serving, "budget_for", lambda app: replace(limits.PUBLIC_BUDGET, deadline_s=0.0))
-    with pytest.raises(serving.NotServed, match="Stopped after 0 s"):
+    monkeypatch.setattr(slots, "budget_for", lambda app: replace(limits.PUBLIC_BUDGET, deadline_s=0.0))
+    with pytest.raises(guard.NotServed, match="Stopped after 0 s"):
         explain.saliency(studio_bundle(), SENTENCES[0], "Ein Hund", "integrated_gradients", 4)
-    assert serving.SLOTS.running() == 0
+    assert slots.SLOTS.running() == 0
 
 
 class Asks:
     """Requests to a Slots, each in a thread of its own holding its slot until released."""
 
-    def __init__(self, slots: serving.Slots, public: bool = True):
+    def __init__(self, slots: slots.Slots, public: bool = True):
         self.slots, self.budget = slots, replace(limits.PUBLIC_BUDGET, public=public)
         self.running: list[str] = []  # in the order they got their slot
         self.refused: dict[str, str] = {}
@@ -184,11 +184,11 @@ class Asks:
 
         def hold() -> None:
             try:
-                with self.slots.hold(session, long, serving.Work(self.budget)):
+                with self.slots.hold(session, long, slots.Work(self.budget)):
                     self.running.append(name)
                     release.wait(30)
                     self.running.remove(name)
-            except serving.NotServed as refused:
+            except guard.NotServed as refused:
                 self.refused[name] = str(refused)
         self._threads[name] = threading.Thread(target=hold, daemon=True)
         self._threads[name].start()
@@ -209,7 +209,7 @@ class Asks:
 
 
 def test_a_public_session_takes_turns_and_other_sessions_go_first():
-    asks = Asks(serving.Slots(2, long_at_once=2))
+    asks = Asks(slots.Slots(2, long_at_once=2))
     asks.ask("a1", "A")
     asks.ask("a2", "A")
     assert asks.running == ["a1"] and asks.waiting() == 1
@@ -223,7 +223,7 @@ def test_a_public_session_takes_turns_and_other_sessions_go_first():
 
 
 def test_a_public_session_with_too_many_requests_is_turned_away():
-    asks = Asks(serving.Slots(2))
+    asks = Asks(slots.Slots(2))
     names = [f"a{i}" for i in range(limits.SESSION_REQUESTS)]
     for name in names:
         asks.ask(name, "A")
@@ -232,7 +232,7 @@ def test_a_public_session_with_too_many_requests_is_turned_away():
     assert asks.refused["one too many"].startswith(f"This session already has {limits.SESSION_REQUESTS} requests "
                                                    f"running or waiting")
     asks.release(*names)
-    local = Asks(serving.Slots(2), public=False)  # a lecturer's own studio: no turns
+    local = Asks(slots.Slots(2), public=False)  # a lecturer's own studio: no turns
     local.ask("x", "A")
     local.ask("y", "A")
     assert local.running == ["x", "y"]
@@ -240,7 +240,7 @@ def test_a_public_session_with_too_many_requests_is_turned_away():
 
 
 def test_short_work_goes_first_and_long_work_takes_one_slot_at_most():
-    asks = Asks(serving.Slots(2, long_at_once=1))
+    asks = Asks(slots.Slots(2, long_at_once=1))
     asks.ask("long 1", "A", long=True)
     asks.ask("long 2", "B", long=True)
     assert asks.running == ["long 1"] and asks.waiting() == 1
@@ -285,14 +285,14 @@ def answer(stream) -> tuple[str, object]:
 def long_saliency(url: str):
     """Integrated gradients on a 251 + 251-token pair: ~30 s of CPU, its budget's worth, unless stopped."""
     stream = post(url, "saliency", [LONG, LONG_TEXT, LONG_TEXT, "integrated_gradients", 64])
-    wait_until(lambda: serving.SLOTS.running() == 1)
+    wait_until(lambda: slots.SLOTS.running() == 1)
     return stream
 
 
 def test_a_heavy_request_stops_when_its_client_leaves(public):
     stream = long_saliency(public)
     stream.close()  # the visitor goes: its work stops between two backward passes
-    assert wait_until(lambda: serving.SLOTS.running() == 0, 10) < 2.0
+    assert wait_until(lambda: slots.SLOTS.running() == 0, 10) < 2.0
 
 
 def test_a_short_request_is_answered_while_a_long_one_runs(public):
@@ -302,9 +302,9 @@ def test_a_short_request_is_answered_while_a_long_one_runs(public):
     maps = client_module.Client(public, verbose=False).predict(model=TINY, source=SENTENCES[0], target="Ein Hund",
                                                                api_name="/attention")
     assert time.monotonic() - began < 5.0 and maps["target_tokens"] == ["Ein", "Hund", "<eos>"]
-    assert serving.SLOTS.running() == 1  # the long one still works
+    assert slots.SLOTS.running() == 1  # the long one still works
     stream.close()
-    wait_until(lambda: serving.SLOTS.running() == 0, 10)
+    wait_until(lambda: slots.SLOTS.running() == 0, 10)
 
 
 def test_public_requests_are_cut_to_their_budget_and_stopped_at_their_deadline(public, monkeypatch):

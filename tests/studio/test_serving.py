@@ -1,4 +1,4 @@
-"""Issue 43's micro-batching (studio.serving): requests arriving together are decoded together, per model and
+"""Issue 43's micro-batching (studio.batching): requests arriving together are decoded together, per model and
 settings, each answer what decoding it alone gives; serving goes before the live training run, which keeps
 making progress."""
 from __future__ import annotations
@@ -11,7 +11,8 @@ from _studio import SENTENCES, studio_bundle
 
 import core
 from core.inference.decoding import DecodeOptions
-from studio import serving
+from studio import batching, compiled_models, recent_results
+from studio.priority import MAX_YIELD_S, YIELD_FACTOR, Priority
 
 TEXTS = SENTENCES + ["Ein Hund .", "Zwei Männer spielen auf einer Wiese .", "Eine Frau rennt durch den Schnee ."]
 
@@ -24,7 +25,7 @@ def wait_until(predicate, timeout: float = 30.0) -> None:
         time.sleep(0.005)
 
 
-def together(batcher: serving.Batcher, calls: list[tuple], expect_groups: int, open_items: int | None = None) -> list:
+def together(batcher: batching.Batcher, calls: list[tuple], expect_groups: int, open_items: int | None = None) -> list:
     """Each call (bundle, item, options, key) made in a thread of its own while the batcher's one decoding
     slot is held, released once they have all joined their groups (expect_groups open, holding open_items: all
     the calls unless some group filled up and closed): the results in call order."""
@@ -52,11 +53,11 @@ def test_requests_decoded_together_equal_each_decoded_alone(method):
     bundle = studio_bundle()
     options = DecodeOptions(method=method, beam_size=4 if method == "beam" else 1, alpha=0.6, max_len_b=10,
                             n_best=4 if method == "beam" else 1)
-    batcher = serving.Batcher(serving._translate_group, window_s=0, slots=1)
+    batcher = batching.Batcher(batching._translate_group, window_s=0, slots=1)
     results = together(batcher, [(bundle, text, options, "k") for text in TEXTS], expect_groups=1)
     assert batcher.batches == [len(TEXTS)]  # one batch
     for text, result in zip(TEXTS, results):
-        alone = serving.decode_alone(bundle, text, options)
+        alone = batching.decode_alone(bundle, text, options)
         assert (result.ids, result.text, result.tokens) == (alone.ids, alone.text, alone.tokens)
         assert [t for t, _ in result.n_best] == [t for t, _ in alone.n_best]
         assert result.score == pytest.approx(alone.score, abs=1e-5)  # float32 sums in another order
@@ -65,12 +66,12 @@ def test_requests_decoded_together_equal_each_decoded_alone(method):
 def test_other_settings_or_models_are_other_batches():
     bundle = studio_bundle()
     beam, greedy = DecodeOptions(beam_size=2, max_len_b=8), DecodeOptions(method="greedy", beam_size=1, max_len_b=8)
-    batcher = serving.Batcher(serving._translate_group, window_s=0, slots=1)
+    batcher = batching.Batcher(batching._translate_group, window_s=0, slots=1)
     calls = [(bundle, text, opts, repr(opts)) for text in TEXTS[:3] for opts in (beam, greedy)]
     results = together(batcher, calls, expect_groups=2)
     assert sorted(batcher.batches) == [3, 3]
     for (_, text, opts, _), result in zip(calls, results):
-        assert result.ids == serving.decode_alone(bundle, text, opts).ids
+        assert result.ids == batching.decode_alone(bundle, text, opts).ids
 
 
 def test_a_full_group_closes_and_a_failing_request_fails_alone():
@@ -78,7 +79,7 @@ def test_a_full_group_closes_and_a_failing_request_fails_alone():
         if "bad" in items:
             raise ValueError("bad" if len(items) == 1 else "the whole batch")
         return [item.upper() for item in items]
-    batcher = serving.Batcher(run, window_s=0, slots=1, max_batch=3)
+    batcher = batching.Batcher(run, window_s=0, slots=1, max_batch=3)
     results = together(batcher, [(None, item, None, "k") for item in ("a", "b", "bad", "c")], expect_groups=1,
                        open_items=1)
     assert results[:2] == ["A", "B"] and str(results[2]) == "bad" and results[3] == "C"
@@ -88,7 +89,7 @@ def test_a_full_group_closes_and_a_failing_request_fails_alone():
 def test_score_requests_batched_equal_each_scored_alone():
     bundle = studio_bundle()
     pairs = [(s, t) for s, t in zip(TEXTS, ["Ein Hund", "Zwei Männer", "", "Eine Frau", "Hund", "Schnee ."])]
-    batcher = serving.Batcher(serving._score_group, window_s=0, slots=1)
+    batcher = batching.Batcher(batching._score_group, window_s=0, slots=1)
     results = together(batcher, [(bundle, pair, 5, "k") for pair in pairs], expect_groups=1)
     for (source, target), result in zip(pairs, results):
         [alone] = core.score(bundle, [source], [target], top_k=5)
@@ -103,7 +104,7 @@ def test_the_studio_translates_through_the_batcher(monkeypatch):
     registry = ModelRegistry(None)
     registry.add("studio-tiny", studio_bundle())
     seen = []
-    monkeypatch.setattr(serving, "translate", lambda *a: seen.append(a) or serving.decode_alone(*a[:3]))
+    monkeypatch.setattr(batching, "translate", lambda *a: seen.append(a) or batching.decode_alone(*a[:3]))
     text = translate.translate(registry, "studio-tiny", TEXTS[0], "beam", 4, 0.6, 10, 4, 1.0, 0, 1.0, None)[0]
     assert seen and seen[0][3] == registry.key("studio-tiny") and text
 
@@ -115,29 +116,29 @@ def test_with_compiled_steps_a_lone_sentence_goes_compiled_and_a_group_batched(m
 
     monkeypatch.setattr(compiled.torch, "compile", lambda module, **options: module)
     monkeypatch.setattr(compiled, "compiler_available", lambda: True)
-    monkeypatch.setattr(serving, "compiler_available", lambda: True)
+    monkeypatch.setattr(compiled_models, "compiler_available", lambda: True)
     bundle = studio_bundle()
-    warm = serving.CompiledModels()
-    monkeypatch.setattr(serving, "COMPILED", warm)
+    warm = compiled_models.CompiledModels()
+    monkeypatch.setattr(batching, "COMPILED", warm)
     warm.warm(iter([bundle])).join(120)
     assert warm.ready(bundle.model)
     static = []
     monkeypatch.setattr(compiled, "static_cache", lambda *a, real=compiled.static_cache: static.append(1) or real(*a))
     options = DecodeOptions(beam_size=4, max_len_b=10)
-    [alone] = serving._translate_group(bundle, TEXTS[:1], options)
-    assert static and alone.ids == serving.decode_alone(bundle, TEXTS[0], options).ids
+    [alone] = batching._translate_group(bundle, TEXTS[:1], options)
+    assert static and alone.ids == batching.decode_alone(bundle, TEXTS[0], options).ids
     static.clear()
-    serving._translate_group(bundle, TEXTS[:3], options)
+    batching._translate_group(bundle, TEXTS[:3], options)
     assert not static  # several sentences: the batched eager decoders
 
 
 def test_training_waits_for_requests_but_not_for_ever():
-    priority = serving.Priority()
+    priority = Priority()
     assert priority.yield_to_requests() < 0.5  # nobody served: no wait
     priority._resumed = time.monotonic() - 0.1  # a 100 ms step: it waits at most YIELD_FACTOR times that
     with priority.serving():
         waited = priority.yield_to_requests()
-    assert 0.09 * serving.YIELD_FACTOR <= waited < serving.MAX_YIELD_S  # held by a request, a while only
+    assert 0.09 * YIELD_FACTOR <= waited < MAX_YIELD_S  # held by a request, a while only
     priority._resumed = time.monotonic() - 10  # a long step: up to MAX_YIELD_S, unless serving ends first
     done: list[float] = []
     with priority.serving():
@@ -145,11 +146,11 @@ def test_training_waits_for_requests_but_not_for_ever():
         trainer.start()
         wait_until(lambda: priority._idle._waiters)  # the trainer is waiting
     trainer.join(10)
-    assert done and done[0] < serving.MAX_YIELD_S  # woken when the last request was answered
+    assert done and done[0] < MAX_YIELD_S  # woken when the last request was answered
 
 
 def test_recent_results_are_shared_and_bounded():
-    recent, made = serving.Recent(2), []
+    recent, made = recent_results.Recent(2), []
 
     def make(value):
         return lambda: made.append(value) or value
@@ -163,7 +164,7 @@ def test_recent_results_are_shared_and_bounded():
 
 
 def test_recent_results_are_bounded_in_bytes_too():
-    recent = serving.Recent(10, max_bytes=100, nbytes=len)
+    recent = recent_results.Recent(10, max_bytes=100, nbytes=len)
     model = object()
     for name, size in (("a", 40), ("b", 40), ("c", 40)):
         recent.get(name, model, lambda size=size: "x" * size)
@@ -182,7 +183,7 @@ def test_the_attention_tabs_shared_analysis_equals_a_fresh_one():
     bundle = studio_bundle()
     registry = ModelRegistry(None)
     registry.add("studio-tiny", bundle)
-    ids = serving.decode_alone(bundle, TEXTS[0], DecodeOptions()).ids
+    ids = batching.decode_alone(bundle, TEXTS[0], DecodeOptions()).ids
     current = Current("studio-tiny", TEXTS[0], list(ids), DecodeOptions(), registry.key("studio-tiny"), bundle)
     first, second = attention.show(registry, current)[0], attention.show(registry, current)[0]
     fresh = attention.analyse(bundle, "studio-tiny", TEXTS[0], list(ids))
