@@ -46,7 +46,8 @@ os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 # The studio, public, with sessions forgotten after FORGET seconds (a sweep every second).
-LAUNCH = ("import sys; from studio import sessions; sessions.API_IDLE_S = sessions.CLOSED_S = float(sys.argv[1]); "
+LAUNCH = ("import sys; from studio.server import sessions; "
+          "sessions.API_IDLE_S = sessions.CLOSED_S = float(sys.argv[1]); "
           "sessions.SWEEP_EVERY_S = 1.0; from studio.app import main; main(sys.argv[2:])")
 GERMAN = ("Ein Mann mit einem orangefarbenen Hut starrt auf etwas. Zwei junge Männer spielen Fußball auf einer "
           "Wiese. Eine Frau in einem roten Kleid geht die Straße entlang. ")

@@ -9,7 +9,7 @@ headless Chromium types a sentence and presses Enter, as a student does. Every s
 clock both sides share (this machine's), so that the stages add up to what the student waits:
 
     the press -> the translate callback starts         the page, the queue, Gradio's preprocessing
-    decoding                                           studio.serving.translate (core.translate, batched)
+    decoding                                           studio.server.batching.translate (core.translate, batched)
     the probability figure                             studio.plots.token_probabilities_json
     the rest of the callback                           n-best table, notices
     Gradio's postprocessing                            components' values -> JSON-ready data (the figure's JSON)
@@ -84,7 +84,8 @@ def install_timers() -> None:
     """Timers around the translate callback's parts and around Gradio's processing of every event."""
     import gradio.blocks as blocks
 
-    from studio import batching, plots
+    from studio import plots
+    from studio.server import batching
     from studio.tabs import translate
 
     batching.translate = timed(batching.translate, "decode start", "decode end")

@@ -37,7 +37,7 @@ def test_exact_match(bundle, pairs: list[tuple[str, str]]) -> float:
 def one_run(task: str, timeout: float) -> tuple[float | None, int | None, float]:
     """(seconds to >= TARGET or None, step of that snapshot, last exact match)."""
     from core.data.tasks import make_task
-    from studio.registry import ModelRegistry
+    from studio.server.registry import ModelRegistry
     from studio.train.form import DEFAULTS
     from studio.train.job import TrainingJob
     from studio.train.setup import warm_up

@@ -14,7 +14,7 @@ connections made and failed, requests served, errors (a full queue counted apart
 client sees them (queue wait included), translations/s, training steps/s before and during, the studio's CPU
 and RSS before and after, and the machine's load average, which includes other people's jobs.
 --idle-sessions N then opens N more sessions (one short translation each) and reads the RSS once they are
-made and again once the studio has had time to forget them (studio/sessions.py: API_IDLE_S, SWEEP_EVERY_S).
+made and again once the studio has had time to forget them (studio/server/sessions.py: API_IDLE_S, SWEEP_EVERY_S).
 `--driver http` replaces gradio_client by plain HTTP calls to Gradio's REST API (same queue, ~1/30 of the
 client CPU: on a 2-core box 40 gradio_client clients otherwise use more CPU than the studio); `--driver async`
 runs every visitor as a task of one event loop in this one process (httpx), the lightest load generator. Goal

@@ -102,7 +102,7 @@ def main() -> None:
 
     from core.checkpoint import save_checkpoint
     from core.inference.decoding import DecodeOptions
-    from studio.registry import ModelRegistry
+    from studio.server.registry import ModelRegistry
 
     global CHILD_CPU_BEFORE
     t = time.perf_counter()

@@ -24,11 +24,12 @@ os.environ.setdefault("GRADIO_ANALYTICS_CACHE_FREQUENCY", "100000")
 import gradio as gr  # noqa: E402
 import torch  # noqa: E402
 
-from . import api, compiled_models, lesson_panel, page_links, plots, sessions  # noqa: E402
+from . import lesson_panel, page_links, plots  # noqa: E402
 from .components import script, stylesheet  # noqa: E402
-from .guard import guard  # noqa: E402
 from .lesson import Lesson, read_lesson  # noqa: E402
-from .limits import (  # noqa: E402
+from .server import api, compiled_models, sessions  # noqa: E402
+from .server.guard import guard  # noqa: E402
+from .server.limits import (  # noqa: E402
     DEFAULT_CONCURRENCY,
     MAX_UPLOAD_BYTES,
     MAX_UPLOAD_MB,
@@ -36,7 +37,8 @@ from .limits import (  # noqa: E402
     PUBLIC_MAX_PARAMETERS,
     QUEUE_SIZE,
 )
-from .registry import CHECKPOINTS, ModelRegistry  # noqa: E402
+from .server.registry import CHECKPOINTS, ModelRegistry  # noqa: E402
+from .server.uploads import open_checkpoint  # noqa: E402
 from .shell import Shell, refresh, status_line  # noqa: E402
 from .tabs import (  # noqa: E402
     arithmetic,
@@ -52,7 +54,6 @@ from .tabs import (  # noqa: E402
 from .train import job as training  # noqa: E402
 from .train import live as train_live  # noqa: E402
 from .train import tab as train  # noqa: E402
-from .uploads import open_checkpoint  # noqa: E402
 
 # Gradio's default theme, with colours that read (WCAG AA, 4.5:1): white on its orange buttons was 2.8:1,
 # the selected tab's orange 2.8:1, slider ends, placeholders and hints in #bbbbc2 1.9:1, and box and

@@ -27,10 +27,10 @@ from core.inference.scoring import prepare_pair
 from core.inference.translation import Translation, translate_detailed
 from core.training.evaluation import TeacherForcedResult, evaluate_bleu, teacher_forced_metrics
 
-from . import slots
 from .explain import Refused, finite, floats, source_text
-from .limits import affordable_sentences, budget_words, sentence_seconds
-from .registry import UNAVAILABLE, ModelRegistry
+from .server import slots
+from .server.limits import affordable_sentences, budget_words, sentence_seconds
+from .server.registry import UNAVAILABLE, ModelRegistry
 from .train.sources import DATA_ROOTS, ROOT
 
 DECODINGS = {"greedy": DecodeOptions(method="greedy"), "beam 4": DecodeOptions(method="beam", beam_size=4)}

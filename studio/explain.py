@@ -1,5 +1,5 @@
 """The numbers behind the What if, Attention arithmetic and Saliency tabs and their API endpoints
-(/score, /attention_arithmetic, /saliency; studio/api.py): core's explanations of one sentence pair,
+(/score, /attention_arithmetic, /saliency; studio/server/api.py): core's explanations of one sentence pair,
 with the input checked as the page checks it, and as plain data (``*_json``: lists, numbers and
 strings that JSON carries) for scripts.
 
@@ -23,8 +23,8 @@ from core.explain.saliency import METHODS, Agreement, compare
 from core.inference.decoding import DecodeOptions
 from core.inference.scoring import Pair, Score, prepare_pair
 
-from . import slots
-from .limits import (
+from .server import slots
+from .server.limits import (
     MAX_IG_STEPS,
     Budget,
     affordable_steps,

@@ -12,12 +12,13 @@ from functools import partial
 
 import gradio as gr
 
-from . import lesson_panel, slots
-from .guard import guard
+from . import lesson_panel
 from .lesson import Lesson
-from .limits import BATCHED, HEAVY, clamp_beam, clean_input
 from .links import Shape, View, link_of, read_link
-from .registry import UNAVAILABLE, ModelRegistry
+from .server import slots
+from .server.guard import guard
+from .server.limits import BATCHED, HEAVY, clamp_beam, clean_input
+from .server.registry import UNAVAILABLE, ModelRegistry
 from .shell import Current, Shell
 from .tabs import beam, translate
 from .tabs.attention import STACKS

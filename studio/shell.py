@@ -15,7 +15,7 @@ import gradio as gr
 from core.bundle import ModelBundle
 from core.inference.decoding import DecodeOptions
 
-from .registry import UNAVAILABLE, ModelRegistry, describe
+from .server.registry import UNAVAILABLE, ModelRegistry, describe
 from .text import md
 
 # Multi30k-style German image descriptions for the De→En model, written here: none is a corpus sentence.

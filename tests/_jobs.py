@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from studio.registry import ModelRegistry
+from studio.server.registry import ModelRegistry
 from studio.train import job as training
 from studio.train import setup as run_setup
 from studio.train.job import Settings, TrainingJob

@@ -31,7 +31,7 @@ def studio_bundle(max_len: int = 24) -> ModelBundle:
 
 
 def studio_registry():
-    from studio.registry import ModelRegistry
+    from studio.server.registry import ModelRegistry
 
     registry = ModelRegistry(None)
     registry.add("studio-tiny", studio_bundle())

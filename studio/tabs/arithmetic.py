@@ -21,9 +21,9 @@ from core.inference.scoring import prepare_pair
 from .. import plots
 from ..components import Slider, refresh_on_screen
 from ..explain import Refused, arithmetic
-from ..guard import guard
-from ..limits import HEAVY
-from ..registry import ModelRegistry
+from ..server.guard import guard
+from ..server.limits import HEAVY
+from ..server.registry import ModelRegistry
 from ..shell import Current, Shell
 from ..text import clip, md, md_table
 from .attention import STACKS, picked_model_ranges

@@ -17,11 +17,12 @@ from core.inference.decoding import DecodeOptions
 from core.inference.translation import prepare_source, translate_detailed
 from core.model.config import ModelConfig
 
-from .. import bertviz_offline, plots, recent_results, slots
+from .. import bertviz_offline, plots
 from ..components import Slider, refresh_on_screen
-from ..guard import guard
-from ..limits import HEAVY, clean_input
-from ..registry import UNAVAILABLE, ModelRegistry
+from ..server import recent_results, slots
+from ..server.guard import guard
+from ..server.limits import HEAVY, clean_input
+from ..server.registry import UNAVAILABLE, ModelRegistry
 from ..shell import Current, Shell, switched
 from ..text import clip, md, word_diff
 

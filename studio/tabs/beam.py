@@ -20,11 +20,12 @@ from core.inference.beam import BeamStepper, HypothesisView, StepView
 from core.inference.decoding import DecodeOptions
 from core.inference.translation import translate_detailed
 
-from .. import plots, slots
+from .. import plots
 from ..components import Slider, script
-from ..guard import guard
-from ..limits import BEAM_RANGE, DEFAULT_BEAM, HEAVY, clamp_beam, clean_input
-from ..registry import UNAVAILABLE, ModelRegistry
+from ..server import slots
+from ..server.guard import guard
+from ..server.limits import BEAM_RANGE, DEFAULT_BEAM, HEAVY, clamp_beam, clean_input
+from ..server.registry import UNAVAILABLE, ModelRegistry
 from ..shell import Current, Shell, picked_examples
 from ..text import clip, info, md, md_table
 

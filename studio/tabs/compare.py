@@ -16,11 +16,11 @@ import plotly.graph_objects as go
 from .. import compare as cmp
 from ..compare import DECODINGS, Refused, Side
 from ..components import Slider
-from ..guard import guard
-from ..limits import HEAVY
 from ..plots import compare as plots
 from ..plots import empty, label
-from ..registry import UNAVAILABLE, ModelRegistry
+from ..server.guard import guard
+from ..server.limits import HEAVY
+from ..server.registry import UNAVAILABLE, ModelRegistry
 from ..shell import Shell, picked_examples
 from ..text import clip, md, refusal, word_diff
 

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from core.bundle import ModelBundle
 
-from ..registry import UNAVAILABLE, ModelRegistry
+from ..server.registry import UNAVAILABLE, ModelRegistry
 from ..shell import Current, switched
 from ..text import clip, md
 

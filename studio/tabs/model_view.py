@@ -21,8 +21,8 @@ from core.training.trainer import TrainConfig
 
 from .. import plots
 from ..components import Slider
-from ..guard import guard
-from ..registry import UNAVAILABLE, ModelRegistry
+from ..server.guard import guard
+from ..server.registry import UNAVAILABLE, ModelRegistry
 from ..shell import Shell, examples_for
 from ..text import md
 

@@ -13,8 +13,8 @@ from core.model.positional import encoding_at, sinusoidal_encoding
 
 from .. import plots
 from ..components import Slider
-from ..guard import guard
-from ..registry import UNAVAILABLE, ModelRegistry
+from ..server.guard import guard
+from ..server.registry import UNAVAILABLE, ModelRegistry
 from ..shell import Shell
 
 D_MODEL_RANGE = (8, 512)

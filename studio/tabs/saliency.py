@@ -12,9 +12,9 @@ from core.explain.saliency import MIN_RANKED
 from .. import plots
 from ..components import Slider, refresh_on_screen
 from ..explain import METHOD_NAMES, Refused, Saliency, saliency
-from ..guard import guard
-from ..limits import HEAVY, MAX_IG_STEPS
-from ..registry import ModelRegistry
+from ..server.guard import guard
+from ..server.limits import HEAVY, MAX_IG_STEPS
+from ..server.registry import ModelRegistry
 from ..shell import Current, Shell
 from ..text import clip, md
 from .looked_at import NOTHING_YET, Looked, looked_at

@@ -13,11 +13,12 @@ from core.inference.translation import Translation
 from core.model.config import INT64_MAX
 from core.training.loss import smoothed_target_distribution
 
-from .. import batching, plots
+from .. import plots
 from ..components import Slider, TypedSlider, script
-from ..guard import guard
-from ..limits import BATCHED, BEAM_RANGE, DEFAULT_BEAM, clamp_beam, clean_input
-from ..registry import UNAVAILABLE, ModelRegistry
+from ..server import batching
+from ..server.guard import guard
+from ..server.limits import BATCHED, BEAM_RANGE, DEFAULT_BEAM, clamp_beam, clean_input
+from ..server.registry import UNAVAILABLE, ModelRegistry
 from ..shell import Current, Shell, picked_examples, switched
 from ..text import clip, md, md_table
 

@@ -16,12 +16,13 @@ from core.inference.decoding import DecodeOptions
 from core.inference.scoring import Score
 from core.inference.translation import translate_detailed
 
-from .. import plots, slots
+from .. import plots
 from ..components import refresh_on_screen
 from ..explain import Refused, score, source_text, target_text, totals
-from ..guard import guard
-from ..limits import HEAVY
-from ..registry import UNAVAILABLE, ModelRegistry
+from ..server import slots
+from ..server.guard import guard
+from ..server.limits import HEAVY
+from ..server.registry import UNAVAILABLE, ModelRegistry
 from ..shell import Current, Shell
 from ..text import clip, md, md_table
 from .attention import TAB_ID as ATTENTION_TAB

@@ -17,8 +17,8 @@ from core.model.config import PRESETS
 from core.training.recipes import list_recipes
 from core.training.schedule import noam_lr
 
-from ..guard import guard
-from ..limits import MAX_NAME_CHARS, clean_input
+from ..server.guard import guard
+from ..server.limits import MAX_NAME_CHARS, clean_input
 from ..text import md
 from .job import TrainingJob
 from .saving import safe_name

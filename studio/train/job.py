@@ -23,8 +23,8 @@ import torch
 from core.bundle import ModelBundle
 from core.training.trainer import StepEvent, Trainer, TrainingStopped
 
-from .. import limits, priority
-from ..registry import CHECKPOINTS, ModelRegistry
+from ..server import limits, priority
+from ..server.registry import CHECKPOINTS, ModelRegistry
 from .downloads import Downloads
 from .saving import safe_name, write_checkpoint
 from .setup import Settings, check_size, cross_attention, prepare

@@ -12,7 +12,7 @@ import gradio as gr
 import plotly.graph_objects as go
 
 from ..components import Slider
-from ..guard import guard
+from ..server.guard import guard
 from ..shell import Shell
 from ..text import md, md_table
 from . import plots

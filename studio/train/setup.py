@@ -21,7 +21,7 @@ from core.training.keep_best import check_keep_best
 from core.training.prepare import RunNotes, RunPlan, prepare_run
 from core.training.trainer import TrainConfig, Trainer
 
-from .. import limits
+from ..server import limits
 from .sources import check_hf_cached, in_users_words
 
 # The set-up panel's names for the model's fields, in messages from core's checks.

@@ -16,7 +16,7 @@ from pathlib import Path
 from core.data.files import TSV_COLUMNS
 from core.data.huggingface import hub_offline
 
-from ..limits import check_upload_size
+from ..server.limits import check_upload_size
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA_ROOTS = (ROOT / "data", ROOT.parent / "shared" / "data")  # where typed corpus paths may point

@@ -13,8 +13,8 @@ from typing import Callable
 
 import gradio as gr
 
-from ..guard import guard
-from ..limits import PUBLIC_MAX_MINUTES, PUBLIC_MAX_PARAMETERS
+from ..server.guard import guard
+from ..server.limits import PUBLIC_MAX_MINUTES, PUBLIC_MAX_PARAMETERS
 from ..shell import Shell, picker_update
 from ..text import md, refusal, warn
 from .form import FIELDS, NAMING, SetupPanel, build_setup, data_picked, settings_from, setup_of_the_run

@@ -241,7 +241,7 @@ def test_a_save_replaces_every_file_of_the_other_form(sharded):
 
 # ----- where checkpoints travel: the studio's .zip, and an upload of it -------------------------
 def test_the_studios_zip_of_a_sharded_checkpoint_opens_as_an_upload(tmp_path, sharded):
-    from studio import uploads
+    from studio.server import uploads
     from studio.train.saving import zip_checkpoint
 
     (sharded / "trainer.pt").write_bytes(b"never zipped")

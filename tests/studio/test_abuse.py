@@ -16,7 +16,8 @@ from _studio import SENTENCES, studio_bundle, studio_registry
 
 from core.inference.scoring import prepare_pair
 from core.model.config import ModelConfig
-from studio import app, explain, guard, limits, slots
+from studio import app, explain
+from studio.server import guard, limits, slots
 from studio.tabs import compare as compare_tab
 from studio.tabs import translate
 

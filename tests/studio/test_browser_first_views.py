@@ -8,7 +8,7 @@ from urllib.parse import quote
 import pytest
 from test_browser_links import CHROMIUM, MODEL, SENTENCE, browser, studio  # noqa: F401 (fixtures)
 
-from studio.registry import ModelRegistry
+from studio.server.registry import ModelRegistry
 
 pytestmark = [pytest.mark.browser]
 

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from core.checkpoint import load_checkpoint
 from core.data.files import load_corpus
 from core.data.tokenizer import Tokenizer
-from studio import limits
+from studio.server import limits
 from studio.tabs import attention, beam, translate
 
 FUZZ = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])

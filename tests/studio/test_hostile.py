@@ -38,8 +38,9 @@ from core.checkpoint import load_checkpoint, load_trainer_state, save_checkpoint
 from core.data.tokenizer import Tokenizer
 from core.model.config import ModelConfig
 from core.model.transformer import Transformer
-from studio import app, components, limits, shell, uploads
-from studio.registry import ModelRegistry
+from studio import app, components, shell
+from studio.server import limits, uploads
+from studio.server.registry import ModelRegistry
 from studio.tabs import attention, beam, translate
 from studio.train import job as training
 from studio.train import live as train_live

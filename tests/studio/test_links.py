@@ -9,7 +9,7 @@ import pytest
 
 from studio.lesson import parse_lesson, read_lesson
 from studio.links import TABS, Shape, View, link_of, read_link
-from studio.registry import ModelRegistry
+from studio.server.registry import ModelRegistry
 
 LESSON = Path(__file__).resolve().parents[2] / "studio" / "lessons" / "attention-is-all-you-need.md"
 MODELS = ModelRegistry().names()  # what the shipped checkpoints offer: the lesson names only these
@@ -44,6 +44,7 @@ def test_an_unknown_model_or_tab_leaves_the_defaults():
 def test_every_tab_of_the_app_has_its_label_as_slug():
     """The issue's rule: the tab's label in lower case, spaces as hyphens; no slug without a tab."""
     import gradio as gr
+
     from studio.app import build_app
     labels = [b.label for b in build_app(ModelRegistry(None)).blocks.values()
               if isinstance(b, gr.Tab) and (b.elem_id or "").startswith("tab-")]  # the page's tabs, not a tab's own

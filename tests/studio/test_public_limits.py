@@ -19,8 +19,8 @@ import core.data.tokenizer
 from core.checkpoint import FILES as CHECKPOINT_FILES
 from core.checkpoint import save_checkpoint
 from core.data.tokenizer import Tokenizer
-from studio import limits, uploads
-from studio.registry import ModelRegistry
+from studio.server import limits, uploads
+from studio.server.registry import ModelRegistry
 from studio.train import setup as run_setup
 from studio.train.job import Settings, TrainingJob
 

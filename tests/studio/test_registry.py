@@ -1,4 +1,4 @@
-"""The studio's model picker (studio/registry.py): a checkpoint of a model serving both directions is offered
+"""The studio's model picker (studio/server/registry.py): a checkpoint of a model serving both directions is offered
 under a name per direction, one model loaded once, each name bound to its direction."""
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import json
 from _models import two_way_bundle
 
 from core.checkpoint import save_checkpoint
-from studio.registry import ModelRegistry, direction_names
+from studio.server.registry import ModelRegistry, direction_names
 
 
 def test_a_two_way_checkpoint_is_offered_once_per_direction(tmp_path):

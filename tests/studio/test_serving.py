@@ -1,4 +1,4 @@
-"""Issue 43's micro-batching (studio.batching): requests arriving together are decoded together, per model and
+"""Issue 43's micro-batching (studio.server.batching): requests arriving together are decoded together, per model and
 settings, each answer what decoding it alone gives; serving goes before the live training run, which keeps
 making progress."""
 from __future__ import annotations
@@ -11,8 +11,8 @@ from _studio import SENTENCES, studio_bundle
 
 import core
 from core.inference.decoding import DecodeOptions
-from studio import batching, compiled_models, recent_results
-from studio.priority import MAX_YIELD_S, YIELD_FACTOR, Priority
+from studio.server import batching, compiled_models, recent_results
+from studio.server.priority import MAX_YIELD_S, YIELD_FACTOR, Priority
 
 TEXTS = SENTENCES + ["Ein Hund .", "Zwei Männer spielen auf einer Wiese .", "Eine Frau rennt durch den Schnee ."]
 
@@ -98,7 +98,7 @@ def test_score_requests_batched_equal_each_scored_alone():
 
 
 def test_the_studio_translates_through_the_batcher(monkeypatch):
-    from studio.registry import ModelRegistry
+    from studio.server.registry import ModelRegistry
     from studio.tabs import translate
 
     registry = ModelRegistry(None)
@@ -176,7 +176,7 @@ def test_recent_results_are_bounded_in_bytes_too():
 def test_the_attention_tabs_shared_analysis_equals_a_fresh_one():
     import numpy as np
 
-    from studio.registry import ModelRegistry
+    from studio.server.registry import ModelRegistry
     from studio.shell import Current
     from studio.tabs import attention
 

@@ -1,6 +1,6 @@
 """Issue 43's bounded memory: sessions whose page closed, pages idle for long, and scripts' sessions idle
-for a few minutes are forgotten (studio.sessions), their State freed; issue 55's: a page with nothing to keep goes
-as a script's session does, and Gradio's records of forgotten sessions go with them."""
+for a few minutes are forgotten (studio.server.sessions), their State freed; issue 55's: a page with nothing to keep
+goes as a script's session does, and Gradio's records of forgotten sessions go with them."""
 from __future__ import annotations
 
 import datetime
@@ -9,7 +9,7 @@ import platform
 import gradio as gr
 import pytest
 
-from studio import sessions
+from studio.server import sessions
 
 
 @pytest.fixture

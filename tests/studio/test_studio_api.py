@@ -7,7 +7,8 @@ import json
 import pytest
 from _studio import SENTENCES, studio_registry
 
-from studio import api, app
+from studio import app
+from studio.server import api
 
 NAME = "studio-tiny"
 

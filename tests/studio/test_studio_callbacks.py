@@ -27,10 +27,10 @@ from core.model.config import ModelConfig
 from core.model.transformer import Transformer
 from studio import app, bertviz_offline, plots, shell
 from studio.components import Slider
-from studio.registry import ModelRegistry
+from studio.server.registry import ModelRegistry
+from studio.server.uploads import UPLOAD_EXPECTED, open_checkpoint
 from studio.tabs import attention, model_view, positional, translate
 from studio.text import guard, info, md, md_table, warn
-from studio.uploads import UPLOAD_EXPECTED, open_checkpoint
 
 DEFAULTS = dict(method="beam", beam_size=4, alpha=0.6, max_extra=10, n_best=3, temperature=1.0, top_k=0,
                 top_p=1.0, seed=None)

@@ -18,7 +18,7 @@ from core.data.tokenizer import Tokenizer
 from core.model.config import ModelConfig
 from core.model.transformer import Transformer
 from studio import compare as cmp
-from studio.registry import ModelRegistry
+from studio.server.registry import ModelRegistry
 from studio.tabs import compare as tab
 from studio.text import word_diff
 

@@ -16,9 +16,10 @@ from _studio import SENTENCES, studio_bundle, studio_registry
 import core
 from core.bundle import ModelBundle
 from core.explain.saliency import compare
-from studio import api, app, explain, plots
-from studio.limits import MAX_IG_STEPS
-from studio.registry import ModelRegistry
+from studio import app, explain, plots
+from studio.server import api
+from studio.server.limits import MAX_IG_STEPS
+from studio.server.registry import ModelRegistry
 from studio.shell import Current
 from studio.tabs import arithmetic, attention, saliency, translate, what_if
 from studio.tabs.looked_at import Looked, looked_at

@@ -12,10 +12,10 @@ from _studio import studio_bundle
 
 from core.checkpoint import load_checkpoint
 from core.inference.translation import translate
-from studio.registry import ModelRegistry
+from studio.server.registry import ModelRegistry
+from studio.server.uploads import open_checkpoint
 from studio.tabs import attention, positional
 from studio.train import form, tab
-from studio.uploads import open_checkpoint
 
 
 def test_the_panel_reads_the_table3_options_and_gives_them_back():

@@ -27,14 +27,14 @@ from core.inference.translation import translate_detailed
 from core.model.config import ModelConfig
 from core.model.transformer import Transformer
 from studio import shell
-from studio.registry import ModelRegistry
+from studio.server.registry import ModelRegistry
+from studio.server.uploads import open_checkpoint
 from studio.tabs import model_view
 from studio.train import form, live, sources, tab
 from studio.train import job as training
 from studio.train import plots as train_plots
 from studio.train import setup as run_setup
 from studio.train.job import JobBusy, TrainingJob
-from studio.uploads import open_checkpoint
 
 
 def same_output(a, b) -> bool:
@@ -914,7 +914,7 @@ def test_time_left_follows_the_pace_of_the_last_two_minutes():
 
 
 def test_a_saved_checkpoints_folder_name_keeps_to_the_name_limit(job):
-    from studio.limits import MAX_NAME_CHARS
+    from studio.server.limits import MAX_NAME_CHARS
 
     job.start(QUICK)
     wait_for(job, lambda v: v.state == "finished")

@@ -224,7 +224,7 @@ def test_the_fast_decoders_on_the_gpu_give_the_naive_decoders_outputs():
 def test_the_studio_trains_on_the_gpu_and_says_so(tmp_path):
     """python -m studio on a CUDA machine: the Train tab's job (studio/train/job.py) picks the GPU by itself
     (Settings.device "auto"), names it, and hands out CPU snapshots while training there."""
-    from studio.registry import ModelRegistry
+    from studio.server.registry import ModelRegistry
     from studio.train import setup as run_setup
     from studio.train.job import Settings, TrainingJob
 

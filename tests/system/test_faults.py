@@ -372,7 +372,7 @@ def test_disk_full_while_saving_keeps_the_previous_checkpoint(tmp_path, monkeypa
 
 
 def test_disk_full_reaches_the_train_tab_as_a_message(tmp_path, monkeypatch):
-    from studio.registry import ModelRegistry
+    from studio.server.registry import ModelRegistry
     from studio.train import job as training
     from studio.train import setup as run_setup
     from studio.train import tab

@@ -178,7 +178,7 @@ def test_studio_saves_are_ignored_by_git_and_shipped_checkpoints_are_not():
     import shutil
     import subprocess
 
-    from studio.registry import CHECKPOINTS
+    from studio.server.registry import CHECKPOINTS
 
     if shutil.which("git") is None or not (ROOT / ".git").exists():
         import pytest

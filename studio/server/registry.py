@@ -21,7 +21,7 @@ from core.model.transformer import Transformer
 
 from .limits import MAX_NAME_CHARS, clean_input
 
-CHECKPOINTS = Path(__file__).resolve().parents[1] / "checkpoints"
+CHECKPOINTS = Path(__file__).resolve().parents[2] / "checkpoints"
 # What get() raises when a model cannot be offered: no such name, or a checkpoint that no longer loads.
 UNAVAILABLE = (LookupError, ValueError, FileNotFoundError)
 

@@ -1,6 +1,6 @@
 """The models whose decoding step is compiled and warm (``python -m studio --compiled``; core/inference/compiled.py),
-warmed in the background before any request uses them. studio/batching.py sends a sentence that arrives alone
-through the compiled step of a model that is ready."""
+warmed in the background before any request uses them. batching.py sends a sentence that arrives alone through
+the compiled step of a model that is ready."""
 from __future__ import annotations
 
 import sys

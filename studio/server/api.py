@@ -20,12 +20,13 @@ from gradio.exceptions import ComponentProcessingError
 
 from core.bundle import ModelBundle
 
-from . import batching, explain
+from .. import explain
+from ..text import clip, refusal
+from ..train.job import TrainingJob
+from . import batching
 from .guard import guard
 from .limits import BATCHED, HEAVY, serve_publicly
 from .registry import UNAVAILABLE, ModelRegistry
-from .text import clip, refusal
-from .train.job import TrainingJob
 
 # The endpoints a script may call, under names that stay (docs/api.md). Every other event is the page's own
 # (private): its name, /wrapper_12 or /lambda_3, changed whenever the code did.
@@ -143,7 +144,7 @@ def register(registry: ModelRegistry, job: TrainingJob) -> None:
         tokens (<eos> last), ids, logprobs, probabilities, ranks (1: the model's first choice), the top 5
         alternatives per token, and totals (logprob, mean, perplexity, mean_rank)."""
         bundle, head = _pair(registry, model, source, target)
-        try:  # batched with the /score requests that arrive meanwhile for this model (studio.batching)
+        try:  # batched with the /score requests that arrive meanwhile for this model (studio.server.batching)
             scored = batching.score(bundle, head["source"], head["target"], explain.TOP_K, registry.key(model))
         except (TypeError, ValueError) as exc:
             raise explain.Refused(str(exc)) from None

@@ -18,7 +18,7 @@ from typing import Any
 
 from core.inference.translation import LONE_SURROGATE
 
-from .text import clip
+from ..text import clip
 
 MAX_INPUT_CHARS = 2_000  # per text box; the models read at most max_len (256) tokens anyway
 MAX_NAME_CHARS = 64  # model names typed on the Train tab
@@ -28,7 +28,7 @@ MAX_UPLOAD_BYTES = MAX_UPLOAD_MB * 2**20
 MAX_UNPACKED_MB = MAX_UPLOAD_MB + 50
 MAX_UPLOADED_MODELS = 4  # checkpoints opened from uploads kept in memory; the oldest goes first
 # Decoding callbacks (beam search, attention, saliency, compare, ablation) share this many slots
-# (studio.slots.SLOTS): each runs on one torch thread, and more at once than cores only makes every request
+# (studio.server.slots.SLOTS): each runs on one torch thread, and more at once than cores only makes every request
 # slower. Of the two, at most LONG_AT_ONCE run work estimated above SHORT_WORK_S: a short request never waits
 # behind two long ones.
 DECODE_CONCURRENCY = 2
@@ -41,7 +41,7 @@ SHORT_WORK_S = 2.0
 DECODE_ADMITTED = 16
 SESSION_REQUESTS = 4
 HEAVY = {"concurrency_limit": DECODE_ADMITTED, "concurrency_id": "decode"}
-# Translate and /score requests are decoded in batches (studio.batching) of at most MAX_BATCH, in the same
+# Translate and /score requests are decoded in batches (studio.server.batching) of at most MAX_BATCH, in the same
 # number of slots: Gradio lets enough of them in at once for the batches to fill.
 MAX_BATCH = 16
 BATCHED = {"concurrency_limit": 2 * MAX_BATCH, "concurrency_id": "batched"}
@@ -81,7 +81,7 @@ WEIGHT_JSON_BYTES = 8
 class Budget:
     """What one request may ask of the machine. Over cpu_s or memory_mb a request is cut down (fewer integration
     steps or corpus sentences) or refused; /attention leaves out maps beyond answer_mb; past deadline_s of work it is
-    stopped. public: a public studio's, where a session's heavy requests take turns (studio.slots.Slots) and
+    stopped. public: a public studio's, where a session's heavy requests take turns (studio.server.slots.Slots) and
     the limits cannot be raised."""
 
     cpu_s: float

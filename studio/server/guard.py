@@ -1,5 +1,5 @@
-"""Every Gradio callback runs guarded: a request the studio does not serve (``NotServed``: studio/slots.py turns it
-away or stops it) says why, and an unexpected exception becomes a short readable message whose traceback goes to
+"""Every Gradio callback runs guarded: a request the studio does not serve (``NotServed``: slots.py turns it away
+or stops it) says why, and an unexpected exception becomes a short readable message whose traceback goes to
 the server log only."""
 from __future__ import annotations
 
@@ -8,12 +8,12 @@ import logging
 import typing
 from typing import Callable
 
-from .text import clip, refusal
+from ..text import clip, refusal
 
 
 class NotServed(Exception):
-    """A request the studio turns away or stops (studio/slots.py): its session has enough requests in flight, its
-    deadline passed, or its client left. The text says which, for the visitor (guard shows it as the error)."""
+    """A request the studio turns away or stops (slots.py): its session has enough requests in flight, its deadline
+    passed, or its client left. The text says which, for the visitor (guard shows it as the error)."""
 
 
 def guard(fn: Callable) -> Callable:

@@ -13,10 +13,10 @@ import gradio as gr
 
 from core.checkpoint import TRAINER_STATE, is_checkpoint_file, missing_files
 
+from ..shell import picker_update, status_line
+from ..text import clip, info, warn
 from .limits import MAX_UPLOADED_MODELS, check_unpacked_size, check_upload_size
 from .registry import ModelRegistry
-from .shell import picker_update, status_line
-from .text import clip, info, warn
 
 # Ends every refusal of an upload that is not a checkpoint: what to upload instead.
 UPLOAD_EXPECTED = ("The studio opens a .zip of a checkpoint folder, or the checkpoint's files uploaded together: "

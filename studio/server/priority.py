@@ -1,7 +1,7 @@
 """Serving before the live training run: while requests are being served the training thread waits between its
 steps (``Priority.yield_to_requests``), for at most YIELD_FACTOR times the length of its last step: training keeps
-a share of the time, serving first. Every decoding request (studio/batching.py) and every piece of heavy work
-(studio/slots.py) counts itself in ``PRIORITY.serving()``; studio/train/job.py yields between its steps."""
+a share of the time, serving first. Every decoding request (batching.py) and every piece of heavy work (slots.py)
+counts itself in ``PRIORITY.serving()``; studio/train/job.py yields between its steps."""
 from __future__ import annotations
 
 import threading
