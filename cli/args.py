@@ -1,12 +1,13 @@
-"""The command line: every command's options, their help and examples, and --resume's reading of the
-run's own options from run.json."""
+"""The command line: every command's options, their help and examples, parsed once; train's options over
+a recipe's (--recipe) and the run's own (--resume, cli/run_record.py), which stand as defaults."""
 from __future__ import annotations
 
 import argparse
-import json
+import functools
 import re
 import sys
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -32,6 +33,7 @@ from .common import (
     number,
     refusal,
 )
+from .run_record import saved_values
 
 # The vocabulary holds the 4 special tokens and at least one more.
 VOCAB_SIZE = number(int, "an integer >= 5", lambda v: v >= 5)
@@ -110,7 +112,7 @@ SAMPLING_ONLY = ("temperature", "top_k", "top_p", "seed")
 def note_unused_decoding_options(args: argparse.Namespace) -> None:
     """A beam option with greedy decoding, a sampling one with beam search: said, not silently ignored."""
     unused = {"beam": SAMPLING_ONLY, "greedy": BEAM_ONLY + SAMPLING_ONLY, "sample": BEAM_ONLY}[args.method]
-    parser = build_parser().commands[args.command]
+    parser = command_parser(args.command)
     given = [f"--{dest.replace('_', '-')}" for dest in unused if getattr(args, dest) != parser.get_default(dest)]
     if given:
         print(f"note: {', '.join(given)} {'has' if len(given) == 1 else 'have'} no effect with --method "
@@ -129,7 +131,7 @@ def option_names(message: str, command: str) -> str:
     model `train` builds from its options: a message about a checkpoint starts with its path and names
     that file's fields (ModelConfig.attention_dropout, which no command has an option for)."""
     flags = {action.dest: action.option_strings[0]
-             for action in build_parser().commands[command]._actions if action.option_strings}
+             for action in command_parser(command)._actions if action.option_strings}
     aliases = {"beam_size": "--beam", "peak_lr": "--lr"}
     flags.update({field: flag for field, flag in aliases.items() if flag in flags.values()})
     renamed = re.sub(r"\b(?:DecodeOptions|TrainConfig)\.(\w+)", lambda m: flags.get(m[1], m[0]), message)
@@ -166,6 +168,17 @@ EXAMPLES = {
     "average": """example:
   python train_cli.py average --run runs/m30k --last 5 --out runs/m30k/averaged""",
 }
+
+
+@functools.cache
+def cli_parser() -> argparse.ArgumentParser:
+    """The one parser of a process, built on first use: parsing never changes it."""
+    return build_parser()
+
+
+def command_parser(command: str) -> argparse.ArgumentParser:
+    """One command's part of cli_parser()."""
+    return cli_parser().commands[command]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -412,32 +425,26 @@ def add_export(sub: argparse._SubParsersAction) -> None:
                         "the checkpoint's examples, else words of its vocabulary)")
 
 
-RECIPE_FLAGS = {"peak_lr": "--lr", "src_lang": "--src", "tgt_lang": "--tgt"}  # where dest and field differ
+RECIPE_DESTS = {"peak_lr": "lr", "src_lang": "src", "tgt_lang": "tgt"}  # where train's option and the field differ
 
 
-def recipe_options(recipe: Recipe) -> list[str]:
-    """The train options a recipe stands for, as they would be typed."""
+def recipe_values(recipe: Recipe) -> dict[str, Any]:
+    """The train options a recipe stands for, by dest."""
     values = {"data": recipe.data, **({"also_train_on": recipe.also_train_on} if recipe.also_train_on else {}),
               "src_lang": recipe.src_lang, "tgt_lang": recipe.tgt_lang, "preset": recipe.preset,
               "vocab_size": recipe.vocab_size, **recipe.model, **recipe.train}
     if recipe.both_directions:
         values["both_directions"] = True
+    return {RECIPE_DESTS.get(name, name): value for name, value in values.items()}
+
+
+def recipe_options(recipe: Recipe) -> list[str]:
+    """The train options a recipe stands for, as they would be typed."""
     options = []
-    for name, value in values.items():
-        flag = RECIPE_FLAGS.get(name, f"--{name.replace('_', '-')}")
+    for dest, value in recipe_values(recipe).items():
+        flag = f"--{dest.replace('_', '-')}"
         options += [flag] if value is True else [flag, str(value)]
     return options
-
-
-def with_recipe(parser: argparse.ArgumentParser, args: argparse.Namespace,
-                argv: list[str] | None) -> argparse.Namespace:
-    """--recipe NAME: its options first, then those given, which win (argparse keeps the later value)."""
-    given = list(sys.argv[1:] if argv is None else argv)
-    options = recipe_options(get_recipe(args.recipe))
-    if args.epochs is not None:  # --epochs replaces the recipe's --max-steps (argparse refuses the two together)
-        at = options.index("--max-steps")
-        del options[at:at + 2]
-    return parser.parse_args([given[0], *options, *given[1:]])
 
 
 EXPORT_HELP = """Write a checkpoint for another inference engine, in a temporary folder renamed into place only once
@@ -455,48 +462,30 @@ the written model translates a few sentences exactly as ours does (beam 4; for t
 
 
 def parse_arguments(argv: list[str] | None) -> argparse.Namespace:
-    parser = build_parser()
-    args, unknown = parser.parse_known_args(argv)
+    """The command's options; train's also over those of --recipe and of the run it resumes (train_arguments)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args, unknown = cli_parser().parse_known_args(argv)
     if unknown:  # argparse would answer with the top-level usage, which does not list the command's options
-        parser.commands[args.command].error(f"unrecognized arguments: {' '.join(unknown)}")
-    if args.command == "train" and args.recipe:
-        args = with_recipe(parser, args, argv)
-    if args.command == "train" and args.resume:
-        args = with_run_options(parser, args, argv)
+        command_parser(args.command).error(f"unrecognized arguments: {' '.join(unknown)}")
+    return train_arguments(args, argv) if args.command == "train" else args
+
+
+LENGTH = ("max_steps", "epochs")  # a run's length, of either kind
+
+
+def train_arguments(given: argparse.Namespace, argv: list[str]) -> argparse.Namespace:
+    """train's options: those given (argv, parsed as given) over the run's own (--resume: run.json's), over the
+    recipe's (--recipe), over the parser's defaults. Sets from_run: the options that came from the run, not
+    given again (their notes were given when the run began)."""
+    train = command_parser("train")
+    run = saved_values(train, given.out) if given.resume else {}
+    defaults = {**(recipe_values(get_recipe(given.recipe)) if given.recipe else {}), **run}
+    if given.max_steps is not None or given.epochs is not None:  # a new length replaces the old, of either kind
+        defaults = {dest: value for dest, value in defaults.items() if dest not in LENGTH}
+    if not defaults:
+        given.from_run = frozenset()
+        return given
+    # Values already in the namespace stand as defaults: argparse sets only what argv gives.
+    args = train.parse_args(argv[1:], namespace=argparse.Namespace(command="train", **defaults))
+    args.from_run = frozenset(dest for dest in run if getattr(args, dest) != getattr(given, dest))
     return args
-
-
-def run_options(parser: argparse.ArgumentParser, args: argparse.Namespace) -> list[str]:
-    """The train options that args holds, defaults left out: run.json keeps them for --resume."""
-    options = []
-    for action in parser.commands["train"]._actions:
-        value = getattr(args, action.dest, None)
-        if not action.option_strings or action.dest in ("help", "out", "resume") or value == action.default:
-            continue
-        options += [action.option_strings[0]] if value is True else [action.option_strings[0], str(value)]
-    return options
-
-
-def with_run_options(parser: argparse.ArgumentParser, args: argparse.Namespace,
-                     argv: list[str] | None) -> argparse.Namespace:
-    """--resume: options not given again are the run's own, so `train --out RUN --resume` goes on as it was."""
-    record = args.out / "run.json"
-    if not args.out.is_dir():
-        return args  # command_train names what --out is instead
-    try:
-        saved = json.loads(record.read_text())["options"]
-    except (FileNotFoundError, KeyError):
-        return args  # a run folder from before run.json kept options: what was given is all there is
-    except (OSError, ValueError, TypeError) as exc:
-        print(f"note: {record} cannot be read ({type(exc).__name__}: {exc}); resuming with the options given "
-              f"here only", file=sys.stderr)
-        return args
-    if args.max_steps is not None or args.epochs is not None:  # a new length replaces the run's, of either kind
-        length = {"--max-steps", "--epochs"}
-        saved = [v for i, v in enumerate(saved) if v not in length and (i == 0 or saved[i - 1] not in length)]
-    given = list(sys.argv[1:] if argv is None else argv)
-    merged = parser.parse_args([given[0], *saved, *given[1:]])  # the later of two values wins
-    again = vars(parser.parse_args(given))
-    # The run's own options, not given this time: their notes were given when the run began.
-    merged.from_run = {k for k, v in vars(merged).items() if v != again[k]}
-    return merged

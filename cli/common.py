@@ -12,6 +12,8 @@ from core.bundle import resolve_device
 from core.checkpoint import load_checkpoint
 from core.model.config import INT64_MAX
 
+from .run_record import RUN_RECORD
+
 DEFAULT_CHECKPOINT = Path(__file__).resolve().parents[1] / "checkpoints" / "multi30k-de-en-small"
 
 CHECKPOINT_PREFIX = "step-"
@@ -95,7 +97,7 @@ def check_creatable(out: Path) -> None:
 
 
 def load_bundle(path: Path, device: str):
-    if (path / "run.json").is_file() and not (path / "config.json").exists():  # a run folder, not a checkpoint
+    if (path / RUN_RECORD).is_file() and not (path / "config.json").exists():  # a run folder, not a checkpoint
         inside = [p for p in [path / "final", path / "best", *run_checkpoints(path)[::-1]]
                   if (p / "config.json").is_file()]
         raise CLIError(f"{path} is a training run's folder, not a checkpoint; its checkpoints (final, best, then "

@@ -3,7 +3,6 @@ its latest checkpoint's optimizer, schedule and batcher state."""
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import sys
 from pathlib import Path
@@ -19,18 +18,10 @@ from core.training.prepare import RunPlan
 from .args import MODEL_FLAGS
 from .common import CLIError, run_checkpoints
 from .files import write_output
+from .run_record import data_fingerprint
 
 # The tokenizer's kind and the direction: from the checkpoint.
 SPLIT_OPTIONS = ("seed", "limit", "valid_fraction", "vocab_size", "src_vocab_size", "tgt_vocab_size")
-
-
-def run_record(out: Path) -> dict:
-    """The run.json of a run folder ({} when missing or unreadable: nothing to compare with)."""
-    try:
-        record = json.loads((out / "run.json").read_text())
-    except (OSError, ValueError):
-        return {}
-    return record if isinstance(record, dict) else {}
 
 
 def check_same_data(given: dict[str, Any], record: dict) -> None:
@@ -45,15 +36,6 @@ def check_same_data(given: dict[str, Any], record: dict) -> None:
     # The batcher's saved place is a place in the run's own batches, which --max-tokens cut.
     refuse_changes(changed(("max_tokens",)), "a resume takes the run's batches up where it stopped, and they "
                                               "were cut to the run's size")
-
-
-def data_fingerprint(corpus) -> str:
-    """A digest of the training and validation pairs, which run.json keeps: --resume with data that has
-    moved reads the same pairs (taken), another corpus or task does not (refused)."""
-    digest = hashlib.sha256()
-    for src, tgt in corpus.train + corpus.valid:
-        digest.update(f"{src}\t{tgt}\n".encode())
-    return digest.hexdigest()[:16]
 
 
 def check_same_pairs(data: str, record: dict, fingerprint: str) -> None:

@@ -4,7 +4,6 @@ vocabulary and writes the run folder."""
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
 import sys
@@ -22,10 +21,11 @@ from core.training.keep_best import check_keep_best
 from core.training.prepare import RunNotes, RunPlan, learn_tokenizers, prepare_run
 from core.training.trainer import TrainConfig, Trainer
 
-from .args import build_parser, run_options
+from .args import command_parser
 from .common import CHECKPOINT_PREFIX, CLIError, check_creatable, run_checkpoints
 from .loop import Saving, train_loop
-from .resume import SPLIT_OPTIONS, check_same_data, data_fingerprint, restore_trainer, resumed_bundle, run_record
+from .resume import SPLIT_OPTIONS, check_same_data, restore_trainer, resumed_bundle
+from .run_record import RUN_RECORD, data_fingerprint, run_record, write_run_record
 
 
 def command_train(args: argparse.Namespace) -> None:
@@ -62,7 +62,7 @@ def command_train(args: argparse.Namespace) -> None:
         restore_trainer(trainer, args.out, latest, rank)
     note_run(args, corpus, trainer, len(train), world, log)
     if rank == 0:
-        write_run_record(args, fingerprint)
+        write_run_record(command_parser("train"), args, fingerprint)
     train_loop(trainer, Saving(args.out, args.save_every, args.keep_last, args.tensorboard), rank)
 
 
@@ -113,8 +113,8 @@ def check_data_given(args: argparse.Namespace, record: dict) -> None:
     if args.data is None:
         kept = ""
         if args.resume:
-            kept = (f" ({args.out / 'run.json'} holds none to resume with)" if record
-                    else f" (there is no readable {args.out / 'run.json'} to take the run's from)")
+            kept = (f" ({args.out / RUN_RECORD} holds none to resume with)" if record
+                    else f" (there is no readable {args.out / RUN_RECORD} to take the run's from)")
         raise CLIError(f"train needs --data{kept} (see --help for its forms)")
 
 
@@ -178,7 +178,7 @@ def note_data(args: argparse.Namespace, notes: RunNotes, bundle: ModelBundle, pa
         log(f"note: {notes.unknown_share:.0%} of the training tokens are <unk>: a vocabulary of "
             f"{vocabulary_sizes(bundle)} ({bundle.tokenizer.kind}) does not cover this data, and the model "
             f"would learn to write <unk>; {advice}", file=sys.stderr)
-    if notes.over_max_tokens and "max_tokens" not in getattr(args, "from_run", ()):
+    if notes.over_max_tokens and "max_tokens" not in args.from_run:
         log(f"note: {notes.over_max_tokens} of {pairs} training pairs are longer than --max-tokens "
             f"{args.max_tokens} tokens, so each of them is a batch of its own (slow); the budget counts a batch's "
             f"padded tokens, and a few thousand batches many sentences", file=sys.stderr)
@@ -205,20 +205,11 @@ def train_config(args: argparse.Namespace, train: list, world: int, device: str 
                        bleu_sentences=args.bleu_sentences, keep_best=args.keep_best, patience=args.patience)
 
 
-def write_run_record(args: argparse.Namespace, fingerprint: str) -> None:
-    """run.json: the options given (for --resume) and the data's fingerprint."""
-    args.out.mkdir(parents=True, exist_ok=True)
-    given = {k: str(v) for k, v in vars(args).items() if k != "from_run"}
-    record = {"options": run_options(build_parser(), args), **given, "data_fingerprint": fingerprint}
-    (args.out / "run.json").write_text(json.dumps(record, indent=2))
-
-
 def note_unused_rate(args: argparse.Namespace, log) -> None:
     """--lr with the noam schedule, or --lr-factor with another, changes nothing: say so."""
     unused, instead = (("lr", "--lr-factor scales eq. 3's rate") if args.schedule == "noam"
                        else ("lr_factor", "--lr sets its peak"))
-    if (getattr(args, unused) != build_parser().commands["train"].get_default(unused)
-            and unused not in getattr(args, "from_run", ())):
+    if getattr(args, unused) != command_parser("train").get_default(unused) and unused not in args.from_run:
         log(f"note: --{unused.replace('_', '-')} has no effect with --schedule {args.schedule} ({instead}); "
             f"it is ignored", file=sys.stderr)
 
@@ -227,7 +218,7 @@ def note_run(args: argparse.Namespace, corpus, trainer, pairs: int, world: int, 
     """The run's last notes (a warmup past its end, unnamed languages) and its summary lines."""
     max_steps, bundle = trainer.config.max_steps, trainer.bundle
     # After a resume's refusals; not again on a resume that keeps the run's --warmup and --max-steps.
-    if args.warmup > max_steps and not {"warmup", "max_steps"} <= getattr(args, "from_run", set()):
+    if args.warmup > max_steps and not {"warmup", "max_steps"} <= args.from_run:
         log(f"note: --warmup {args.warmup} is longer than the run ({max_steps} step{'s' * (max_steps != 1)}): the "
             f"learning rate rises throughout and never reaches its peak", file=sys.stderr)
     amp = {torch.bfloat16: "bf16", torch.float16: "fp16"}.get(trainer.amp_dtype, "off")
