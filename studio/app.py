@@ -24,9 +24,10 @@ os.environ.setdefault("GRADIO_ANALYTICS_CACHE_FREQUENCY", "100000")
 import gradio as gr  # noqa: E402
 import torch  # noqa: E402
 
-from . import lesson_panel, page_links, plots  # noqa: E402
+from . import plots  # noqa: E402
 from .components import script, stylesheet  # noqa: E402
-from .lesson import Lesson, read_lesson  # noqa: E402
+from .links import deep_links, lesson_panel  # noqa: E402
+from .links.lesson import Lesson, read_lesson  # noqa: E402
 from .server import api, compiled_models, sessions  # noqa: E402
 from .server.guard import guard  # noqa: E402
 from .server.limits import (  # noqa: E402
@@ -67,7 +68,7 @@ THEME = gr.themes.Default().set(
     input_placeholder_color_dark="*neutral_400", checkbox_border_color="*neutral_500",
     checkbox_border_color_dark="*neutral_500", input_border_color_dark="*neutral_500")
 CSS = stylesheet("studio.css") + stylesheet("compare.css") + attention.HEAD_COUNT_CSS
-LESSON = Path(__file__).resolve().parent / "lessons" / "attention-is-all-you-need.md"  # --lesson's default
+LESSON = Path(__file__).resolve().parent / "links" / "lessons" / "attention-is-all-you-need.md"  # --lesson's default
 # Where a newcomer begins among ten tabs: three steps, each a tab, from a translation to the model's insides.
 START_HERE = ("**Start here:** ① *Translate* a sentence (or click an example) → ② *Attention* shows where each "
               "output word looked (section 3.2) → ③ *Train* a model live and watch the same maps form.")
@@ -149,7 +150,7 @@ def _upload_box() -> gr.File:
     return upload
 
 
-def _tabs(shell: Shell, job: training.TrainingJob, presenter: gr.Checkbox) -> page_links.Linked:
+def _tabs(shell: Shell, job: training.TrainingJob, presenter: gr.Checkbox) -> deep_links.Linked:
     """One tab per topic. The Attention and Train tabs draw only while on screen: every tab says when it
     is shown (on_screen, this session's tab id). Returns what a deep link sets."""
     on_screen = gr.State("translate")
@@ -177,15 +178,15 @@ def _tabs(shell: Shell, job: training.TrainingJob, presenter: gr.Checkbox) -> pa
             train.build(shell, job, train_tab, on_screen)
     for other in (translate_tab, beam_tab, positional_tab, model_tab, compare_tab):
         other.select(partial(str, other.id), outputs=on_screen, show_progress="hidden")
-    return page_links.Linked(tabs, on_screen, presenter, translate_tab_parts, searched, attention_controls,
+    return deep_links.Linked(tabs, on_screen, presenter, translate_tab_parts, searched, attention_controls,
                              arithmetic_controls)
 
 
-def _follow_the_picker(shell: Shell, status: gr.Markdown, upload: gr.File, linked: page_links.Linked,
+def _follow_the_picker(shell: Shell, status: gr.Markdown, upload: gr.File, linked: deep_links.Linked,
                        link_row: tuple[gr.Markdown, gr.Textbox, gr.Button],
                        presented: tuple[Lesson, lesson_panel.LessonPanel] | None) -> None:
     """The picked model's key and status line follow the picker; an upload adds a model and picks it;
-    a page's load reads its link (page_links.py), then offers the models as they are now."""
+    a page's load reads its link (links/deep_links.py), then offers the models as they are now."""
     registry, picker = shell.registry, shell.model
     # A trivial call, so no concurrency limit: the tabs redraw for the new model without waiting in line.
     picker.change(registry.key, inputs=picker, outputs=shell.model_key, concurrency_limit=None,
@@ -198,7 +199,7 @@ def _follow_the_picker(shell: Shell, status: gr.Markdown, upload: gr.File, linke
     # to date; shown, the pending state greyed the model line for the seconds a first load takes (issue 51).
     offered = dict(fn=guard(partial(refresh, registry)), inputs=picker, outputs=[picker, status, shell.model_key],
                    show_progress="hidden")
-    page_links.wire(shell, linked, *link_row, after_load=[offered], lesson=presented)
+    deep_links.wire(shell, linked, *link_row, after_load=[offered], lesson=presented)
 
 
 # ----- command line --------------------------------------------------------------------------

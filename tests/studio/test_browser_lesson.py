@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from _browser import CHROMIUM, launch_chromium, served_studio
 
-from studio.lesson import read_lesson
-from studio.lesson_panel import lesson_link
+from studio.links.lesson import read_lesson
+from studio.links.lesson_panel import lesson_link
 
 LESSON = """# Numbers, three views
 

@@ -7,11 +7,11 @@ from urllib.parse import parse_qsl
 
 import pytest
 
-from studio.lesson import parse_lesson, read_lesson
-from studio.links import TABS, Shape, View, link_of, read_link
+from studio.links.address import TABS, Shape, View, link_of, read_link
+from studio.links.lesson import parse_lesson, read_lesson
 from studio.server.registry import ModelRegistry
 
-LESSON = Path(__file__).resolve().parents[2] / "studio" / "lessons" / "attention-is-all-you-need.md"
+LESSON = Path(__file__).resolve().parents[2] / "studio" / "links" / "lessons" / "attention-is-all-you-need.md"
 MODELS = ModelRegistry().names()  # what the shipped checkpoints offer: the lesson names only these
 SMALL = Shape(encoder_layers=3, decoder_layers=3, heads=4)
 

@@ -1,7 +1,7 @@
 """Deep links on the page (issue 53): a page opened on ``?tab=attention&model=...&source=...`` shows that view for
 that sentence, already computed; "Link to this view" gives the address of what is on screen.
 
-The link is read once, when the page loads (studio/links.py parses it); the tabs' own events then draw the view,
+The link is read once, when the page loads (address.py parses it); the tabs' own events then draw the view,
 as they do after a click: the model is picked, the sentence translated on the Translate tab (every explaining tab
 reads that translation), the tab selected and told it is on screen, its controls set from the link.
 """
@@ -12,17 +12,17 @@ from functools import partial
 
 import gradio as gr
 
+from ..server import slots
+from ..server.guard import guard
+from ..server.limits import BATCHED, HEAVY, clamp_beam, clean_input
+from ..server.registry import UNAVAILABLE, ModelRegistry
+from ..shell import Current, Shell
+from ..tabs import beam, translate
+from ..tabs.attention import STACKS
+from ..text import md
 from . import lesson_panel
+from .address import Shape, View, link_of, read_link
 from .lesson import Lesson
-from .links import Shape, View, link_of, read_link
-from .server import slots
-from .server.guard import guard
-from .server.limits import BATCHED, HEAVY, clamp_beam, clean_input
-from .server.registry import UNAVAILABLE, ModelRegistry
-from .shell import Current, Shell
-from .tabs import beam, translate
-from .tabs.attention import STACKS
-from .text import md
 
 # The tabs' ids (app.py) by their slug in a link: the label in lower case, spaces as hyphens.
 TAB_IDS = {"translate": "translate", "what-if": "what-if", "beam-search": "beam", "attention": "attention",

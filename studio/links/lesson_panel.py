@@ -1,4 +1,4 @@
-"""The Lesson panel (issue 53): the studio's lesson (studio/lesson.py) one step at a time. Each step is a deep link;
+"""The Lesson panel (issue 53): the studio's lesson (lesson.py) one step at a time. Each step is a deep link;
 Next and Previous open the step's address, so the whole page moves to its view, and the panel shows the step's
 notes to the presenter. In presenter mode a clicker's Page Down and Page Up press them (static/lesson_keys.js)."""
 from __future__ import annotations
@@ -7,9 +7,9 @@ from dataclasses import dataclass
 
 import gradio as gr
 
+from ..text import md
+from .address import View
 from .lesson import Lesson
-from .links import View
-from .text import md
 
 # A button opens the address its hidden box holds ("" leaves the page as it is), in presenter mode still if the
 # page was (each step is a page of its own).

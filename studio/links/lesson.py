@@ -1,5 +1,5 @@
 """A lesson to present (issue 53): a Markdown file, a title, then steps, each a heading, a few lines of notes for
-the presenter and one deep link (studio/links.py) to the view the class should see.
+the presenter and one deep link (address.py) to the view the class should see.
 
     # Attention Is All You Need, in 14 views
 

@@ -50,7 +50,7 @@ class View:
     beam: int | None = None
     alpha: float | None = None
     presenter: bool = False
-    lesson: int | None = None  # the step of the studio's lesson this view is (studio/lesson.py), from 1
+    lesson: int | None = None  # the step of the studio's lesson this view is (lesson.py), from 1
     notices: tuple[str, ...] = field(default=(), compare=False)
 
 
