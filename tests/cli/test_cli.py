@@ -716,8 +716,7 @@ def test_evaluate_scores_the_split_carved_with_the_checkpoints_seed(tmp_path, ca
 def test_final_is_replaced_whole_or_not_at_all(tmp_path, monkeypatch):
     import shutil
 
-    from core import checkpoint
-    from core.checkpoint import copy_checkpoint
+    from core.checkpoint import atomic, copy_checkpoint
 
     run = tmp_path / "run"
     for step in ("step-1", "step-2"):
@@ -732,7 +731,7 @@ def test_final_is_replaced_whole_or_not_at_all(tmp_path, monkeypatch):
             raise KeyboardInterrupt  # one file copied, then Ctrl-C
         copied.append(copy(source, target))
 
-    monkeypatch.setattr(checkpoint.shutil, "copy2", cut_short)
+    monkeypatch.setattr(atomic.shutil, "copy2", cut_short)
     with pytest.raises(KeyboardInterrupt):
         copy_checkpoint(run / "step-2", run / "final")
     assert copied and sorted(p.name for p in run.iterdir()) == ["final", "step-1", "step-2"]  # no partial copy

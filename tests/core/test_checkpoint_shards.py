@@ -17,12 +17,12 @@ from core.checkpoint import (
     SHARD_NAME,
     WEIGHTS,
     WEIGHTS_INDEX,
-    _unique_state,
     average_checkpoints,
     copy_checkpoint,
     load_checkpoint,
     save_checkpoint,
 )
+from core.checkpoint.shards import unique_state
 from core.inference.translation import translate
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -51,7 +51,7 @@ def _refused(folder: Path, message: str) -> None:
     with pytest.raises(ValueError, match=message) as caught:
         load_checkpoint(folder)
     assert str(folder / WEIGHTS_INDEX) in str(caught.value)
-    assert Path(caught.traceback[-1].path).name == "checkpoint.py"
+    assert Path(caught.traceback[-1].path).parent.name == "checkpoint"
 
 
 # ----- the two forms ----------------------------------------------------------------------------
@@ -81,7 +81,7 @@ def test_the_shards_and_the_index_are_those_transformers_writes(tmp_path, max_by
     """transformers' save_pretrained splits with huggingface_hub's split_torch_state_dict_into_shards and
     writes the index with json.dumps(index, indent=2, sort_keys=True) + "\\n"."""
     hub = pytest.importorskip("huggingface_hub")
-    split = hub.split_torch_state_dict_into_shards(_unique_state(tiny_bundle().model, None),
+    split = hub.split_torch_state_dict_into_shards(unique_state(tiny_bundle().model, None),
                                                    filename_pattern="model{suffix}.safetensors",
                                                    max_shard_size=max_bytes)
     folder = save_checkpoint(tmp_path / "ckpt", tiny_bundle(), max_shard_bytes=max_bytes)
@@ -211,11 +211,11 @@ def test_a_folder_with_neither_form_is_not_a_checkpoint(sharded):
 # ----- never half-written -----------------------------------------------------------------------
 @pytest.mark.parametrize("failure", [OSError(28, "No space left on device"), KeyboardInterrupt()])
 def test_a_save_failing_after_some_shards_leaves_the_previous_checkpoint_whole(sharded, monkeypatch, failure):
-    import core.checkpoint as checkpoint
+    from core.checkpoint import shards
 
     before = {p.name: p.read_bytes() for p in sharded.iterdir()}
     written = []
-    real_save_file = checkpoint.save_file
+    real_save_file = shards.save_file
 
     def fail_on_the_third_shard(tensors, filename, *args, **kwargs):
         written.append(filename)
@@ -223,7 +223,7 @@ def test_a_save_failing_after_some_shards_leaves_the_previous_checkpoint_whole(s
             raise failure
         real_save_file(tensors, filename, *args, **kwargs)
 
-    monkeypatch.setattr(checkpoint, "save_file", fail_on_the_third_shard)
+    monkeypatch.setattr(shards, "save_file", fail_on_the_third_shard)
     with pytest.raises(type(failure)):
         save_checkpoint(sharded, tiny_bundle(), half=True, max_shard_bytes=SHARD_BYTES // 2)
     assert {p.name: p.read_bytes() for p in sharded.iterdir()} == before

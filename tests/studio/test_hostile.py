@@ -32,9 +32,8 @@ import torch
 from _studio import SENTENCES, studio_bundle, studio_registry, toasts  # noqa: F401 (a fixture)
 
 from bench.serving import free_port
-from core import checkpoint as checkpoint_module
 from core.bundle import ModelBundle
-from core.checkpoint import load_checkpoint, load_trainer_state, save_checkpoint
+from core.checkpoint import load_checkpoint, load_trainer_state, loading, save_checkpoint
 from core.data.tokenizer import Tokenizer
 from core.model.config import ModelConfig
 from core.model.transformer import Transformer
@@ -202,7 +201,7 @@ def test_a_config_asking_for_a_huge_model_is_refused_before_allocating(shipped, 
     def build(config):  # refused from the headers: no model is ever built
         raise AssertionError(f"a {config.d_model}-wide model was allocated")
 
-    monkeypatch.setattr(checkpoint_module, "Transformer", build)
+    monkeypatch.setattr(loading, "Transformer", build)
     config = json.loads((shipped / "config.json").read_text())
     for change in ({"d_model": 65536, "n_heads": 8, "d_ff": 262144, "encoder_layers": 64, "decoder_layers": 64},
                    {"max_len": 10**9}):

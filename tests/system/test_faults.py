@@ -25,9 +25,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from core import checkpoint
 from core.bundle import new_bundle
-from core.checkpoint import load_checkpoint, load_trainer_state
+from core.checkpoint import load_checkpoint, load_trainer_state, shards, trainer_state
 from core.data.batching import encode_pairs
 from core.data.tasks import make_task
 from core.data.tokenizer import Tokenizer
@@ -98,7 +97,7 @@ def load(path: Path):
 # ----- the child process -------------------------------------------------------------------------
 def _slow_down_saves(seconds: float) -> None:
     """Widen the windows a kill can land in: after writing the weights and before each rename."""
-    write, rename = checkpoint.save_file, os.rename
+    write, rename = shards.save_file, os.rename
 
     def slow_write(*args, **kwargs):
         write(*args, **kwargs)
@@ -108,7 +107,7 @@ def _slow_down_saves(seconds: float) -> None:
         time.sleep(seconds)
         rename(src, dst)
 
-    checkpoint.save_file, os.rename = slow_write, slow_rename
+    shards.save_file, os.rename = slow_write, slow_rename
 
 
 def child(path: Path, slow: float) -> None:
@@ -332,7 +331,7 @@ def _fill_disk(monkeypatch, where: str) -> None:
             Path(filename).write_bytes(b"\0" * 100)  # what fit before the disk filled up
             _enospc()
 
-        monkeypatch.setattr(checkpoint, "save_file", half_written)
+        monkeypatch.setattr(shards, "save_file", half_written)
     elif where == "config.json":
         original = Path.write_text
         monkeypatch.setattr(Path, "write_text",
@@ -340,7 +339,7 @@ def _fill_disk(monkeypatch, where: str) -> None:
     elif where == "tokenizer.json":
         monkeypatch.setattr(Tokenizer, "save", _enospc)
     elif where == "trainer.pt":
-        monkeypatch.setattr(checkpoint.torch, "save", _enospc)
+        monkeypatch.setattr(trainer_state.torch, "save", _enospc)
     elif where == "fsync":
         monkeypatch.setattr(os, "fsync", _enospc)
     elif where == "rename":
@@ -381,7 +380,7 @@ def test_disk_full_reaches_the_train_tab_as_a_message(tmp_path, monkeypatch):
     job = training.TrainingJob(ModelRegistry(None), tmp_path / "checkpoints")
     job.start(training.Settings(max_steps=2, max_tokens=256, warmup=10, eval_every=100, attention_every=5))
     assert job.wait(120)
-    monkeypatch.setattr(checkpoint, "save_file", _enospc)
+    monkeypatch.setattr(shards, "save_file", _enospc)
     shown, picker, download = tab.save(job, "full", None)
     assert shown.startswith("**Not saved:**") and "previous checkpoint" in shown and not download.visible
     assert "No space left on device" in shown

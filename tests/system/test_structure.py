@@ -11,7 +11,7 @@ ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("core", "studio", "cli")
 # What each part of core/ may import of the others (issue 50): the model of section 3 stands alone; data reads
 # text into the model's ids; inference decodes; training trains and evaluates (decoding to score); explain opens
-# a trained model up. "top" is what joins them (core/bundle.py, core/checkpoint.py); "export" writes for other
+# a trained model up. "top" is what joins them (core/bundle.py, core/checkpoint/); "export" writes for other
 # engines. core/__init__.py, the public API, imports them all.
 CORE_PARTS = ("model", "data", "inference", "training", "explain")
 MAY_IMPORT = {
