@@ -2,8 +2,10 @@
 
 One module per topic: layout (what every figure shares: look, token labels, the phone layout),
 attention (token probabilities and attention maps), beam_tree, model (the positional encoding
-and the model's parts), training (the Train tab's figures), and the explaining tabs' what_if,
-arithmetic and saliency. The tabs call them as ``plots.NAME``.
+and the model's parts), the explaining tabs' what_if, arithmetic and saliency, side_by_side (the
+Compare tab's two models and our Table 3 beside the paper's) and bertviz_offline (bertviz's head and
+model views as pages that load nothing). The tabs call most of them as ``plots.NAME``, side_by_side
+and bertviz_offline by their module; the Train tab's figures are studio/train/plots.py.
 """
 from .arithmetic import arithmetic_title, concat_to_output, query_and_keys, weighted_values
 from .attention import (attention_grid, attention_head, cross_attention_rows, token_probabilities,

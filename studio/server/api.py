@@ -20,7 +20,7 @@ from gradio.exceptions import ComponentProcessingError
 
 from core.bundle import ModelBundle
 
-from .. import explain
+from ..numbers import explanations
 from ..text import clip, refusal
 from ..train.job import TrainingJob
 from . import batching
@@ -41,7 +41,7 @@ def _checked(fn: Callable[..., dict[str, Any]]) -> Callable[..., dict[str, Any]]
     def call(*args, **kwargs) -> dict[str, Any]:
         try:
             return fn(*args, **kwargs)
-        except explain.Refused as why:
+        except explanations.Refused as why:
             raise refusal(why) from None
     return guard(call)
 
@@ -50,14 +50,14 @@ def _bundle(registry: ModelRegistry, model: str) -> ModelBundle:
     try:
         return registry.get(model)
     except UNAVAILABLE as exc:
-        raise explain.Refused(str(exc)) from None
+        raise explanations.Refused(str(exc)) from None
 
 
 def _pair(registry: ModelRegistry, model: str, source: str, target: str) -> tuple[ModelBundle, dict[str, Any]]:
     """The model, and the pair as read (cleaned text and what cleaning did) for the answer's head."""
     bundle = _bundle(registry, model)
-    source, source_notices = explain.source_text(source)
-    target, target_notices = explain.target_text(target)
+    source, source_notices = explanations.source_text(source)
+    target, target_notices = explanations.target_text(target)
     return bundle, {"model": model, "source": source, "target": target,
                     "notices": [f"source: {n}" for n in source_notices] + [f"target: {n}" for n in target_notices]}
 
@@ -127,8 +127,8 @@ def training_status(job: TrainingJob) -> dict:
     return {"run": view.run, "state": view.state, "message": view.message,
             "model": view.settings.name if view.settings else None, "step": view.step, "max_steps": view.max_steps,
             "elapsed_s": round(view.elapsed, 1), "eta_s": None if view.eta is None else round(view.eta, 1),
-            "last_step": {k: explain.finite(v) for k, v in view.history[-1].items()} if view.history else None,
-            "last_evaluation": {"step": last.step, **{k: explain.finite(v) for k, v in last.metrics.items()}}
+            "last_step": {k: explanations.finite(v) for k, v in view.history[-1].items()} if view.history else None,
+            "last_evaluation": {"step": last.step, **{k: explanations.finite(v) for k, v in last.metrics.items()}}
             if last else None, "facts": view.facts}
 
 
@@ -145,25 +145,25 @@ def register(registry: ModelRegistry, job: TrainingJob) -> None:
         alternatives per token, and totals (logprob, mean, perplexity, mean_rank)."""
         bundle, head = _pair(registry, model, source, target)
         try:  # batched with the /score requests that arrive meanwhile for this model (studio.server.batching)
-            scored = batching.score(bundle, head["source"], head["target"], explain.TOP_K, registry.key(model))
+            scored = batching.score(bundle, head["source"], head["target"], explanations.TOP_K, registry.key(model))
         except (TypeError, ValueError) as exc:
-            raise explain.Refused(str(exc)) from None
-        return _answer(head, explain.score_json(scored))
+            raise explanations.Refused(str(exc)) from None
+        return _answer(head, explanations.score_json(scored))
 
     def attention_arithmetic(model: str, source: str, target: str, stack: str = "cross", layer: int = 0,
                              head: int = 0, query: int = 0) -> dict:
         """Section 3.2's arithmetic for one query of one head, every number: stack "encoder", "decoder" or
         "cross"; layer, head and query counted from 0 (query: a position among query_tokens)."""
         bundle, pair = _pair(registry, model, source, target)
-        a = explain.arithmetic(bundle, pair["source"], pair["target"], stack, layer, head, query)
-        return _answer(pair, explain.arithmetic_json(a))
+        a = explanations.arithmetic(bundle, pair["source"], pair["target"], stack, layer, head, query)
+        return _answer(pair, explanations.arithmetic_json(a))
 
     def saliency(model: str, source: str, target: str, method: str = "grad_x_input", steps: int = 32) -> dict:
         """Attribution (method "grad_x_input" or "integrated_gradients", steps for the latter) beside the
         cross-attention averaged over layers and heads, their agreement and the word alignments."""
         bundle, head = _pair(registry, model, source, target)
-        return _answer(head, explain.saliency_json(explain.saliency(bundle, head["source"], head["target"], method,
-                                                                    steps)))
+        saliency = explanations.saliency(bundle, head["source"], head["target"], method, steps)
+        return _answer(head, explanations.saliency_json(saliency))
 
     def attention(model: str, source: str, target: str = "", stack: str = "all", layer: int | None = None) -> dict:
         """Attention weights, teacher forced: encoder, decoder and cross (stack "all", or one of them), each
@@ -171,7 +171,7 @@ def register(registry: ModelRegistry, job: TrainingJob) -> None:
         rows and columns (target empty: the model's own translation, beam 4). Layers past the answer's budget
         (5 MB on a public studio) are null too, named in the notices."""
         bundle, head = _pair(registry, model, source, target)
-        return _answer(head, explain.attention_json(bundle, head["source"], head["target"], stack, layer))
+        return _answer(head, explanations.attention_json(bundle, head["source"], head["target"], stack, layer))
 
     gr.api(_checked(score), api_name="score", **BATCHED)
     for fn in (attention, attention_arithmetic, saliency):

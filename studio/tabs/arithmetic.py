@@ -20,7 +20,7 @@ from core.inference.scoring import prepare_pair
 
 from .. import plots
 from ..components import Slider, refresh_on_screen
-from ..explain import Refused, arithmetic
+from ..numbers.explanations import Refused, arithmetic
 from ..server.guard import guard
 from ..server.limits import HEAVY
 from ..server.registry import ModelRegistry

@@ -17,8 +17,9 @@ from core.inference.decoding import DecodeOptions
 from core.inference.translation import prepare_source, translate_detailed
 from core.model.config import ModelConfig
 
-from .. import bertviz_offline, plots
+from .. import plots
 from ..components import Slider, refresh_on_screen
+from ..plots import bertviz_offline
 from ..server import recent_results, slots
 from ..server.guard import guard
 from ..server.limits import HEAVY, clean_input

@@ -13,11 +13,10 @@ from typing import Any
 import gradio as gr
 import plotly.graph_objects as go
 
-from .. import compare as cmp
-from ..compare import DECODINGS, Refused, Side
 from ..components import Slider
-from ..plots import compare as plots
-from ..plots import empty, label
+from ..numbers import comparison
+from ..numbers.comparison import DECODINGS, Refused, Side
+from ..plots import empty, label, side_by_side
 from ..server.guard import guard
 from ..server.limits import HEAVY
 from ..server.registry import UNAVAILABLE, ModelRegistry
@@ -70,10 +69,11 @@ def attention_figure(sides: tuple[Side, Side] | None, layer: str | None, head: s
     picked = _picks(layer, head)
     maps = []
     for which, side in zip("AB", sides):
-        weights, what = cmp.attention_view(side, *picked)
+        weights, what = comparison.attention_view(side, *picked)
         maps.append((weights, side.target_tokens, side.translation.source_tokens,
                      f"{which}: {label(clip(side.name, 40))} ({what})"))
-    return plots.cross_attention_pair(maps, "Cross-attention, one colour scale for both (0 to the larger maximum)")
+    return side_by_side.cross_attention_pair(maps,
+                                             "Cross-attention, one colour scale for both (0 to the larger maximum)")
 
 
 def pickers(sides: tuple[Side, Side]) -> tuple[gr.Dropdown, gr.Dropdown]:
@@ -93,10 +93,10 @@ def run(registry: ModelRegistry, name_a: str | None, name_b: str | None, text: s
         layer: str | None, head: str | None) -> tuple:
     """Compare: (translations, probability plot, attention plot, layer picker, head picker, notices, sides)."""
     try:
-        a, b, cleaned = cmp.translate_both(registry, (name_a, name_b), text, decoding)
+        a, b, cleaned = comparison.translate_both(registry, (name_a, name_b), text, decoding)
     except Refused as why:
         return (gr.skip(),) * 5 + (f"**Cannot compare:** {md(clip(why, 300))}", gr.skip())
-    probabilities = plots.probabilities_pair(
+    probabilities = side_by_side.probabilities_pair(
         [(s.name, s.target_tokens, s.probabilities) for s in (a, b)],
         f"Probability of each output token ({decoding} decoding)")
     notices = cleaned + [f"{w} ({s.name}): {n}" for w, s in (("A", a), ("B", b)) for n in s.notices]
@@ -114,7 +114,7 @@ def scores_html(names: tuple[str, str], a: dict[str, Any], b: dict[str, Any], co
                    for w, n in zip("AB", names))
     rows = []
     for metric, title in METRIC_NAMES.items():
-        winner = cmp.better(a, b, metric) if metric != "perplexity" or comparable else None
+        winner = comparison.better(a, b, metric) if metric != "perplexity" or comparable else None
         cells = "".join(f'<td class="{"compare-better compare-better-" + w.lower() if w == winner else ""}">'
                         f'{scores[metric]:.2f}</td>' for w, scores in (("A", a), ("B", b)))
         hint = "lower is better" if metric == "perplexity" else "higher is better"
@@ -128,8 +128,8 @@ def score_corpus(registry: ModelRegistry, name_a: str | None, name_b: str | None
                  progress: gr.Progress = gr.Progress()) -> tuple[str, str]:  # noqa: B008 (Gradio's way to ask for one)
     """Score: (the table, the notes under it)."""
     try:
-        bundles = [cmp.model(registry, name, which) for name, which in ((name_a, "A"), (name_b, "B"))]
-        pairs, described, langs = cmp.corpus_pairs(corpus, split, n, bundles[0])
+        bundles = [comparison.model(registry, name, which) for name, which in ((name_a, "A"), (name_b, "B"))]
+        pairs, described, langs = comparison.corpus_pairs(corpus, split, n, bundles[0])
         done, total = [0], 2 * len(pairs)
 
         def step(k: int) -> None:
@@ -137,16 +137,16 @@ def score_corpus(registry: ModelRegistry, name_a: str | None, name_b: str | None
             progress((done[0], total), desc="translating", unit="sentences")
 
         progress((0, total), desc="translating", unit="sentences")
-        scores, scored, cut = cmp.corpus_scores(bundles, pairs, decoding, step)
+        scores, scored, cut = comparison.corpus_scores(bundles, pairs, decoding, step)
     except Refused as why:
         return gr.skip(), f"**Cannot score:** {md(clip(why, 300))}"
-    comparable = cmp.same_target_vocabulary(*bundles)
+    comparable = comparison.same_target_vocabulary(*bundles)
     if scored < len(pairs):
         described = described.replace(f"the first {len(pairs)} pairs", f"the first {scored} pairs")
     notes = [f"On {described}; {decoding} decoding; BLEU and chrF by sacreBLEU; accuracy and perplexity teacher "
              f"forced, per token of each model's own target vocabulary.", *cut]
     for which, name, bundle in zip("AB", (name_a, name_b), bundles):
-        if (direction := cmp.other_direction(bundle, langs)) is not None:
+        if (direction := comparison.other_direction(bundle, langs)) is not None:
             notes.append(f"{which} ({name}) translates {direction}, not {langs[0]} → {langs[1]}: its scores here "
                          f"only say that it was not trained for these pairs.")
     if not comparable:
@@ -157,16 +157,16 @@ def score_corpus(registry: ModelRegistry, name_a: str | None, name_b: str | None
 
 
 # ----- our Table 3 ---------------------------------------------------------------------------------
-def table3(path: Path = cmp.TABLE3_CSV) -> tuple:
+def table3(path: Path = comparison.TABLE3_CSV) -> tuple:
     """(figure or None, note): the plot when bench/table3.py has written its CSV, else a note pointing at the
     recipe."""
     try:
-        rows = cmp.table3_rows(path)
+        rows = comparison.table3_rows(path)
     except Refused as why:
         return None, f"**Cannot show our Table 3:** {md(clip(why, 300))}"
     if not rows:
         return None, TABLE3_NOTE
-    figure = plots.table3(rows, "Our Table 3: each change from the base, beside the paper's")
+    figure = side_by_side.table3(rows, "Our Table 3: each change from the base, beside the paper's")
     if figure is None:
         return None, f"{len(rows)} runs scored (`docs/table3.csv`), not yet the base they are drawn against."
     note = (f"{len(rows)} runs scored (`docs/table3.csv`; Multi30k De→En dev, the paper's newstest2013). Each bar is "
@@ -226,9 +226,9 @@ def pairing_note(registry: ModelRegistry, a: str | None, b: str | None) -> str:
 def corpus_default(registry: ModelRegistry, name: str | None) -> str:
     """The corpus model A most likely learnt from (its synthetic task, or Multi30k); else the first offered."""
     try:
-        return cmp.corpus_for(registry.get(name))
+        return comparison.corpus_for(registry.get(name))
     except UNAVAILABLE:  # no model, or one that no longer loads
-        return next(iter(cmp.CORPORA))
+        return next(iter(comparison.CORPORA))
 
 
 # ----- /compare --------------------------------------------------------------------------------------
@@ -238,15 +238,15 @@ def compare_api(registry: ModelRegistry, model_a: str, model_b: str, source: str
     corpus (one of the tab's) and sentences > 0, each model's BLEU, chrF, accuracy and perplexity on the first
     sentences of the split (as many as the request's budget affords: the notices say when that is fewer)."""
     try:
-        a, b, notices = cmp.translate_both(registry, (model_a, model_b), source, decoding)
-        answer = {"a": cmp.side_json(a), "b": cmp.side_json(b), "notices": notices,
+        a, b, notices = comparison.translate_both(registry, (model_a, model_b), source, decoding)
+        answer = {"a": comparison.side_json(a), "b": comparison.side_json(b), "notices": notices,
                   "diff": [{"tag": tag, "a": x, "b": y} for tag, x, y in word_diff(a.translation.text,
                                                                                     b.translation.text)]}
         if corpus and sentences:
-            pairs, described, _ = cmp.corpus_pairs(corpus, split, sentences, a.bundle)
-            (score_a, score_b), scored, cut = cmp.corpus_scores([a.bundle, b.bundle], pairs, decoding)
+            pairs, described, _ = comparison.corpus_pairs(corpus, split, sentences, a.bundle)
+            (score_a, score_b), scored, cut = comparison.corpus_scores([a.bundle, b.bundle], pairs, decoding)
             answer["scores"] = {"on": described.replace(f"the first {len(pairs)} pairs", f"the first {scored} pairs"),
-                                "a": cmp.scores_json(score_a), "b": cmp.scores_json(score_b)}
+                                "a": comparison.scores_json(score_a), "b": comparison.scores_json(score_b)}
             answer["notices"] = notices + cut
     except Refused as why:
         raise refusal(why) from None
@@ -312,10 +312,11 @@ def _corpus_score(shell: Shell, model_a: gr.Dropdown, model_b: gr.Dropdown, deco
     """The corpus score panel: a corpus, a split, how many sentences, and a table of both models' scores."""
     gr.Markdown("### Corpus score")
     with gr.Row(equal_height=True):
-        corpus = gr.Dropdown(list(cmp.CORPORA), value=corpus_default(shell.registry, model_a.value), label="Corpus",
-                             scale=2)
-        split = gr.Radio(list(cmp.SPLITS), value="valid", label="Split", scale=2)
-        n = Slider(1, cmp.MAX_SENTENCES, value=cmp.DEFAULT_SENTENCES, step=1, label="first N sentences", scale=2)
+        corpus = gr.Dropdown(list(comparison.CORPORA), value=corpus_default(shell.registry, model_a.value),
+                             label="Corpus", scale=2)
+        split = gr.Radio(list(comparison.SPLITS), value="valid", label="Split", scale=2)
+        n = Slider(1, comparison.MAX_SENTENCES, value=comparison.DEFAULT_SENTENCES, step=1, label="first N sentences",
+                   scale=2)
         score_button = gr.Button("Score both", scale=0, min_width=120, elem_id="compare-score")
     table = gr.HTML(elem_id="compare-scores")
     notes = gr.Markdown()

@@ -11,7 +11,7 @@ from core.explain.saliency import MIN_RANKED
 
 from .. import plots
 from ..components import Slider, refresh_on_screen
-from ..explain import METHOD_NAMES, Refused, Saliency, saliency
+from ..numbers.explanations import METHOD_NAMES, Refused, Saliency, saliency
 from ..server.guard import guard
 from ..server.limits import HEAVY, MAX_IG_STEPS
 from ..server.registry import ModelRegistry

@@ -18,7 +18,7 @@ from core.inference.translation import translate_detailed
 
 from .. import plots
 from ..components import refresh_on_screen
-from ..explain import Refused, score, source_text, target_text, totals
+from ..numbers.explanations import Refused, score, source_text, target_text, totals
 from ..server import slots
 from ..server.guard import guard
 from ..server.limits import HEAVY

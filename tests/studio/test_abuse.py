@@ -16,7 +16,8 @@ from _studio import SENTENCES, studio_bundle, studio_registry
 
 from core.inference.scoring import prepare_pair
 from core.model.config import ModelConfig
-from studio import app, explain
+from studio import app
+from studio.numbers import explanations
 from studio.server import guard, limits, slots
 from studio.tabs import compare as compare_tab
 from studio.tabs import translate
@@ -65,27 +66,27 @@ def test_the_local_budget_is_the_public_ones_limits_raised_by_the_environment(ca
 
 def test_integrated_gradients_take_the_steps_the_budget_affords(monkeypatch):
     bundle = studio_bundle(256)
-    whole = explain.saliency(bundle, SENTENCES[0], "Ein Hund", "integrated_gradients", 8)
+    whole = explanations.saliency(bundle, SENTENCES[0], "Ein Hund", "integrated_gradients", 8)
     assert whole.steps == 8 and not any("used, not the" in n for n in whole.notices)
     one_step = limits.saliency_seconds(bundle.model.config, 251, 251, 1)
     monkeypatch.setenv("STUDIO_REQUEST_CPU_S", str(3.5 * one_step))
-    cut = explain.saliency(bundle, LONG_TEXT, LONG_TEXT, "integrated_gradients", 64)
+    cut = explanations.saliency(bundle, LONG_TEXT, LONG_TEXT, "integrated_gradients", 64)
     assert cut.steps == 3 and cut.attribution.shape == (251, 251)
     said = next(n for n in cut.notices if "used, not the" in n)
     assert said.startswith("integrated gradients: 3 steps used, not the 64 asked: 64 on this 251 + 251-token pair")
     assert "STUDIO_REQUEST_CPU_S" in said  # locally, how to raise it
     monkeypatch.setenv("STUDIO_REQUEST_CPU_S", str(one_step / 2))
-    with pytest.raises(explain.Refused, match=r"one gradient of this 251 \+ 251-token pair would take .* shorter"):
-        explain.saliency(bundle, LONG_TEXT, LONG_TEXT, "grad_x_input", 1)
+    with pytest.raises(explanations.Refused, match=r"one gradient of this 251 \+ 251-token pair would take .* shorter"):
+        explanations.saliency(bundle, LONG_TEXT, LONG_TEXT, "grad_x_input", 1)
 
 
 def test_attention_answers_hold_what_was_asked_within_their_budget(monkeypatch):
     bundle = studio_bundle(256)
-    asked = explain.attention_json(bundle, SENTENCES[0], "Ein Hund", "cross", 1)
+    asked = explanations.attention_json(bundle, SENTENCES[0], "Ein Hund", "cross", 1)
     assert set(asked) & {"encoder", "decoder", "cross"} == {"cross"} and asked["cross"][0] is None
     assert len(asked["cross"][1]) == 4 and asked["notices"] == []
     monkeypatch.setenv("STUDIO_ANSWER_MB", "2")
-    answer = explain.attention_json(bundle, LONG_TEXT, LONG_TEXT)
+    answer = explanations.attention_json(bundle, LONG_TEXT, LONG_TEXT)
     size = len(json.dumps(answer))
     assert size <= 2 * 2**20, size
     kept = [(stack, i) for stack in ("encoder", "decoder", "cross") for i, m in enumerate(answer[stack]) if m]
@@ -95,8 +96,8 @@ def test_attention_answers_hold_what_was_asked_within_their_budget(monkeypatch):
     for stack, layer, said in (("self", None, "unknown attention stack 'self'"),
                                ("cross", 2, "layer 2 is out of range: the cross-attention has 2 layers"),
                                ("all", 1e300, "layer 1e+300 is out of range")):
-        with pytest.raises(explain.Refused, match=re.escape(said)):
-            explain.attention_json(bundle, SENTENCES[0], "", stack, layer)
+        with pytest.raises(explanations.Refused, match=re.escape(said)):
+            explanations.attention_json(bundle, SENTENCES[0], "", stack, layer)
 
 
 def test_a_corpus_score_keeps_the_sentences_its_budget_affords(monkeypatch):
@@ -104,8 +105,8 @@ def test_a_corpus_score_keeps_the_sentences_its_budget_affords(monkeypatch):
     registry.add("other", studio_bundle(32))
     whole = compare_tab.compare_api(registry, TINY, "other", SENTENCES[0], "greedy", "synthetic: copy", "test", 40)
     assert whole["scores"]["on"].startswith("the first 40 pairs")
-    pairs = compare_tab.cmp.corpus_pairs("synthetic: copy", "test", 40, registry.get(TINY))[0]
-    seconds = compare_tab.cmp.affordable_pairs([registry.get(TINY), registry.get("other")], pairs, "greedy")[1]
+    pairs = compare_tab.comparison.corpus_pairs("synthetic: copy", "test", 40, registry.get(TINY))[0]
+    seconds = compare_tab.comparison.affordable_pairs([registry.get(TINY), registry.get("other")], pairs, "greedy")[1]
     monkeypatch.setenv("STUDIO_REQUEST_CPU_S", str(seconds / 4))
     cut = compare_tab.compare_api(registry, TINY, "other", SENTENCES[0], "greedy", "synthetic: copy", "test", 40)
     n = cut["scores"]["a"]["sentences"]
@@ -116,20 +117,20 @@ def test_a_corpus_score_keeps_the_sentences_its_budget_affords(monkeypatch):
 def test_huge_indices_are_refused_without_echoing_their_digits():
     for value, said in ((1e300, "layer 1e+300 is out of range"), (10**400, "layer a number of more than 300 digits"),
                         (float("nan"), "layer must be a whole number; got nan"), ("2", "got '2'")):
-        with pytest.raises(explain.Refused, match=re.escape(said)) as refused:
-            explain.whole_number(value, "layer")
+        with pytest.raises(explanations.Refused, match=re.escape(said)) as refused:
+            explanations.whole_number(value, "layer")
         assert len(str(refused.value)) < 80
-    assert explain.whole_number(2.0, "layer") == 2
+    assert explanations.whole_number(2.0, "layer") == 2
 
 
 def test_teacher_forcing_in_chunks_equals_it_whole(monkeypatch):
     bundle = studio_bundle()
     sources = [SENTENCES[i % 3] for i in range(7)]
     references = [SENTENCES[(i + 1) % 3].lower() for i in range(7)]
-    whole = compare_tab.cmp.teacher_forced_metrics(bundle, sources, references)
-    monkeypatch.setattr(compare_tab.cmp, "FORCED_CHUNK", 3)
+    whole = compare_tab.comparison.teacher_forced_metrics(bundle, sources, references)
+    monkeypatch.setattr(compare_tab.comparison, "FORCED_CHUNK", 3)
     looked = []
-    chunked = compare_tab.cmp.teacher_forced_in_chunks(bundle, sources, references, looked.append)
+    chunked = compare_tab.comparison.teacher_forced_in_chunks(bundle, sources, references, looked.append)
     assert looked == [0, 0] and (chunked.tokens, chunked.pairs) == (whole.tokens, whole.pairs)
     assert chunked.accuracy == pytest.approx(whole.accuracy) and chunked.perplexity == pytest.approx(whole.perplexity)
 
@@ -164,7 +165,7 @@ def test_heavy_work_stopped_inside_core_says_why(monkeypatch):
     reason, and the slot is given back."""
     monkeypatch.setattr(slots, "budget_for", lambda app: replace(limits.PUBLIC_BUDGET, deadline_s=0.0))
     with pytest.raises(guard.NotServed, match="Stopped after 0 s"):
-        explain.saliency(studio_bundle(), SENTENCES[0], "Ein Hund", "integrated_gradients", 4)
+        explanations.saliency(studio_bundle(), SENTENCES[0], "Ein Hund", "integrated_gradients", 4)
     assert slots.SLOTS.running() == 0
 
 

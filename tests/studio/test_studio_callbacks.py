@@ -25,8 +25,9 @@ from core.explain.hooks import attention_modules, heads_off
 from core.inference.translation import Translation, translate_detailed
 from core.model.config import ModelConfig
 from core.model.transformer import Transformer
-from studio import app, bertviz_offline, plots, shell
+from studio import app, plots, shell
 from studio.components import Slider
+from studio.plots import bertviz_offline
 from studio.server.registry import ModelRegistry
 from studio.server.uploads import UPLOAD_EXPECTED, open_checkpoint
 from studio.tabs import attention, model_view, positional, translate

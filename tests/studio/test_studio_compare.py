@@ -17,7 +17,7 @@ from core.bundle import ModelBundle
 from core.data.tokenizer import Tokenizer
 from core.model.config import ModelConfig
 from core.model.transformer import Transformer
-from studio import compare as cmp
+from studio.numbers import comparison
 from studio.server.registry import ModelRegistry
 from studio.tabs import compare as tab
 from studio.text import word_diff
@@ -51,7 +51,7 @@ def test_two_models_with_different_vocabularies_on_one_sentence(registry):
     shown, probabilities, attention, layers, heads, notices, (a, b) = tab.run(
         registry, A, B, SENTENCES[0], "greedy", tab.LAST, tab.MEAN)
     for side, name in ((a, A), (b, B)):
-        own = core.translate_detailed(registry.get(name), [SENTENCES[0]], cmp.DECODINGS["greedy"])[0]
+        own = core.translate_detailed(registry.get(name), [SENTENCES[0]], comparison.DECODINGS["greedy"])[0]
         assert side.translation.text == own.text  # each decoded with its own tokenizers
         assert side.target_tokens[-1] == "<eos>" and len(side.target_tokens) == len(own.token_logprobs)
         assert html.escape(own.text, quote=False).split()[0] in shown
@@ -110,17 +110,17 @@ def test_a_checkpoint_that_no_longer_loads_is_named(registry, tmp_path):
 
 def test_a_corpus_score_is_cores_with_the_better_model_marked(registry, monkeypatch):
     pairs = [(s, s.lower()) for s in SENTENCES]
-    monkeypatch.setattr(cmp, "corpus_pairs", lambda *a: (pairs, "3 test pairs", ("de", "en")))
+    monkeypatch.setattr(comparison, "corpus_pairs", lambda *a: (pairs, "3 test pairs", ("de", "en")))
     ticks = []
     table, notes = tab.score_corpus(registry, A, B, "Multi30k (de–en)", "valid", 3, "greedy",
                                     lambda done, **k: ticks.append(done))
-    scores = [cmp.corpus_score(registry.get(name), pairs, "greedy") for name in (A, B)]
+    scores = [comparison.corpus_score(registry.get(name), pairs, "greedy") for name in (A, B)]
     forced = core.teacher_forced_metrics(registry.get(A), *zip(*pairs))
     assert scores[0]["perplexity"] == pytest.approx(forced.perplexity)
     assert f"{scores[0]['bleu']:.2f}" in table and f"{scores[1]['chrf']:.2f}" in table
     assert ticks[0] == (0, 6) and ticks[-1] == (6, 6)  # both models' sentences, counted
     for metric in ("bleu", "chrf", "accuracy"):
-        winner = cmp.better(*scores, metric)
+        winner = comparison.better(*scores, metric)
         cell = re.search(rf"{tab.METRIC_NAMES[metric].split(' (')[0]}.*?</tr>", table).group(0)
         assert (f"compare-better-{winner.lower()}" in cell) if winner else "compare-better" not in cell
     assert "different target vocabularies" in text(notes)  # so no perplexity is marked better
@@ -129,14 +129,14 @@ def test_a_corpus_score_is_cores_with_the_better_model_marked(registry, monkeypa
 
 def test_corpus_pairs_follow_model_as_direction_and_cap_the_count():
     numbers = ModelBundle(studio_bundle().model, studio_bundle().tokenizer, {"src_lang": "en", "tgt_lang": "de"})
-    pairs, described, langs = cmp.corpus_pairs("synthetic: numbers", "test", 10_000, numbers)
+    pairs, described, langs = comparison.corpus_pairs("synthetic: numbers", "test", 10_000, numbers)
     assert len(pairs) == 100 and langs == ("en", "de") and described.startswith("the first 100 pairs")
-    assert cmp.other_direction(ModelBundle(numbers.model, numbers.tokenizer, {"src_lang": "de", "tgt_lang": "en"}),
-                               langs) == "de → en"
+    assert comparison.other_direction(ModelBundle(numbers.model, numbers.tokenizer,
+                                                  {"src_lang": "de", "tgt_lang": "en"}), langs) == "de → en"
     for label, split, n, said in (("nope", "valid", 5, "unknown corpus"), ("synthetic: copy", "dev", 5,
                                   "unknown split"), ("synthetic: copy", "test", 0, "from 1 to")):
-        with pytest.raises(cmp.Refused, match=said):
-            cmp.corpus_pairs(label, split, n, numbers)
+        with pytest.raises(comparison.Refused, match=said):
+            comparison.corpus_pairs(label, split, n, numbers)
 
 
 def test_a_bad_corpus_choice_is_answered_in_words(registry):
@@ -180,7 +180,7 @@ def test_our_table3_is_drawn_from_its_csv_or_a_note_points_at_the_recipe(tmp_pat
 def test_table3_rows_read_numbers_and_blanks(tmp_path):
     path = tmp_path / "t.csv"
     path.write_text("name,dev_bleu,paper_bleu\nbase,35.5,25.8\nE-learned,34,\n")
-    rows = cmp.table3_rows(path)
+    rows = comparison.table3_rows(path)
     assert [(r["name"], r["dev_bleu"], r["paper_bleu"]) for r in rows] == [("base", 35.5, 25.8),
                                                                            ("E-learned", 34.0, None)]
 
@@ -195,7 +195,7 @@ def test_compare_endpoint_answers_json(registry):
 
 
 def registry_translation(registry, name):
-    return core.translate_detailed(registry.get(name), [SENTENCES[0]], cmp.DECODINGS["greedy"])[0].text
+    return core.translate_detailed(registry.get(name), [SENTENCES[0]], comparison.DECODINGS["greedy"])[0].text
 
 
 def test_model_pickers_offer_every_model_and_start_on_two(registry):
@@ -206,7 +206,7 @@ def test_model_pickers_offer_every_model_and_start_on_two(registry):
     assert tab.pairing_note(registry, A, B) == ""
     a, b, note = tab.model_choices(registry, B, "removed")
     assert a.value == B and note == "" and b.value is None and [n for _, n in a.choices] == [A, B]
-    assert tab.corpus_default(registry, "removed") == next(iter(cmp.CORPORA))
+    assert tab.corpus_default(registry, "removed") == next(iter(comparison.CORPORA))
     assert tab.corpus_default(ModelRegistry(), "numbers-en-de-tiny") == "synthetic: numbers"
 
 

@@ -16,7 +16,8 @@ from _studio import SENTENCES, studio_bundle, studio_registry
 import core
 from core.bundle import ModelBundle
 from core.explain.saliency import compare
-from studio import app, explain, plots
+from studio import app, plots
+from studio.numbers import explanations
 from studio.server import api
 from studio.server.limits import MAX_IG_STEPS
 from studio.server.registry import ModelRegistry
@@ -149,7 +150,7 @@ def test_arithmetic_weights_equal_the_attention_tabs_map_rows(registry, current)
     for label, stack in attention.STACKS.items():
         maps = analysis.maps[stack]
         for layer, head, query in ((0, 0, 0), (maps.shape[0] - 1, maps.shape[1] - 1, maps.shape[2] - 1), (1, 2, 1)):
-            a = explain.arithmetic(looked.bundle, looked.source, looked.target, stack, layer, head, query)
+            a = explanations.arithmetic(looked.bundle, looked.source, looked.target, stack, layer, head, query)
             np.testing.assert_allclose(a.weights, maps[layer, head, query], atol=1e-6)
             first, table, second, third, notices = arithmetic.draw(looked, label, layer + 1, head + 1, query)
             assert np.asarray(second.data[0].z)[0] == pytest.approx(maps[layer, head, query], abs=1e-6)
@@ -173,10 +174,10 @@ def test_arithmetic_says_what_is_out_of_range(registry, current):
     looked = looked_at(registry, current, NAME)
     *_, notices = arithmetic.draw(looked, CROSS, 1, 1, 99)
     assert "Cannot compute" in notices and "query 99 is out of range" in notice_text(notices)
-    with pytest.raises(explain.Refused, match="unknown attention stack"):
-        explain.arithmetic(looked.bundle, looked.source, looked.target, "sideways", 0, 0, 0)
-    with pytest.raises(explain.Refused, match="layer must be a whole number"):
-        explain.arithmetic(looked.bundle, looked.source, looked.target, "cross", 0.5, 0, 0)
+    with pytest.raises(explanations.Refused, match="unknown attention stack"):
+        explanations.arithmetic(looked.bundle, looked.source, looked.target, "sideways", 0, 0, 0)
+    with pytest.raises(explanations.Refused, match="layer must be a whole number"):
+        explanations.arithmetic(looked.bundle, looked.source, looked.target, "cross", 0.5, 0, 0)
 
 
 def test_arithmetic_query_picker_follows_the_stack(registry, current):
@@ -214,7 +215,7 @@ def test_saliency_shows_core_attribution_beside_cross_attention(registry, curren
     np.testing.assert_allclose(np.asarray(maps.data[0].z), expected, atol=1e-9)
     layers = [core.cross_attention(current.bundle, SENTENCES[0], current.ids, layer) for layer in range(2)]
     np.testing.assert_allclose(np.asarray(maps.data[1].z), np.mean(layers, axis=0), atol=1e-6)
-    s = explain.saliency(current.bundle, SENTENCES[0], current.ids, method, steps)
+    s = explanations.saliency(current.bundle, SENTENCES[0], current.ids, method, steps)
     c = compare(expected, np.mean(layers, axis=0), s.source_tokens, s.target_tokens)
     assert f"source token is the most-attended one for {c.agreed} of {c.compared} target tokens" in agreement
     assert c.compared == len(s.target_tokens) - 1 and "No rank correlation: 7 source tokens are too few" in agreement
@@ -235,8 +236,8 @@ def test_saliency_shows_core_attribution_beside_cross_attention(registry, curren
 
 
 def fake_saliency(attribution: np.ndarray, attention: np.ndarray, source: list[str], target: list[str]
-                  ) -> explain.Saliency:
-    return explain.Saliency("grad_x_input", 1, source, target, attribution, attention,
+                  ) -> explanations.Saliency:
+    return explanations.Saliency("grad_x_input", 1, source, target, attribution, attention,
                             compare(attribution, attention, source, target), [], [])
 
 
@@ -268,8 +269,8 @@ def test_the_agreement_line_counts_and_gives_no_verdict_that_flips_on_noise():
 def test_saliency_refuses_an_unknown_method_and_steps_out_of_range(registry, current):
     looked = looked_at(registry, current, NAME)
     assert "unknown attribution method 'lime'" in notice_text(saliency.draw(looked, "lime", 32)[-1])
-    with pytest.raises(explain.Refused, match=f"steps must be from 1 to {MAX_IG_STEPS}"):
-        explain.saliency(looked.bundle, looked.source, looked.target, "integrated_gradients", MAX_IG_STEPS + 1)
+    with pytest.raises(explanations.Refused, match=f"steps must be from 1 to {MAX_IG_STEPS}"):
+        explanations.saliency(looked.bundle, looked.source, looked.target, "integrated_gradients", MAX_IG_STEPS + 1)
 
 
 # ----- the API ---------------------------------------------------------------------------------------------
@@ -288,7 +289,7 @@ def test_api_answers_plain_json_with_the_pages_checks(registry):
     salient = calls["saliency"](NAME, SENTENCES[0], "Ein Hund", "integrated_gradients", 4)
     for answer in (scored, arith, salient):
         json.dumps(answer, allow_nan=False)  # no NaN or infinity: JSON has none
-    assert scored["tokens"] == ["Ein", "Hund", "<eos>"] and len(scored["alternatives"][0]) == explain.TOP_K
+    assert scored["tokens"] == ["Ein", "Hund", "<eos>"] and len(scored["alternatives"][0]) == explanations.TOP_K
     assert scored["notices"] == ["source: 1 control character replaced by spaces"]
     assert scored["totals"]["logprob"] == pytest.approx(sum(scored["logprobs"]))
     assert arith["mask"] == [0.0, 0.0, "-inf"] and arith["weights"][2] == 0.0
@@ -345,6 +346,6 @@ def test_arithmetic_opens_on_a_head_whose_weights_spread_over_words():
     ids = core.translate_detailed(bundle, [source])[0].ids
     looked = Looked("multi30k-de-en-small", bundle, source, ids, forced=False)
     layer, head, query = arithmetic.teaching_view(looked, "cross")
-    a = explain.arithmetic(bundle, source, ids, "cross", layer - 1, head - 1, query)
+    a = explanations.arithmetic(bundle, source, ids, "cross", layer - 1, head - 1, query)
     words = [w for token, w in zip(a.key_tokens, a.weights) if token != "<eos>"]
     assert sum(words) >= 0.5 and max(words) < 0.9  # spread over several words, not one or <eos>

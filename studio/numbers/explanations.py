@@ -23,8 +23,8 @@ from core.explain.saliency import METHODS, Agreement, compare
 from core.inference.decoding import DecodeOptions
 from core.inference.scoring import Pair, Score, prepare_pair
 
-from .server import slots
-from .server.limits import (
+from ..server import slots
+from ..server.limits import (
     MAX_IG_STEPS,
     Budget,
     affordable_steps,
@@ -34,7 +34,7 @@ from .server.limits import (
     saliency_megabytes,
     saliency_seconds,
 )
-from .text import clip
+from ..text import clip
 
 TOP_K = 5  # the alternatives kept per target token (the What if tab shows the first)
 METHOD_NAMES = {"grad_x_input": "gradient × input", "integrated_gradients": "integrated gradients"}

@@ -3,7 +3,7 @@ with its own tokenizers: the two may differ in vocabulary, task and size), the w
 their translations, each model's score on the first sentences of a corpus split, and our Table 3's
 results (docs/table3.csv, written by bench/table3.py). No Gradio here.
 
-Every refusal is an ``explain.Refused`` whose text names what was wrong. The work runs in a decoding slot
+Every refusal is an ``explanations.Refused`` whose text names what was wrong. The work runs in a decoding slot
 (``slots.heavy``); a corpus score first keeps the sentences the request's budget affords (``limits.Budget``) and
 stops between batches once its client has gone or its deadline has passed.
 """
@@ -27,11 +27,11 @@ from core.inference.scoring import prepare_pair
 from core.inference.translation import Translation, translate_detailed
 from core.training.evaluation import TeacherForcedResult, evaluate_bleu, teacher_forced_metrics
 
-from .explain import Refused, finite, floats, source_text
-from .server import slots
-from .server.limits import affordable_sentences, budget_words, sentence_seconds
-from .server.registry import UNAVAILABLE, ModelRegistry
-from .train.sources import DATA_ROOTS, ROOT
+from ..server import slots
+from ..server.limits import affordable_sentences, budget_words, sentence_seconds
+from ..server.registry import UNAVAILABLE, ModelRegistry
+from ..train.sources import DATA_ROOTS, ROOT
+from .explanations import Refused, finite, floats, source_text
 
 DECODINGS = {"greedy": DecodeOptions(method="greedy"), "beam 4": DecodeOptions(method="beam", beam_size=4)}
 DEFAULT_SENTENCES, MAX_SENTENCES = 100, 500  # a corpus score: 500 beam-4 sentences take ~8 s a model on 2 cores
