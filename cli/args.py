@@ -196,8 +196,8 @@ def build_parser() -> argparse.ArgumentParser:
 def add_train(sub: argparse._SubParsersAction) -> None:
     """`train`: the data and the run folder, then the model, optimisation and saving options."""
     t = sub.add_parser("train", help="train a model (CPU, GPU, or several GPUs under torchrun)",
-                       description="Train a model; Ctrl-C saves a checkpoint first.", formatter_class=HelpFormatter,
-                       epilog=EXAMPLES["train"])
+                       description="Train a model; Ctrl-C or SIGTERM saves a checkpoint first.",
+                       formatter_class=HelpFormatter, epilog=EXAMPLES["train"])
     t.add_argument("--data",
                    help="required (with --resume: the run's): synthetic:TASK (copy, reverse, sort, numbers, "
                         "dates) | files:PATH (folder of {train,val,test}.LANG[.gz], SRC_FILE,TGT_FILE, or a TSV: "

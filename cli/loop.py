@@ -1,12 +1,13 @@
-"""The training loop of `train`: a progress bar (or a line every LOG_EVERY steps in a log), metrics.jsonl,
-periodic checkpoints keeping the last few (and with --keep-best, the best in best/), and Ctrl-C saving the
-run before it exits."""
+"""The training loop of `train`: a progress bar (or a line every LOG_EVERY steps or LOG_SECONDS in a log),
+metrics.jsonl, periodic checkpoints keeping the last few (and with --keep-best, the best in best/), and Ctrl-C or
+SIGTERM saving the run before it exits."""
 from __future__ import annotations
 
 import json
 import shutil
 import signal
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -16,7 +17,10 @@ from core.checkpoint import copy_checkpoint
 
 from .common import CHECKPOINT_PREFIX, run_checkpoints
 
-LOG_EVERY = 100  # steps between the lines of a training log without a progress bar
+LOG_EVERY = 100  # steps between the lines of a training log without a progress bar, at most...
+LOG_SECONDS = 60  # ...and seconds: a run of slow steps shows its pace within a minute, not after 100 steps
+# What stops a run, saving it first: Ctrl-C, and what `timeout`, a Space's restart or a cluster's preemption send.
+STOP_SIGNALS = {signal.SIGINT: "interrupted (Ctrl-C)", signal.SIGTERM: "terminated (SIGTERM)"}
 BEST = "best"  # the folder of a run's best checkpoint (--keep-best)
 
 
@@ -56,11 +60,12 @@ class MetricsLog:
 
 
 def train_loop(trainer, saving: Saving, rank: int) -> None:
-    """Steps with a progress bar; metrics.jsonl, periodic checkpoints, Ctrl-C saves first."""
+    """Steps with a progress bar; metrics.jsonl, periodic checkpoints, Ctrl-C or SIGTERM saves first."""
     # disable=None: a bar on a terminal; a redirected log gets a plain line every LOG_EVERY steps instead
     bar = tqdm(total=trainer.config.max_steps, initial=trainer.step_count, disable=None if rank == 0 else True,
                unit="step", dynamic_ncols=True)
     metrics = MetricsLog(saving.out, saving.tensorboard, trainer.step_count) if rank == 0 else None
+    plain = PlainLog(trainer.config.max_steps)
 
     def on_step(event) -> None:
         if rank != 0:
@@ -69,7 +74,7 @@ def train_loop(trainer, saving: Saving, rank: int) -> None:
         status = dict(loss=f"{event.loss:.3f}", ppl=f"{event.perplexity:.1f}", lr=f"{event.lr:.2e}",
                       tok_s=f"{event.tokens_per_s:.0f}")
         bar.set_postfix(status)
-        if bar.disable and (event.step % LOG_EVERY == 0 or event.step == trainer.config.max_steps):
+        if bar.disable and plain.due(event.step):
             print(f"step {event.step}/{trainer.config.max_steps}: "
                   + " ".join(f"{k} {v}" for k, v in status.items()), flush=True)
         if event.measured:  # --readback-every N: the N-th step's line holds the means of the N steps
@@ -85,17 +90,21 @@ def train_loop(trainer, saving: Saving, rank: int) -> None:
         if event.step % saving.every == 0 or event.step == trainer.config.max_steps:
             save(trainer, saving)
 
-    def on_ctrl_c(signum, frame) -> None:
+    received = []
+
+    def on_stop_signal(signum, frame) -> None:
         # Ignored from here to the exit: a second Ctrl-C would lose the run's work, and one after the save
         # would print a traceback from the interpreter's shutdown.
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        for stop in STOP_SIGNALS:
+            signal.signal(stop, signal.SIG_IGN)
+        received.append(signum)
         trainer.stop()
         if not trainer.stepping:  # between steps the run's state is whole: saved at once
             raise KeyboardInterrupt
         # Inside a step the batcher has moved on and the weights not yet: the step ends first, then
         # run() returns and the run is saved as it stands, so that a resume takes it up exactly.
 
-    previous = signal.signal(signal.SIGINT, on_ctrl_c)
+    previous = {stop: signal.signal(stop, on_stop_signal) for stop in STOP_SIGNALS}
     try:
         trainer.run(on_step)
         if trainer.stopped:
@@ -106,16 +115,19 @@ def train_loop(trainer, saving: Saving, rank: int) -> None:
             last = trainer.last_event
             if last is not None and last.step > metrics.logged and last.measured:  # stopped in its evaluation
                 metrics.write(last)  # the step is kept, logged without the evaluation
-            print("\ninterrupted: saving a checkpoint first (further Ctrl-C presses are ignored)", file=sys.stderr)
+            stop = received[0] if received else signal.SIGINT
+            print(f"\n{STOP_SIGNALS[stop]}: saving a checkpoint first (further Ctrl-C presses and signals are "
+                  f"ignored)", file=sys.stderr)
             path = save(trainer, saving)
             # final/ too: one left from an earlier end of this run would otherwise be evaluated as its latest
             final = copy_checkpoint(path, saving.out / "final")
             print(f"saved {path} (and {final.name}/); continue with: python {sys.argv[0]} train --out "
                   f"{saving.out.resolve()} --resume", file=sys.stderr)
-        raise SystemExit(130) from None
+        raise SystemExit(128 + (received[0] if received else signal.SIGINT)) from None  # the shell's way
     finally:
         if not trainer.stopped:
-            signal.signal(signal.SIGINT, previous)
+            for stop, handler in previous.items():
+                signal.signal(stop, handler)
         bar.close()
         if metrics:
             metrics.close()
@@ -133,6 +145,23 @@ def train_loop(trainer, saving: Saving, rank: int) -> None:
         else:
             print(f"done: {trainer.step_count} steps; final checkpoint {final} (the last step's: `average` the last "
                   f"few, or evaluate a step-N folder, where a validation score was higher earlier)")
+
+
+class PlainLog:
+    """When a training log without a progress bar gets a step's line: this session's first step, then every
+    LOG_EVERY steps or LOG_SECONDS, whichever comes first, and the last step."""
+
+    def __init__(self, max_steps: int):
+        self.max_steps = max_steps
+        self.printed_at: float | None = None
+
+    def due(self, step: int) -> bool:
+        now = time.monotonic()
+        if (self.printed_at is None or step % LOG_EVERY == 0 or step == self.max_steps
+                or now - self.printed_at >= LOG_SECONDS):
+            self.printed_at = now
+            return True
+        return False
 
 
 def sample_lines(sample: dict[str, str]) -> str:
