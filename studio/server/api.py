@@ -1,6 +1,6 @@
 """The studio's API for scripts (gradio_client, Gradio's REST API): the explaining tabs' numbers, /score,
 /attention, /attention_arithmetic and /saliency, and the training run's /train_status, JSON-able dicts checked
-as the page checks its input (studio.limits.clean_input on text, ranges on indices) and cut to the request's
+as the page checks its input (limits.clean_input on text, ranges on indices) and cut to the request's
 budget (limits.Budget; a public studio's for a --public one); and publish_only(), which leaves every event but the
 named endpoints (PUBLIC) to the page and answers input Gradio cannot read with a one-line error. docs/api.md
 lists them all.

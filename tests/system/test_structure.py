@@ -1,10 +1,12 @@
 """The house rules a newcomer relies on: no import cycles among the project's own modules; core/ in the paper's
 parts with imports running one way (model <- data <- inference <- training, explain beside them; nothing in core
-imports a UI); a thin studio/app.py and a README that is a guide. Long files are split where an idea ends, not at
-a line count: no cap here."""
+imports a UI); studio/ in rooms (its page kit alone at its top, no cycle among its modules) and every studio module
+in docs/studio-modules.md with who uses it; a thin studio/app.py and a README that is a guide. Long files are split
+where an idea ends, not at a line count: no cap here."""
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -25,6 +27,8 @@ MAY_IMPORT = {
 }
 UI_PACKAGES = ("studio", "cli", "gradio", "plotly", "bertviz")
 MAX_TOP_MODULES = 6  # directly in core/: __init__, bundle, checkpoint, ...
+MAX_STUDIO_TOP_MODULES = 6  # directly in studio/: __init__, __main__, app, shell and the page kit
+STUDIO_GUIDE = ROOT / "docs" / "studio-modules.md"
 
 
 def project_modules() -> dict[str, Path]:
@@ -199,3 +203,62 @@ def test_the_library_guide_names_every_module_of_core():
     missing = [str(path.relative_to(ROOT)) for path in sorted((ROOT / "core").rglob("*.py"))
                if path.name != "__init__.py" and f"`{path.name}`" not in guide]
     assert missing == []
+
+
+def test_the_studio_is_in_rooms_with_only_its_page_kit_at_the_top():
+    top = sorted(p.name for p in (ROOT / "studio").glob("*.py"))
+    assert len(top) <= MAX_STUDIO_TOP_MODULES, top
+    graph = import_graph()
+    studio = {name: {t for t in targets if t.split(".")[0] == "studio"} for name, targets in graph.items()
+              if name.split(".")[0] == "studio"}
+    assert cycles(studio) == []
+
+
+def studio_guide() -> dict[str, str]:
+    """docs/studio-modules.md's rows: each module's path from the repository root -> its "Used by" cell. A section's
+    heading names its folder (its first `studio/...` in backquotes); a row names a module in that folder."""
+    rows, folder = {}, None
+    for line in STUDIO_GUIDE.read_text(encoding="utf-8").splitlines():
+        if line.startswith("## "):
+            folder = re.search(r"`(studio/[^`]*)`", line).group(1)
+        elif folder and line.startswith("| `"):
+            cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+            rows[folder + cells[0].strip("`")] = cells[-1]
+    return rows
+
+
+def test_the_studio_guide_names_every_module_of_the_studio():
+    listed = set(studio_guide())
+    present = {str(p.relative_to(ROOT)) for p in (ROOT / "studio").rglob("*.py") if p.name != "__init__.py"}
+    assert {"not listed": sorted(present - listed), "listed but gone": sorted(listed - present)} == {
+        "not listed": [], "listed but gone": []}
+
+
+def who_imports() -> dict[str, set[Path]]:
+    """Module -> the files that import it: the project's modules and bench/'s scripts."""
+    modules = project_modules()
+    files = {name: path for name, path in modules.items()}
+    files.update({f"bench.{path.stem}": path for path in sorted((ROOT / "bench").glob("*.py"))})
+    users: dict[str, set[Path]] = {name: set() for name in modules}
+    for name, path in files.items():
+        for target in imports_of(name, path, set(modules)):
+            if not name.startswith(f"{target}."):  # a module of a package reaching its package's __init__
+                users[target].add(path.relative_to(ROOT))
+    return users
+
+
+def test_the_studio_guide_says_who_uses_each_module():
+    """Each path in a row's "Used by" (from studio/; a folder: a module in it) imports the module, and every
+    studio module that imports it is named there (a package's __init__ aside: the guide says what it gathers)."""
+    users, wrong = who_imports(), []
+    for path, cell in studio_guide().items():
+        name = ".".join(Path(path).with_suffix("").parts)
+        importers, said = users.get(name, set()), set()
+        for named in re.findall(r"`([^`]+(?:\.py|/))`", cell):
+            at = (ROOT / "studio" / named).resolve().relative_to(ROOT)
+            these = {u for u in importers if u == at or (named.endswith("/") and at in u.parents)}
+            wrong += [] if these else [f"{path}: {named} does not import it"]
+            said |= these
+        unsaid = {u for u in importers - said if u.parts[0] == "studio" and u.name != "__init__.py"}
+        wrong += [f"{path}: used by {u}, not said" for u in sorted(unsaid)]
+    assert wrong == []
