@@ -31,7 +31,13 @@ def resolve_amp(mode: str, device: torch.device) -> torch.dtype | None:
         return torch.bfloat16
     if device.type == "cuda":
         return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
-    return torch.bfloat16 if torch.cpu._is_avx512_bf16_supported() else None
+    return torch.bfloat16 if native_bf16_cpu() else None
+
+
+def native_bf16_cpu() -> bool:
+    """Whether this CPU computes in bf16 natively (AVX512-BF16), rather than emulating it: measured 5.3x slower
+    than fp32 on an AVX2-only CPU, 1.54x faster on a Zen 4 with it."""
+    return torch.cpu._is_avx512_bf16_supported()
 
 
 def make_optimizer(model: nn.Module, weight_decay: float = 0.0) -> torch.optim.Adam:

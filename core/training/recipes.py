@@ -6,6 +6,9 @@ training settings chosen together for one purpose, so a lecturer or a script ask
 on Multi30k in bf16 on a GPU, token batches sized for it (5.1), a short warm-up of fairseq's inverse
 square root schedule (5.3) and evaluations often enough to watch BLEU rise. Its aim (issue 45): >= 36
 sacreBLEU on test_2016 (greedy) within 3 minutes of training on one H100 (bench/lecture_gpu.py).
+
+Every recipe's precision is --amp auto's (core/training/acceleration.py resolve_amp): bf16 on a GPU and on
+CPUs with native bf16, fp32 elsewhere, where emulated bf16 is several times slower than fp32.
 """
 from __future__ import annotations
 
@@ -33,7 +36,8 @@ class Recipe:
     train_config() and settings(), which copy, rather than changing `train` in place."""
 
     name: str
-    description: str  # one line, for lists and --help
+    summary: str  # what it trains, one line
+    duration: str  # how long it takes, and on what: the one statement of it (--help, the README quote it)
     corpus: str  # a folder name under the data roots, read as files:FOLDER (or FOLDER/FILE:LANG1-LANG2)
     src_lang: str
     tgt_lang: str
@@ -44,11 +48,17 @@ class Recipe:
     attention_every: int = 10  # the studio's attention timeline: steps between snapshots of the example's map
     both_directions: bool = False  # one model for src->tgt and tgt->src, sources tagged (core/data/directions.py)
     also_corpus: str | None = None  # a second corpus folder whose training pairs join (core/data/mixture.py)
+    sized_for_gpu: bool = False  # on a CPU, train_cli says so at the start: its steps take seconds each there
 
     def __post_init__(self) -> None:
         if self.preset not in PRESETS:
             raise ValueError(f"recipe {self.name}: unknown preset {self.preset!r}")
         TrainConfig(**self.train)  # a typo in a recipe fails at import, not in a lecture
+
+    @property
+    def description(self) -> str:
+        """One line for lists and --help: what the recipe trains, and how long it takes."""
+        return f"{self.summary}; {self.duration}"
 
     @property
     def data(self) -> str:
@@ -80,13 +90,15 @@ class Recipe:
 
 LECTURE_MULTI30K = Recipe(
     name="lecture-multi30k",
-    description="Multi30k De→En, small preset, bf16 on a GPU: a real translator in about 3 minutes",
-    corpus="multi30k", src_lang="de", tgt_lang="en", preset="small", vocab_size=8000,
+    summary="Multi30k De→En, small preset, sized for a GPU: a real translator while a lecture goes on",
+    duration="aimed at 3 min on one H100 GPU (bench/lecture_gpu.py); on a CPU, hours: 1,200 steps of ~11 s "
+             "(bf16, a busy 2-core Zen 4)",
+    corpus="multi30k", src_lang="de", tgt_lang="en", preset="small", vocab_size=8000, sized_for_gpu=True,
     train=dict(
         # 12k padded slots a side: ~7.6k target tokens a step in buckets of 8, 56 steps an epoch of Multi30k's
         # 29k pairs; 1,200 steps are ~21 epochs (the shipped small model: 1,600 steps of 4k, ~14 epochs, 37.0
         # BLEU greedy).
-        max_tokens=12288, max_steps=1200, amp="bf16",
+        max_tokens=12288, max_steps=1200,
         # Larger batches than the paper's base recipe per parameter allow a higher peak; a short warm-up
         # because the whole run is short, clipping because a lecture cannot restart a diverged run.
         schedule="inverse_sqrt", peak_lr=2e-3, warmup=300, clip_norm=1.0, label_smoothing=0.1,
@@ -101,7 +113,8 @@ def _tatoeba_en_es(name: str, src_lang: str, tgt_lang: str) -> Recipe:
     """Seed 004's English<->Spanish system on Tatoeba (checkpoints/tatoeba-en-es/README.md says where it departs
     from the seed and why): one model for both directions, src_lang -> tgt_lang its first."""
     return Recipe(
-        name=name, description=f"Tatoeba {src_lang}↔{tgt_lang}, one model both ways (seed 004), ~2.5 h on a CPU core",
+        name=name, summary=f"Tatoeba {src_lang}↔{tgt_lang}, one model both ways (seed 004)",
+        duration="~6.5 h for 14,000 steps on one thread of a 2-core Zen 4 CPU",
         corpus="tatoeba-spa-eng/spa-eng.tsv.gz:en-es", src_lang=src_lang, tgt_lang=tgt_lang,
         # Seed 004: 4+4 layers, d_model 256, 4 heads, d_ff 1024, post-norm, sinusoids; a vocabulary of 8k, not
         # 16k (Tatoeba's everyday sentences need fewer pieces, and the weights stay under 10 MB a shard).
@@ -122,7 +135,8 @@ TATOEBA_ES_EN = _tatoeba_en_es("tatoeba-es-en", "es", "en")
 # 29k training pairs), one model both ways, validated and tested on Tatoeba's carved splits.
 TATOEBA_DE_EN = Recipe(
     name="tatoeba-de-en",
-    description="Tatoeba (168k pairs) + Multi30k captions, German↔English, one model both ways, ~8 h on a CPU core",
+    summary="Tatoeba (168k pairs) + Multi30k captions, German↔English, one model both ways",
+    duration="~8 h for 20,000 steps (~1.4 s a step, bf16) on one thread of a 2-core Zen 4 CPU",
     corpus="tatoeba-deu-eng/deu-eng-full.tsv.gz:en-de", src_lang="de", tgt_lang="en", also_corpus="multi30k",
     # Seed 004's 4+4 layers of the small preset; seed 000's vocabulary of 10k (German compounds need more
     # pieces than Spanish).
