@@ -28,10 +28,11 @@ from core.model.transformer import Transformer
 from studio import app, plots, shell
 from studio.components import Slider
 from studio.plots import bertviz_offline
+from studio.server.guard import guard
 from studio.server.registry import ModelRegistry
 from studio.server.uploads import UPLOAD_EXPECTED, open_checkpoint
 from studio.tabs import attention, model_view, positional, translate
-from studio.text import guard, info, md, md_table, warn
+from studio.text import info, md, md_table, warn
 
 DEFAULTS = dict(method="beam", beam_size=4, alpha=0.6, max_extra=10, n_best=3, temperature=1.0, top_k=0,
                 top_p=1.0, seed=None)

@@ -846,7 +846,7 @@ def test_a_public_studio_bounds_runs_and_lets_only_their_starter_control_them(tm
 def test_train_buttons_get_the_browser_session_from_gradio(job):
     from gradio.helpers import special_args
 
-    from studio.text import guard
+    from studio.server.guard import guard
 
     request = gr.Request(session_hash="abc")
     inputs, *_ = special_args(guard(tab.controller(job, "stop")), [], request)
