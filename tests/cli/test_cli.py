@@ -13,8 +13,6 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-from _cli import one_line_error, usage_error
-
 import cli.args
 import cli.common
 import cli.decode
@@ -25,6 +23,7 @@ import cli.train
 import core
 import train_cli
 from core.training.prepare import RunPlan
+from tests.helpers.cli import one_line_error, usage_error
 
 TRAIN = ["train", "--data", "synthetic:copy", "--preset", "tiny", "--max-steps", "30", "--max-tokens", "512",
          "--warmup", "10", "--lr-factor", "0.5", "--eval-every", "15", "--save-every", "10", "--keep-last", "3",

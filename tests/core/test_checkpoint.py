@@ -7,11 +7,11 @@ import threading
 
 import pytest
 import torch
-from _models import tiny_bundle
 from safetensors import safe_open
 
 from core import ModelBundle, ModelConfig, Transformer
 from core.checkpoint import load_checkpoint, save_checkpoint
+from tests.helpers.models import tiny_bundle
 
 
 @pytest.fixture

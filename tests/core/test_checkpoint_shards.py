@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 import torch
-from _models import tiny_bundle
 from safetensors.torch import load_file, save_file
 
 from core.checkpoint import (
@@ -24,6 +23,7 @@ from core.checkpoint import (
 )
 from core.checkpoint.shards import unique_state
 from core.inference.translation import translate
+from tests.helpers.models import tiny_bundle
 
 ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = ROOT / "checkpoints" / "multi30k-de-en-small"

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import pytest
 import torch
-from _models import reverse_sources, tiny_bundle
 
 from core.bundle import ModelBundle
 from core.checkpoint import save_checkpoint
@@ -15,6 +14,7 @@ from core.inference.decoding import DecodeOptions
 from core.inference.scoring import score
 from core.model.config import ModelConfig
 from core.model.transformer import Transformer
+from tests.helpers.models import reverse_sources, tiny_bundle
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,6 @@ import urllib.request
 from dataclasses import replace
 
 import pytest
-from _studio import SENTENCES, studio_bundle, studio_registry
 
 from core.inference.scoring import prepare_pair
 from core.model.config import ModelConfig
@@ -21,6 +20,7 @@ from studio.numbers import explanations
 from studio.server import guard, limits, slots
 from studio.tabs import compare as compare_tab
 from studio.tabs import translate
+from tests.helpers.studio import SENTENCES, studio_bundle, studio_registry
 
 TINY, LONG = "studio-tiny", "studio-long"
 WORDS = " ".join(SENTENCES).split()

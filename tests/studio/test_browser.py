@@ -10,8 +10,8 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 import pytest
-from _browser import CHROMIUM, LOCAL, served_studio, watched_page
-from _studio import SENTENCES, studio_bundle
+from tests.helpers.browser import CHROMIUM, LOCAL, served_studio, watched_page
+from tests.helpers.studio import SENTENCES, studio_bundle
 
 from core.checkpoint import save_checkpoint
 from studio.app import PRESENTER_PLOT_SCALE

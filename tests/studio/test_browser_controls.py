@@ -5,8 +5,9 @@ from __future__ import annotations
 from urllib.parse import quote
 
 import pytest
-from _browser import wait_until_ready
 from test_browser_links import CHROMIUM, MODEL, SENTENCE, browser, shown, studio  # noqa: F401 (fixtures)
+
+from tests.helpers.browser import wait_until_ready
 
 pytestmark = [pytest.mark.browser]
 TABS = ["Translate", "What if", "Beam search", "Attention", "Attention arithmetic", "Saliency", "Positional encoding",

@@ -6,10 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from _browser import CHROMIUM, launch_chromium, served_studio
 
 from studio.links.lesson import read_lesson
 from studio.links.lesson_panel import lesson_link
+from tests.helpers.browser import CHROMIUM, launch_chromium, served_studio
 
 LESSON = """# Numbers, three views
 

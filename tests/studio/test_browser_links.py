@@ -7,7 +7,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 import pytest
-from _browser import CHROMIUM, launch_chromium, served_studio
+from tests.helpers.browser import CHROMIUM, launch_chromium, served_studio
 
 
 SENTENCE = "Zwei Hunde spielen im Schnee."

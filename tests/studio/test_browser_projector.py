@@ -11,10 +11,10 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from _browser import CHROMIUM, served_studio, watched_page
-from _studio import SENTENCES, studio_bundle
 
 from core.checkpoint import save_checkpoint
+from tests.helpers.browser import CHROMIUM, served_studio, watched_page
+from tests.helpers.studio import SENTENCES, studio_bundle
 
 HEADER = ["trace", "x", "x_label", "y", "y_label", "value", "text", "x_title", "y_title", "value_title"]
 

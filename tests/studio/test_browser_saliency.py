@@ -8,8 +8,9 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from _browser import watched_page
 from test_browser_links import CHROMIUM, MODEL, SENTENCE, studio  # noqa: F401 (a fixture: the shipped models)
+
+from tests.helpers.browser import watched_page
 
 pytestmark = [pytest.mark.browser, pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"{CHROMIUM} is missing")]
 

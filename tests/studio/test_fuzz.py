@@ -9,7 +9,6 @@ from pathlib import Path
 
 import gradio as gr
 import pytest
-from _studio import SENTENCES, studio_registry
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -18,6 +17,7 @@ from core.data.files import load_corpus
 from core.data.tokenizer import Tokenizer
 from studio.server import limits
 from studio.tabs import attention, beam, translate
+from tests.helpers.studio import SENTENCES, studio_registry
 
 FUZZ = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 SAMPLE = Path(__file__).resolve().parents[1] / "fixtures" / "de_en_sample.tsv"

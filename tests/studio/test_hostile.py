@@ -27,9 +27,9 @@ from pathlib import Path
 
 import gradio as gr
 import pytest
-from _browser import CHROMIUM, launch_chromium
+from tests.helpers.browser import CHROMIUM, launch_chromium
 import torch
-from _studio import SENTENCES, studio_bundle, studio_registry, toasts  # noqa: F401 (a fixture)
+from tests.helpers.studio import SENTENCES, studio_bundle, studio_registry, toasts  # noqa: F401 (a fixture)
 
 from bench.serving import free_port
 from core.bundle import ModelBundle

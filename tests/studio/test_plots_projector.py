@@ -9,12 +9,12 @@ import dataclasses
 
 import numpy as np
 import pytest
-from _studio import SENTENCES, studio_bundle
 
 import core
 from studio import plots
 from studio.plots import arithmetic as arithmetic_plots
 from studio.plots import attention as attention_plots
+from tests.helpers.studio import SENTENCES, studio_bundle
 
 
 @pytest.fixture(scope="module")

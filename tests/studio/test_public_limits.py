@@ -13,7 +13,6 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from _studio import studio_bundle, toasts  # noqa: F401 (a fixture)
 
 import core.data.tokenizer
 from core.checkpoint import FILES as CHECKPOINT_FILES
@@ -23,6 +22,7 @@ from studio.server import limits, uploads
 from studio.server.registry import ModelRegistry
 from studio.train import setup as run_setup
 from studio.train.job import Settings, TrainingJob
+from tests.helpers.studio import studio_bundle, toasts  # noqa: F401 (a fixture)
 
 ONE_STEP = Settings(max_steps=1, max_tokens=256, warmup=1, eval_every=1, attention_every=1, preset="small",
                     vocab_size=9, name="cjk")
@@ -103,7 +103,7 @@ def overlapping_zip(path: Path, entries: int = 20, size: int = 8 * 2**20) -> Pat
 
 @pytest.fixture
 def registry():
-    from _studio import studio_registry
+    from tests.helpers.studio import studio_registry
     return studio_registry()
 
 
@@ -179,7 +179,7 @@ def test_a_corpus_path_with_a_nul_byte_is_named_plainly():
 def test_the_download_zip_is_deleted_when_the_studio_exits(tmp_path):
     """A fresh process zips a checkpoint for download and exits: its folder in /tmp goes with it."""
     script = ("import sys; from pathlib import Path; from studio.train.downloads import Downloads; "
-              "from core.checkpoint import save_checkpoint; sys.path.insert(0, 'tests'); from _studio import "
+              "from core.checkpoint import save_checkpoint; from tests.helpers.studio import "
               "studio_bundle; print(Downloads().zip_checkpoint(save_checkpoint(Path(sys.argv[1]), studio_bundle())))")
     done = subprocess.run([sys.executable, "-c", script, str(tmp_path / "ck")], capture_output=True, text=True,
                           cwd=Path(__file__).resolve().parents[2], timeout=120)

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import json
 
-from _models import two_way_bundle
-
 from core.checkpoint import save_checkpoint
 from studio.server.registry import ModelRegistry, direction_names
+from tests.helpers.models import two_way_bundle
 
 
 def test_a_two_way_checkpoint_is_offered_once_per_direction(tmp_path):

@@ -7,12 +7,12 @@ import threading
 import time
 
 import pytest
-from _studio import SENTENCES, studio_bundle
 
 import core
 from core.inference.decoding import DecodeOptions
 from studio.server import batching, compiled_models, recent_results
 from studio.server.priority import MAX_YIELD_S, YIELD_FACTOR, Priority
+from tests.helpers.studio import SENTENCES, studio_bundle
 
 TEXTS = SENTENCES + ["Ein Hund .", "Zwei Männer spielen auf einer Wiese .", "Eine Frau rennt durch den Schnee ."]
 

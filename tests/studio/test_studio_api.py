@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 
 import pytest
-from _studio import SENTENCES, studio_registry
 
 from studio import app
 from studio.server import api
+from tests.helpers.studio import SENTENCES, studio_registry
 
 NAME = "studio-tiny"
 

@@ -8,13 +8,13 @@ import threading
 import gradio as gr
 import pytest
 import torch
-from _studio import SENTENCES, studio_bundle, studio_registry
 
 from core.inference.decoding import DecodeOptions
 from core.inference.translation import translate_detailed
 from studio import plots
 from studio.server import limits
 from studio.tabs import beam
+from tests.helpers.studio import SENTENCES, studio_bundle, studio_registry
 
 SETTINGS = dict(name="studio-tiny", text=SENTENCES[0], beam_size=3, alpha=0.6, penalty="gnmt", max_extra=6)
 

@@ -15,7 +15,6 @@ import numpy as np
 import plotly.graph_objects as go
 import pytest
 import torch
-from _studio import SENTENCES, studio_bundle, studio_registry, toasts  # noqa: F401 (a fixture)
 from plotly.subplots import make_subplots
 
 from core.bundle import ModelBundle
@@ -33,6 +32,7 @@ from studio.server.registry import ModelRegistry
 from studio.server.uploads import UPLOAD_EXPECTED, open_checkpoint
 from studio.tabs import attention, model_view, positional, translate
 from studio.text import info, md, md_table, warn
+from tests.helpers.studio import SENTENCES, studio_bundle, studio_registry, toasts  # noqa: F401 (a fixture)
 
 DEFAULTS = dict(method="beam", beam_size=4, alpha=0.6, max_extra=10, n_best=3, temperature=1.0, top_k=0,
                 top_p=1.0, seed=None)

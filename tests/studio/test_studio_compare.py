@@ -10,7 +10,6 @@ import re
 import gradio as gr
 import numpy as np
 import pytest
-from _studio import SENTENCES, studio_bundle
 
 import core
 from core.bundle import ModelBundle
@@ -21,6 +20,7 @@ from studio.numbers import comparison
 from studio.server.registry import ModelRegistry
 from studio.tabs import compare as tab
 from studio.text import word_diff
+from tests.helpers.studio import SENTENCES, studio_bundle
 
 A, B = "studio-tiny", "other-vocab"
 

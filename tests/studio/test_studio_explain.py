@@ -11,7 +11,6 @@ import re
 import gradio as gr
 import numpy as np
 import pytest
-from _studio import SENTENCES, studio_bundle, studio_registry
 
 import core
 from core.bundle import ModelBundle
@@ -25,6 +24,7 @@ from studio.shell import Current
 from studio.tabs import arithmetic, attention, saliency, translate, what_if
 from studio.tabs.looked_at import Looked, looked_at
 from studio.train.job import TrainingJob
+from tests.helpers.studio import SENTENCES, studio_bundle, studio_registry
 
 NAME = "studio-tiny"
 CROSS = arithmetic.FIRST_STACK

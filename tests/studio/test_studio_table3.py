@@ -7,8 +7,6 @@ from dataclasses import replace
 
 import gradio as gr
 import pytest
-from _jobs import ENDED, QUICK, few_eval_sentences, job, wait_for  # noqa: F401 (fixtures)
-from _studio import studio_bundle
 
 from core.checkpoint import load_checkpoint
 from core.inference.translation import translate
@@ -16,6 +14,8 @@ from studio.server.registry import ModelRegistry
 from studio.server.uploads import open_checkpoint
 from studio.tabs import attention, positional
 from studio.train import form, tab
+from tests.helpers.jobs import ENDED, QUICK, few_eval_sentences, job, wait_for  # noqa: F401 (fixtures)
+from tests.helpers.studio import studio_bundle
 
 
 def test_the_panel_reads_the_table3_options_and_gives_them_back():

@@ -15,8 +15,6 @@ import gradio as gr
 import plotly.graph_objects as go
 import pytest
 import torch
-from _jobs import QUICK, few_eval_sentences, job, wait_for  # noqa: F401 (fixtures)
-from _studio import studio_bundle, toasts  # noqa: F401 (a fixture)
 
 import core.bundle as bundle_module
 import core.training.prepare
@@ -35,6 +33,8 @@ from studio.train import job as training
 from studio.train import plots as train_plots
 from studio.train import setup as run_setup
 from studio.train.job import JobBusy, TrainingJob
+from tests.helpers.jobs import QUICK, few_eval_sentences, job, wait_for  # noqa: F401 (fixtures)
+from tests.helpers.studio import studio_bundle, toasts  # noqa: F401 (a fixture)
 
 
 def same_output(a, b) -> bool:

@@ -12,8 +12,6 @@ from pathlib import Path
 import pytest
 import torch
 import torch.multiprocessing as mp
-from _models import reverse_sources, tiny_bundle
-from _trainers import ddp_trainer, losses, make_trainer, process_group, weights
 
 import train_cli
 from bench.serving import free_port
@@ -22,6 +20,8 @@ from core.checkpoint import load_checkpoint, load_trainer_state
 from core.data.batching import TokenBatcher
 from core.inference.translation import translate, translate_detailed
 from core.training.trainer import Trainer
+from tests.helpers.models import reverse_sources, tiny_bundle
+from tests.helpers.trainers import ddp_trainer, losses, make_trainer, process_group, weights
 
 pytestmark = pytest.mark.gpu
 ROOT = Path(__file__).resolve().parents[2]

@@ -6,8 +6,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from _models import EN_ES_PAIRS as PAIRS
-from _models import two_way_bundle
 
 import core
 from core.data.corpus import ParallelCorpus
@@ -16,6 +14,8 @@ from core.data.files import load_corpus
 from core.data.tokenizer import Tokenizer
 from core.training.prepare import RunPlan, read_corpus
 from core.training.recipes import get_recipe
+from tests.helpers.models import EN_ES_PAIRS as PAIRS
+from tests.helpers.models import two_way_bundle
 
 TATOEBA_DE = Path(__file__).resolve().parents[4] / "shared" / "data" / "tatoeba-deu-eng" / "deu-eng-full.tsv.gz"
 MULTI30K = TATOEBA_DE.parents[1] / "multi30k"

@@ -8,12 +8,12 @@ import shutil
 from pathlib import Path
 
 import pytest
-from _cli import one_line_error
 
 import core.data.huggingface
 import train_cli
 from core.data.files import absolute_spec, load_corpus
 from core.data.huggingface import cached_datasets, find_cached
+from tests.helpers.cli import one_line_error
 
 QUICK = ["--preset", "tiny", "--tokenizer", "word", "--max-steps", "2", "--eval-every", "2", "--bleu-sentences", "3"]
 

@@ -6,13 +6,13 @@ from __future__ import annotations
 import json
 
 import pytest
-from _cli import one_line_error, usage_error
 
 import train_cli
 from core.data.corpus import carve_splits, held_out_size
 from core.data.files import load_corpus
 from core.data.huggingface import corpus_from_dataset_dict
 from core.training.prepare import RunPlan, read_corpus
+from tests.helpers.cli import one_line_error, usage_error
 
 
 def tsv(tmp_path, n: int = 2000):

@@ -5,9 +5,9 @@ import math
 
 import pytest
 import torch
-from _tiny import batch, tiny
 
 from core.explain.hooks import attention_maps, attention_modules, heads_off
+from tests.helpers.tiny import batch, tiny
 
 
 def test_head_ablation_changes_output_and_switches_back():

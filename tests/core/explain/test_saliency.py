@@ -12,12 +12,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from _models import tiny_bundle
 
 from core.checkpoint import load_checkpoint
 from core.explain import saliency
 from core.explain.hooks import attention_maps
 from core.inference.scoring import prepare_pair, score
+from tests.helpers.models import tiny_bundle
 
 CHECKPOINTS = Path(__file__).resolve().parents[3] / "checkpoints"
 PAIR = ("Zwei junge Männer spielen Fußball.", "Two young men are playing soccer.")

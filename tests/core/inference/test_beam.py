@@ -7,12 +7,12 @@ import random
 
 import pytest
 import torch
-from _models import reverse_task, tiny_bundle
 
 from core.data.tokenizer import BOS_ID
 from core.inference.beam import BeamStepper
 from core.inference.decoding import DecodeOptions, beam_search, length_penalty
 from core.inference.translation import translate_detailed
+from tests.helpers.models import reverse_task, tiny_bundle
 
 
 @pytest.fixture(scope="module")

@@ -5,8 +5,8 @@ eager step runs or a clear error says why."""
 from __future__ import annotations
 
 import torch
-from _models import reverse_sources, tiny_bundle
-from _tiny import batch, tiny
+from tests.helpers.models import reverse_sources, tiny_bundle
+from tests.helpers.tiny import batch, tiny
 
 import pytest
 from core.inference import compiled

@@ -13,7 +13,6 @@ from types import SimpleNamespace
 
 import pytest
 import torch
-from _models import reverse_sources, reverse_task, tiny_bundle
 
 from core.data.batching import pad_ids
 from core.data.tokenizer import BOS_ID, EOS_ID, PAD_ID
@@ -22,6 +21,7 @@ from core.inference.beam import BeamStepper
 from core.inference.decoding import DecodeOptions, _repeated_ngrams, beam_search, greedy_decode, length_penalty
 from core.inference.sampling import filter_logits, sample
 from core.inference.translation import Translation, max_output_length, prepare_source, translate, translate_detailed
+from tests.helpers.models import reverse_sources, reverse_task, tiny_bundle
 
 ROOT = Path(__file__).resolve().parents[3]
 

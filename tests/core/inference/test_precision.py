@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 import torch
-from _models import reverse_sources, tiny_bundle
 
 from core.inference import precision
 from core.inference.decoding import DecodeOptions
 from core.inference.translation import translate_detailed
+from tests.helpers.models import reverse_sources, tiny_bundle
 
 
 @pytest.fixture(scope="module")

@@ -6,13 +6,13 @@ from pathlib import Path
 
 import pytest
 import torch
-from _models import tiny_bundle
 
 import core
 from core.checkpoint import load_checkpoint
 from core.inference.decoding import greedy_decode
 from core.inference.prefix import prefix_ids
 from core.inference.scoring import score
+from tests.helpers.models import tiny_bundle
 
 CHECKPOINTS = Path(__file__).resolve().parents[3] / "checkpoints"
 METHODS = ("greedy", "beam", "sample")

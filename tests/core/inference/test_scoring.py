@@ -6,11 +6,11 @@ import math
 from pathlib import Path
 
 import pytest
-from _models import tiny_bundle
 
 import core
 from core.checkpoint import load_checkpoint
 from core.inference.scoring import EMPTY_TARGET, prepare_pair
+from tests.helpers.models import tiny_bundle
 
 CHECKPOINTS = Path(__file__).resolve().parents[3] / "checkpoints"
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 import torch
-from _tiny import V, batch, tiny
+
+from tests.helpers.tiny import V, batch, tiny
 
 
 @pytest.mark.parametrize("norm_first", [False, True])

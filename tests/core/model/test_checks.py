@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import pytest
 import torch
-from _tiny import V, batch, tiny
+
+from tests.helpers.tiny import V, batch, tiny
 
 
 def test_padding_inside_a_target_is_refused():

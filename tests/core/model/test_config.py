@@ -4,10 +4,10 @@ from __future__ import annotations
 import json
 
 import pytest
-from _tiny import V
 
 from core import ModelConfig, Transformer
 from core.model.config import PRESETS
+from tests.helpers.tiny import V
 
 
 def test_paper_base_has_63_million_parameters():

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 import torch
-from _tiny import V, batch, tiny
 
 from core import ModelConfig, Transformer
 from core.model.layers import Residual
+from tests.helpers.tiny import V, batch, tiny
 
 
 def test_three_way_weight_tying_is_one_tensor():

@@ -2,7 +2,8 @@
 from __future__ import annotations
 
 import torch
-from _tiny import batch, tiny
+
+from tests.helpers.tiny import batch, tiny
 
 
 def test_sentence_alone_equals_sentence_in_padded_batch():

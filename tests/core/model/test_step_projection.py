@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import pytest
 import torch
-from _tiny import batch, tiny
+
+from tests.helpers.tiny import batch, tiny
 
 
 @pytest.mark.parametrize("rows", [1, 3, 70])  # 3 rows take the few-rows output projection, 1 and 70 not

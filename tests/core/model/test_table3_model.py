@@ -7,11 +7,11 @@ import json
 
 import pytest
 import torch
-from _models import tiny_bundle
 
 from core import ModelConfig, Transformer
 from core.bundle import ModelBundle, parameter_count
 from core.checkpoint import load_checkpoint, save_checkpoint
+from tests.helpers.models import tiny_bundle
 
 V = 40
 

@@ -10,13 +10,13 @@ import warnings
 import pytest
 import torch
 import torch.multiprocessing as mp
-from _trainers import ddp_trainer, losses, make_trainer, process_group, weights
 
 from bench.serving import free_port
 from core.data.batching import Example, TokenBatcher, pad_batch
 from core.training.acceleration import FigureWindow, step_unless
 from core.training.loss import Objective
 from core.training.trainer import TrainConfig, TrainingStopped
+from tests.helpers.trainers import ddp_trainer, losses, make_trainer, process_group, weights
 
 
 def _examples(n: int = 60) -> list[Example]:

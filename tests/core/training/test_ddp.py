@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parents[3]
 
 
 def worker(rank: int, world: int, port: int, results) -> None:
-    from _trainers import ddp_trainer, process_group, weights
+    from tests.helpers.trainers import ddp_trainer, process_group, weights
 
     with process_group("gloo", rank, world, port):
         torch.manual_seed(rank)  # different initial weights per rank: DDP must broadcast rank 0's

@@ -5,13 +5,13 @@ import random
 
 import pytest
 import sacrebleu
-from _models import reverse_task, tiny_bundle
 
 from core.data.tokenizer import Tokenizer
 from core.inference.decoding import DecodeOptions
 from core.inference.translation import Translation, translate
 from core.training import evaluation
 from core.training.evaluation import EvalResult, evaluate_bleu, evaluate_bundle
+from tests.helpers.models import reverse_task, tiny_bundle
 
 HYPS = ["The cat sat on the mat.", "A man rides a red bike down the street."]
 REFS = ["The cat sat on the mat.", "A man is riding a red bicycle down the road."]

@@ -5,13 +5,13 @@ from __future__ import annotations
 import json
 
 import pytest
-from _cli import one_line_error, usage_error
 
 import train_cli
 from core.checkpoint import load_checkpoint
 from core.inference.translation import translate_detailed
 from core.training.keep_best import BestKeeper, check_keep_best
 from core.training.trainer import TrainConfig
+from tests.helpers.cli import one_line_error, usage_error
 
 QUICK = ["train", "--data", "synthetic:copy", "--preset", "tiny", "--max-tokens", "512", "--warmup", "10",
          "--lr-factor", "0.5", "--bleu-sentences", "5", "--limit", "200"]
@@ -60,7 +60,7 @@ def test_exact_match_is_for_synthetic_tasks():
 
 
 def test_the_trainer_marks_each_best_evaluation_and_keeps_it_across_a_resume():
-    from _trainers import make_trainer
+    from tests.helpers.trainers import make_trainer
 
     trainer = make_trainer(steps=6, eval_every=2, keep_best="loss", bleu_sentences=0)
     events = []

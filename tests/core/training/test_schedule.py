@@ -36,7 +36,7 @@ def test_constant_schedule_warms_up_linearly_then_stays():
 
 
 def test_the_constant_schedule_drives_the_trainer():
-    from _trainers import make_trainer
+    from tests.helpers.trainers import make_trainer
 
     trainer = make_trainer(steps=3, schedule="constant", warmup=2, peak_lr=1e-3)
     assert [trainer.step().lr for _ in range(3)] == pytest.approx([5e-4, 1e-3, 1e-3])

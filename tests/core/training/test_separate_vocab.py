@@ -8,7 +8,6 @@ import shutil
 
 import pytest
 import torch
-from _cli import one_line_error
 
 import train_cli
 from core import ModelConfig, Transformer
@@ -18,6 +17,7 @@ from core.data.batching import encode_pairs
 from core.inference.beam import BeamStepper
 from core.inference.translation import translate_detailed
 from core.training.evaluation import teacher_forced_metrics
+from tests.helpers.cli import one_line_error
 
 PAIRS = [(f"{a} {b}", f"{b.upper()} {a.upper()} !") for a in "abcdefgh" for b in "ijklmnop"]
 

@@ -10,8 +10,6 @@ import warnings
 
 import pytest
 import torch
-from _models import reverse_task, tiny_bundle
-from _trainers import losses, make_trainer
 
 from core.bundle import new_bundle
 from core.checkpoint import load_checkpoint, load_trainer_state
@@ -22,6 +20,8 @@ from core.training import trainer as trainer_module
 from core.training.evaluation import evaluate_bleu, teacher_forced_argmax
 from core.training.schedule import learning_rate
 from core.training.trainer import TrainConfig, Trainer, TrainingStopped, make_optimizer
+from tests.helpers.models import reverse_task, tiny_bundle
+from tests.helpers.trainers import losses, make_trainer
 
 
 @pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
@@ -237,7 +237,7 @@ def test_fp16_gradients_that_overflow_even_unscaled_stop_the_run():
 
 
 def test_evaluate_reports_loss_bleu_and_samples():
-    # The trained reverse model (tests/_models.py): its outputs match the references, not the sources,
+    # The trained reverse model (tests/helpers/models.py): its outputs match the references, not the sources,
     # so a score or exact match taken against the sources would show.
     bundle, rng = tiny_bundle(), random.Random(7)
     pairs = [reverse_task(rng) for _ in range(12)]

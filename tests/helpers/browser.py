@@ -15,7 +15,7 @@ from bench.serving import free_port, wait_for
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update"]
 LOCAL = {"127.0.0.1", "localhost"}
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @contextlib.contextmanager
