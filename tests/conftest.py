@@ -1,5 +1,6 @@
 """Shared test set-up: slow tests run only with --runslow; GPU tests only with CUDA;
-tests that read ../shared/data skip when it is absent (a user's fresh clone)."""
+tests that read ../shared/data skip when it is absent (a user's fresh clone); the shipped
+checkpoints the tests use most (`shipped`, `numbers`), loaded once a module."""
 from __future__ import annotations
 
 import os
@@ -7,6 +8,8 @@ from pathlib import Path
 
 import pytest
 import torch
+
+from tests.helpers.shipped import NUMBERS, SHIPPED
 
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -37,3 +40,19 @@ def multi30k() -> Path:
     if not (MULTI30K / "train.de.gz").exists():
         pytest.skip(f"{MULTI30K} is absent")
     return MULTI30K
+
+
+@pytest.fixture(scope="module")
+def shipped():
+    """The shipped German→English model (checkpoints/multi30k-de-en-small)."""
+    from core.checkpoint import load_checkpoint
+
+    return load_checkpoint(SHIPPED)
+
+
+@pytest.fixture(scope="module")
+def numbers():
+    """The shipped model of the synthetic numbers task (checkpoints/numbers-en-de-tiny)."""
+    from core.checkpoint import load_checkpoint
+
+    return load_checkpoint(NUMBERS)

@@ -10,17 +10,9 @@ import pytest
 
 import core
 import train_cli
-from core.checkpoint import load_checkpoint
 
-CHECKPOINTS = Path(__file__).resolve().parents[2] / "checkpoints"
-SHIPPED = CHECKPOINTS / "multi30k-de-en-small"
 SOURCES = ["Ein Hund läuft.", "Zwei junge Männer spielen Fußball.", ""]
 REFERENCES = ["A dog runs.", "Two young men are playing soccer.", "Something."]
-
-
-@pytest.fixture(scope="module")
-def shipped():
-    return load_checkpoint(SHIPPED)
 
 
 @pytest.fixture

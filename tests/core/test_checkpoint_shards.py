@@ -24,9 +24,9 @@ from core.checkpoint import (
 from core.checkpoint.shards import unique_state
 from core.inference.translation import translate
 from tests.helpers.models import tiny_bundle
+from tests.helpers.shipped import SHIPPED
 
 ROOT = Path(__file__).resolve().parents[2]
-SHIPPED = ROOT / "checkpoints" / "multi30k-de-en-small"
 SHARD_BYTES = 100_000  # the tiny model's 0.9 MB of fp32 weights: ten shards
 MAX_FILE_BYTES = 10 * 10**6  # a Space refuses files over 10 MiB; 10 MB is the stricter reading
 

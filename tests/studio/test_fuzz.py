@@ -17,11 +17,11 @@ from core.data.files import load_corpus
 from core.data.tokenizer import Tokenizer
 from studio.server import limits
 from studio.tabs import attention, beam, translate
+from tests.helpers.shipped import NUMBERS
 from tests.helpers.studio import SENTENCES, studio_registry
 
 FUZZ = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 SAMPLE = Path(__file__).resolve().parents[1] / "fixtures" / "de_en_sample.tsv"
-SHIPPED = Path(__file__).resolve().parents[2] / "checkpoints" / "numbers-en-de-tiny"
 MODEL = "studio-tiny"
 REGISTRY = studio_registry()
 # Any code point at all: lone surrogates (JSON can carry them) and control characters included.
@@ -45,8 +45,8 @@ def _sample_sentences() -> list[str]:
 
 
 TOKENIZERS = {kind: Tokenizer.train(_sample_sentences() * 3, vocab_size=400, kind=kind) for kind in ("bpe", "unigram")}
-if SHIPPED.is_dir():
-    TOKENIZERS["word (shipped numbers model)"] = load_checkpoint(SHIPPED).tokenizer
+if NUMBERS.is_dir():
+    TOKENIZERS["word (shipped numbers model)"] = load_checkpoint(NUMBERS).tokenizer
 ALPHABET = "".join(sorted({c for s in _sample_sentences() for c in s} - {" "}))
 
 

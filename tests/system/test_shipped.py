@@ -14,10 +14,8 @@ from core.data.batching import source_ids
 from core.inference.beam import BeamStepper
 from core.inference.translation import translate, translate_detailed
 from core.training.evaluation import evaluate_bleu
+from tests.helpers.shipped import CHECKPOINTS, NUMBERS, SHIPPED
 
-CHECKPOINTS = Path(__file__).resolve().parents[2] / "checkpoints"
-MULTI30K_MODEL = CHECKPOINTS / "multi30k-de-en-small"
-NUMBERS_MODEL = CHECKPOINTS / "numbers-en-de-tiny"
 shipped = sorted(p for p in CHECKPOINTS.iterdir() if (p / "config.json").exists())
 
 
@@ -32,7 +30,7 @@ def test_shipped_checkpoint_loads_and_translates(path):
 
 
 def test_numbers_model_translates_and_its_attention_crosses():
-    bundle = load_checkpoint(NUMBERS_MODEL)
+    bundle = load_checkpoint(NUMBERS)
     assert translate(bundle, ["twenty - one", "9 7"]) == ["ein und zwanzig", "sieben und neunzig"]
     src = torch.tensor([source_ids(bundle.tokenizer, "twenty - one")])
     tgt = torch.tensor([[bundle.model.config.bos_id] + bundle.tokenizer.encode("ein und zwanzig")])
@@ -48,7 +46,7 @@ def test_numbers_model_translates_and_its_attention_crosses():
 
 def test_the_numbers_model_says_when_a_source_is_not_of_its_form():
     # Unremarked, "forty two" came out as a confident "zwei".
-    bundle = load_checkpoint(NUMBERS_MODEL)
+    bundle = load_checkpoint(NUMBERS)
     wrong, right = translate_detailed(bundle, ["forty two", "forty - two"])
     assert any(n.startswith("not in the form of the numbers task's sources") for n in wrong.notices)
     assert right.notices == [] and right.text == "zwei und vierzig"
@@ -60,10 +58,10 @@ def read_gz(path: Path) -> list[str]:
         return f.read().rstrip("\n").split("\n")
 
 
-@pytest.mark.skipif(not MULTI30K_MODEL.exists(), reason="multi30k-de-en-small is not shipped")
+@pytest.mark.skipif(not SHIPPED.exists(), reason="multi30k-de-en-small is not shipped")
 @pytest.mark.parametrize("method", ["beam4", "greedy"])
 def test_multi30k_model_reproduces_its_card_on_100_test_sentences(multi30k, method):
-    bundle = load_checkpoint(MULTI30K_MODEL)
+    bundle = load_checkpoint(SHIPPED)
     card = bundle.info["metrics"][f"test_2016_flickr_first100_{method}"]
     sources = read_gz(multi30k / "test_2016_flickr.de.gz")[:100]
     references = read_gz(multi30k / "test_2016_flickr.en.gz")[:100]
@@ -73,13 +71,13 @@ def test_multi30k_model_reproduces_its_card_on_100_test_sentences(multi30k, meth
     assert f"{card['bleu']:.1f} |" in (CHECKPOINTS / "README.md").read_text()  # the card's table
 
 
-@pytest.mark.skipif(not MULTI30K_MODEL.exists(), reason="multi30k-de-en-small is not shipped")
+@pytest.mark.skipif(not SHIPPED.exists(), reason="multi30k-de-en-small is not shipped")
 def test_no_example_sentence_is_a_multi30k_sentence(multi30k):
     # The card says no corpus text is shipped (the captions are licensed for non-commercial use).
     from studio.shell import GERMAN_EXAMPLES
 
     corpus = {line.strip() for path in multi30k.glob("*.gz") for line in read_gz(path)}
-    examples = load_checkpoint(MULTI30K_MODEL).info["examples"] + GERMAN_EXAMPLES
+    examples = load_checkpoint(SHIPPED).info["examples"] + GERMAN_EXAMPLES
     assert len(examples) >= 10 and not [e for e in examples if e in corpus]
 
 
@@ -89,12 +87,12 @@ def test_shipped_configs_are_plain_json():
         assert config["format_version"] == 1 and config["model"]["d_model"] > 0
 
 
-@pytest.mark.skipif(not MULTI30K_MODEL.exists(), reason="multi30k-de-en-small is not shipped")
+@pytest.mark.skipif(not SHIPPED.exists(), reason="multi30k-de-en-small is not shipped")
 def test_the_studios_sampling_defaults_read_far_better_than_the_plain_distribution(multi30k):
     """Why the Translate tab starts sampling at temperature 0.8 and top-p 0.9 (studio/tabs/translate.py)."""
     from studio.tabs.translate import SAMPLE_TEMPERATURE, SAMPLE_TOP_P
 
-    bundle = load_checkpoint(MULTI30K_MODEL)
+    bundle = load_checkpoint(SHIPPED)
     sources = read_gz(multi30k / "test_2016_flickr.de.gz")[:200]
     references = read_gz(multi30k / "test_2016_flickr.en.gz")[:200]
 

@@ -4,14 +4,12 @@ the one before."""
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
 from core.bundle import ModelBundle
-from core.checkpoint import load_checkpoint
 from core.data.tokenizer import Tokenizer
 from core.explain.arithmetic import STACKS, attention_arithmetic
 from core.explain.hooks import attention_maps, heads_off
@@ -19,18 +17,8 @@ from core.inference.scoring import prepare_pair
 from core.model.config import ModelConfig
 from core.model.transformer import Transformer
 
-CHECKPOINTS = Path(__file__).resolve().parents[3] / "checkpoints"
 PAIR = ("Zwei junge Männer spielen Fußball.", "Two young men are playing soccer.")
 
-
-@pytest.fixture(scope="module")
-def shipped():
-    return load_checkpoint(CHECKPOINTS / "multi30k-de-en-small")
-
-
-@pytest.fixture(scope="module")
-def numbers():
-    return load_checkpoint(CHECKPOINTS / "numbers-en-de-tiny")
 
 
 def sub_layer_output(bundle, source, target, stack: str, layer: int) -> torch.Tensor:

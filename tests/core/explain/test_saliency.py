@@ -7,30 +7,18 @@ from __future__ import annotations
 
 import math
 import warnings
-from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
-from core.checkpoint import load_checkpoint
 from core.explain import saliency
 from core.explain.hooks import attention_maps
 from core.inference.scoring import prepare_pair, score
 from tests.helpers.models import tiny_bundle
 
-CHECKPOINTS = Path(__file__).resolve().parents[3] / "checkpoints"
 PAIR = ("Zwei junge Männer spielen Fußball.", "Two young men are playing soccer.")
 
-
-@pytest.fixture(scope="module")
-def shipped():
-    return load_checkpoint(CHECKPOINTS / "multi30k-de-en-small")
-
-
-@pytest.fixture(scope="module")
-def numbers():
-    return load_checkpoint(CHECKPOINTS / "numbers-en-de-tiny")
 
 
 # ----- plain reference: one forward and one backward pass per target token and integration point ------

@@ -2,30 +2,17 @@
 forced tokens carry the model's own log-probabilities; what the tokenizer cannot form is refused."""
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 import torch
 
 import core
-from core.checkpoint import load_checkpoint
 from core.inference.decoding import greedy_decode
 from core.inference.prefix import prefix_ids
 from core.inference.scoring import score
 from tests.helpers.models import tiny_bundle
 
-CHECKPOINTS = Path(__file__).resolve().parents[3] / "checkpoints"
 METHODS = ("greedy", "beam", "sample")
 
-
-@pytest.fixture(scope="module")
-def shipped():
-    return load_checkpoint(CHECKPOINTS / "multi30k-de-en-small")
-
-
-@pytest.fixture(scope="module")
-def numbers():
-    return load_checkpoint(CHECKPOINTS / "numbers-en-de-tiny")
 
 
 @pytest.mark.parametrize("method", METHODS)

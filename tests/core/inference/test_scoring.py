@@ -3,26 +3,12 @@ exactly as the greedy decoder scored it, token by token, each at rank 1; a wrong
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 import pytest
 
 import core
-from core.checkpoint import load_checkpoint
 from core.inference.scoring import EMPTY_TARGET, prepare_pair
 from tests.helpers.models import tiny_bundle
-
-CHECKPOINTS = Path(__file__).resolve().parents[3] / "checkpoints"
-
-
-@pytest.fixture(scope="module")
-def shipped():
-    return load_checkpoint(CHECKPOINTS / "multi30k-de-en-small")
-
-
-@pytest.fixture(scope="module")
-def numbers():
-    return load_checkpoint(CHECKPOINTS / "numbers-en-de-tiny")
 
 
 @pytest.mark.parametrize("bundle_name", ["shipped", "numbers"])
