@@ -31,7 +31,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from core.checkpoint import load_checkpoint  # noqa: E402
 from core.inference import compiled  # noqa: E402
-from core.inference.decoding import DecodeOptions, copy_cache  # noqa: E402
+from core.inference.options import DecodeOptions  # noqa: E402
+from core.inference.steps import copy_cache  # noqa: E402
 from core.inference.translation import translate_detailed  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -1,10 +1,11 @@
-"""Benchmark: batched, key/value-cached decoding (core.inference.decoding) against a naive decoder on
-the same weights, on Multi30k test_2016 (1,000 German captions), beam 4 and greedy.
+"""Benchmark: batched, key/value-cached decoding (core.inference.beam_search, core.inference.greedy)
+against a naive decoder on the same weights, on Multi30k test_2016 (1,000 German captions), beam 4
+and greedy.
 
 The naive decoder is the seed notebooks' approach: one sentence at a time, and for every
 hypothesis at every step the whole decoder re-runs over the whole prefix, projecting the encoder
 output to cross-attention keys/values again as seed 000's `model.decode(ys, enc_output, ...)`
-does (the encoder runs once per sentence). It follows the same rules as core.inference.decoding (section
+does (the encoder runs once per sentence). It follows the rules of core.inference.step_rules (section
 6.1 of the paper: beam 4, length penalty α = 0.6, maximum output length input + 50), so the
 outputs must be identical.
 It is slow (about 0.25 s a sentence for beam 4), so it runs on --naive-limit sentences spread over
@@ -41,7 +42,9 @@ from torch.utils.flop_counter import FlopCounterMode
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from core.inference.decoding import DecodeOptions, inference, length_penalty  # noqa: E402
+from core.inference.options import DecodeOptions  # noqa: E402
+from core.inference.step_rules import length_penalty  # noqa: E402
+from core.inference.steps import inference  # noqa: E402
 from core.inference.translation import max_output_length, prepare_source, translate_detailed  # noqa: E402
 from core.model.transformer import Transformer  # noqa: E402
 
@@ -85,7 +88,7 @@ def naive_greedy(model: Transformer, src_ids: list[int], max_out: int, options: 
 
 
 def naive_beam(model: Transformer, src_ids: list[int], max_out: int, options: DecodeOptions) -> list[int]:
-    """Beam search with the rules of core.inference.decoding, hypothesis by hypothesis; the best output."""
+    """Beam search with the rules of core.inference.step_rules, hypothesis by hypothesis; the best output."""
     decoder, k, eos = NaiveDecoder(model, src_ids), options.beam_size, model.config.eos_id
     beams: list[tuple[list[int], float]] = [([], 0.0)]
     finished: list[tuple[list[int], float]] = []

@@ -101,7 +101,7 @@ def main() -> None:
     import torch
 
     from core.checkpoint import save_checkpoint
-    from core.inference.decoding import DecodeOptions
+    from core.inference.options import DecodeOptions
     from studio.server.registry import ModelRegistry
 
     global CHILD_CPU_BEFORE

@@ -13,7 +13,7 @@ import torch
 
 from core import __version__
 from core.data.tokenizer import KINDS
-from core.inference.decoding import DTYPES, LENGTH_PENALTIES, METHODS, SAMPLE_TEMPERATURE, SAMPLE_TOP_P, DecodeOptions
+from core.inference.options import DTYPES, LENGTH_PENALTIES, METHODS, SAMPLE_TEMPERATURE, SAMPLE_TOP_P, DecodeOptions
 from core.model.config import POSITIONAL, PRESETS
 from core.training.keep_best import METRICS
 from core.training.recipes import RECIPES, Recipe, get_recipe

@@ -11,7 +11,7 @@ from .bundle import ModelBundle
 from .checkpoint import average_checkpoints, load_checkpoint, save_checkpoint
 from .explain.arithmetic import AttentionArithmetic, attention_arithmetic
 from .explain.saliency import alignment, attribution, cross_attention, rank_correlation
-from .inference.decoding import DecodeOptions
+from .inference.options import DecodeOptions
 from .inference.precision import supported_dtypes
 from .inference.scoring import Score, score
 from .inference.translation import Translation, translate, translate_detailed

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import gradio as gr
 
 from core.bundle import ModelBundle
-from core.inference.decoding import DecodeOptions
+from core.inference.options import DecodeOptions
 
 from .server.registry import UNAVAILABLE, ModelRegistry, describe
 from .text import md

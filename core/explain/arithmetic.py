@@ -22,7 +22,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from ..inference.decoding import inference
+from ..inference.steps import inference
 from ..inference.scoring import Pair, prepare_pair
 from ..inference.translation import target_tokenizer
 from ..model.attention import MultiHeadAttention

@@ -19,7 +19,7 @@ from typing import Any
 import torch
 
 from ..export import CHECK_OPTIONS, ExportError, check_sentences, mismatch, our_outputs, vocabulary, write_checked
-from ..inference.decoding import DecodeOptions
+from ..inference.options import DecodeOptions
 from ..inference.translation import max_output_length, prepare_source, target_tokenizer
 
 CANNOT_CARRY = "a key size d_k other than d_model / n_heads (its fused attention projections split evenly)"

@@ -20,7 +20,7 @@ from typing import Any
 import torch
 
 from ..export import CHECK_OPTIONS, ExportError, check_sentences, mismatch, our_outputs, write_checked
-from ..inference.decoding import DecodeOptions
+from ..inference.options import DecodeOptions
 from ..inference.translation import max_output_length, prepare_source
 
 CANNOT_CARRY = ("learned positions (Marian computes sinusoids on load), pre-norm (norm_first), separate source "

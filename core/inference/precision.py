@@ -20,7 +20,7 @@ import torch
 from torch import nn
 
 from ..model.transformer import Transformer
-from .decoding import DTYPES
+from .options import DTYPES
 
 DESCRIPTIONS = {"fp32": "fp32 (exact)", "int8": "int8 dynamic quantization of the linear layers",
                 "bf16": "bfloat16 weights"}

@@ -1,6 +1,6 @@
 """A forced beginning for a translation (prefix decoding, as fairseq's ``--prefix-size`` and
 interactive translation tools offer): the decoders write the prefix's tokens first, then go on
-by themselves (core.inference.decoding.constrain). The decoder is auto-regressive (section 3), so what
+by themselves (core.inference.step_rules.constrain). The decoder is auto-regressive (section 3), so what
 follows is the model's continuation of that beginning, and the prefix's own log-probabilities
 are the model's real ones for those tokens.
 

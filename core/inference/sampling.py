@@ -1,6 +1,6 @@
 """Sampling: each next token drawn from the model's distribution, sharpened by a temperature and
 cut to the top-k tokens (Fan et al. 2018) and/or the top-p nucleus (Holtzman et al. 2020), on the
-same batched step machinery as greedy decoding (core.inference.decoding.decode_rows). The paper decodes with
+same batched step machinery as greedy decoding (core.inference.greedy.decode_rows). The paper decodes with
 beam search only (section 6.1); sampling shows the distribution that beam search ranks.
 """
 from __future__ import annotations
@@ -10,7 +10,10 @@ from typing import Any
 import torch
 
 from ..model.transformer import Transformer
-from .decoding import NEG_INF, DecodeOptions, Hypothesis, Sources, count_sources, decode_rows, resolve_options
+from .greedy import decode_rows
+from .options import DecodeOptions, resolve_options
+from .step_rules import NEG_INF
+from .steps import Hypothesis, Sources, count_sources
 
 
 def sample(model: Transformer, src: Sources, max_len: torch.Tensor | int,

@@ -26,7 +26,7 @@ import torch
 from ..data.batching import pad_ids
 from ..data.tokenizer import BOS_ID, EOS_ID
 from . import ranking
-from .decoding import inference
+from .steps import inference
 from .translation import check_bundle, prepare_source, str_list, target_tokenizer, text_list, toward
 
 EMPTY_TARGET = "empty target: only <eos> is scored"

@@ -1,5 +1,5 @@
-"""Sentences in, text out: the decoders of core.inference.decoding on text, with a notice for everything
-done to a sentence that its translation alone does not show (empty, truncated, unknown
+"""Sentences in, text out: the decoders (beam_search.py, greedy.py, sampling.py) on text, with a notice
+for everything done to a sentence that its translation alone does not show (empty, truncated, unknown
 characters, not the form a synthetic task's model learnt, output cut at the maximum length).
 
 Sources are ``tokenizer.encode(text) + [eos]``; one longer than the model's max_len is cut to
@@ -21,18 +21,13 @@ from ..data.batching import pad_ids
 from ..data.tokenizer import EOS_ID, Tokenizer
 from ..model.transformer import Transformer
 from . import compiled, precision
-from .decoding import (
-    NEG_INF,
-    DecodeOptions,
-    Hypothesis,
-    Sources,
-    beam_search,
-    greedy_decode,
-    inference,
-    resolve_options,
-)
+from .beam_search import beam_search
+from .greedy import greedy_decode
+from .options import DecodeOptions, resolve_options
 from .prefix import prefix_notice, prefixes_for
 from .sampling import make_generator, sample
+from .step_rules import NEG_INF
+from .steps import Hypothesis, Sources, inference
 
 # Notices that translate() does not warn about: an empty input's empty output explains itself, and a
 # clamped length limit changes no output by itself (an output cut at the limit has its own notice).

@@ -20,7 +20,8 @@ from tqdm.auto import tqdm
 
 from ..data.batching import TokenBatcher, encode_pairs
 from ..data.tokenizer import BOS_ID, EOS_ID
-from ..inference.decoding import DecodeOptions, inference
+from ..inference.options import DecodeOptions
+from ..inference.steps import inference
 from ..inference.translation import (
     Translation,
     check_bundle,

@@ -22,7 +22,7 @@ from core.bundle import ModelBundle
 from core.data.files import load_corpus
 from core.data.tasks import TASKS, task_of
 from core.explain.hooks import attention_maps
-from core.inference.decoding import DecodeOptions
+from core.inference.options import DecodeOptions
 from core.inference.scoring import prepare_pair
 from core.inference.translation import Translation, translate_detailed
 from core.training.evaluation import TeacherForcedResult, evaluate_bleu, teacher_forced_metrics

@@ -20,7 +20,7 @@ from core.bundle import ModelBundle
 from core.explain.arithmetic import STACKS, AttentionArithmetic
 from core.explain.hooks import attention_maps
 from core.explain.saliency import METHODS, Agreement, compare
-from core.inference.decoding import DecodeOptions
+from core.inference.options import DecodeOptions
 from core.inference.scoring import Pair, Score, prepare_pair
 
 from ..server import slots

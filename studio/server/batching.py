@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Hashable, Sequence
 
 import core
-from core.inference.decoding import DecodeOptions
+from core.inference.options import DecodeOptions
 from core.inference.translation import Translation, translate_detailed
 
 from .compiled_models import COMPILED

@@ -9,7 +9,7 @@ import weakref
 from typing import Any, Iterable
 
 from core.inference.compiled import compiler_available
-from core.inference.decoding import DecodeOptions
+from core.inference.options import DecodeOptions
 from core.inference.translation import translate_detailed
 
 from .priority import PRIORITY

@@ -13,7 +13,7 @@ import torch
 from core.bundle import ModelBundle
 from core.data.tokenizer import BOS_ID, EOS_ID
 from core.explain.hooks import attention_maps, heads_off
-from core.inference.decoding import DecodeOptions
+from core.inference.options import DecodeOptions
 from core.inference.translation import prepare_source, translate_detailed
 from core.model.config import ModelConfig
 

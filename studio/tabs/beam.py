@@ -16,8 +16,8 @@ import plotly.graph_objects as go
 
 from core.bundle import ModelBundle
 from core.data.tokenizer import EOS_ID
-from core.inference.beam import BeamStepper, HypothesisView, StepView
-from core.inference.decoding import DecodeOptions
+from core.inference.options import DecodeOptions
+from core.inference.stepwise_beam import BeamStepper, HypothesisView, StepView
 from core.inference.translation import translate_detailed
 
 from .. import plots

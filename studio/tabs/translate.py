@@ -7,7 +7,7 @@ from functools import lru_cache, partial
 import gradio as gr
 
 from core.bundle import ModelBundle
-from core.inference.decoding import DTYPES, SAMPLE_TEMPERATURE, SAMPLE_TOP_P, DecodeOptions
+from core.inference.options import DTYPES, SAMPLE_TEMPERATURE, SAMPLE_TOP_P, DecodeOptions
 from core.inference.precision import DESCRIPTIONS, supported_dtypes
 from core.inference.translation import Translation
 from core.model.config import INT64_MAX
@@ -35,15 +35,13 @@ SPOKEN_JS = script("spoken_translation.js")
 def options(method: str, beam_size: float, alpha: float, max_extra: float, n_best: float,
             temperature: float, top_k: float, top_p: float, seed: str | int | None = None,
             precision: str | None = "fp32") -> DecodeOptions:
-    """DecodeOptions from the controls; ValueError names a bad option."""
+    """DecodeOptions from the controls; ValueError names a bad option (checked here, as they are made)."""
     beam = method == "beam"
-    opts = DecodeOptions(method=method, beam_size=int(beam_size) if beam else 1, alpha=float(alpha),
+    return DecodeOptions(method=method, beam_size=int(beam_size) if beam else 1, alpha=float(alpha),
                          max_len_b=int(max_extra), n_best=min(int(n_best), int(beam_size)) if beam else 1,
                          temperature=float(temperature), top_k=int(top_k), top_p=float(top_p),
                          seed=parse_seed(seed) if method == "sample" else None,  # a hidden box holds nothing up
                          dtype=precision or "fp32")  # an API call that leaves it out gets the exact path
-    opts.validate()
-    return opts
 
 
 def parse_seed(seed: str | int | None) -> int | None:
@@ -239,7 +237,7 @@ def build(shell: Shell) -> TranslateTab:
                 alpha = Slider(0.0, 2.0, value=0.6, step=0.05, label="length penalty α")
                 n_best = Slider(1, 16, value=4, step=1, label="n-best shown")
             with gr.Group(visible=False) as sample_group:
-                # Sampling starts where it reads as language (core/inference/decoding.py); sliders reach T = 1, top-p 1.
+                # Sampling starts where it reads as language (core/inference/options.py); sliders reach T = 1, top-p 1.
                 temperature = Slider(0.05, 3.0, value=SAMPLE_TEMPERATURE, step=0.05, label="temperature")
                 top_k = Slider(0, 100, value=0, step=1, label="top-k (0: off)")
                 top_p = Slider(0.05, 1.0, value=SAMPLE_TOP_P, step=0.05, label="top-p (1: off)")

@@ -12,7 +12,7 @@ from functools import partial
 import gradio as gr
 
 from core.bundle import ModelBundle
-from core.inference.decoding import DecodeOptions
+from core.inference.options import DecodeOptions
 from core.inference.scoring import Score
 from core.inference.translation import translate_detailed
 

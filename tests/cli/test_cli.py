@@ -488,7 +488,7 @@ def test_output_through_a_symlink_or_into_a_fifo_keeps_them(run, tmp_path):
 
 def test_sampling_starts_where_the_studio_does():
     """The plain distribution (T 1, top-p 1) reads as nonsense: the CLI's defaults are core's readable ones."""
-    from core.inference.decoding import SAMPLE_TEMPERATURE, SAMPLE_TOP_P
+    from core.inference.options import SAMPLE_TEMPERATURE, SAMPLE_TOP_P
 
     args = cli.args.build_parser().parse_args(["translate", "--method", "sample", "x"])
     assert (args.temperature, args.top_p) == (SAMPLE_TEMPERATURE, SAMPLE_TOP_P) != (1.0, 1.0)

@@ -10,7 +10,7 @@ from core.bundle import ModelBundle
 from core.checkpoint import save_checkpoint
 from core.data.tokenizer import Tokenizer
 from core.export import ExportError, our_outputs
-from core.inference.decoding import DecodeOptions
+from core.inference.options import DecodeOptions
 from core.inference.scoring import score
 from core.model.config import ModelConfig
 from core.model.transformer import Transformer

@@ -48,7 +48,7 @@ def test_a_saved_two_way_folder_is_offered_both_ways_and_removing_a_name_forgets
 
 
 def test_two_way_views_read_the_source_with_its_tag_when_given_an_unbound_bundle():
-    from core.inference.beam import BeamStepper
+    from core.inference.stepwise_beam import BeamStepper
     from core.inference.scoring import prepare_pair
     bundle = two_way_bundle()  # not bound by toward(): the first direction, en -> es
     assert prepare_pair(bundle, "Hello.", "Hola.").source_tokens[0] == "<2es>"

@@ -9,7 +9,7 @@ import time
 import pytest
 
 import core
-from core.inference.decoding import DecodeOptions
+from core.inference.options import DecodeOptions
 from studio.server import batching, compiled_models, recent_results
 from studio.server.priority import MAX_YIELD_S, YIELD_FACTOR, Priority
 from tests.helpers.studio import SENTENCES, studio_bundle

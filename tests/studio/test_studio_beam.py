@@ -9,7 +9,7 @@ import gradio as gr
 import pytest
 import torch
 
-from core.inference.decoding import DecodeOptions
+from core.inference.options import DecodeOptions
 from core.inference.translation import translate_detailed
 from studio import plots
 from studio.server import limits

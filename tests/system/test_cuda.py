@@ -206,7 +206,7 @@ def test_the_fast_decoders_on_the_gpu_give_the_naive_decoders_outputs():
     """Batched, cached greedy and beam search on the GPU against bench/decode.py's naive reference (one
     sentence, the whole prefix each step), on the GPU too."""
     from bench.decode import _naive, naive_beam, naive_greedy
-    from core.inference.decoding import DecodeOptions
+    from core.inference.options import DecodeOptions
 
     cpu = tiny_bundle()
     model = type(cpu.model)(cpu.model.config)

@@ -11,7 +11,7 @@ import torch
 
 from core.checkpoint import load_checkpoint
 from core.data.batching import source_ids
-from core.inference.beam import BeamStepper
+from core.inference.stepwise_beam import BeamStepper
 from core.inference.translation import translate, translate_detailed
 from core.training.evaluation import evaluate_bleu
 from tests.helpers.shipped import CHECKPOINTS, NUMBERS, SHIPPED

@@ -10,8 +10,10 @@ from tests.helpers.tiny import batch, tiny
 
 import pytest
 from core.inference import compiled
+from core.inference.beam_search import beam_search
 from core.inference.compiled import CompiledDecoding, StaticCache
-from core.inference.decoding import DecodeOptions, beam_search, greedy_decode
+from core.inference.greedy import greedy_decode
+from core.inference.options import DecodeOptions
 from core.inference.sampling import sample
 from core.inference.translation import translate_detailed
 from core.model.cache import DecoderCache

@@ -1,6 +1,6 @@
-"""core.inference.decoding: cached, batched decoders against a naive full-recompute reference, their
-equivalences (beam 1 == greedy, batched == alone, top-k 1 sampling == greedy), options and
-bad input; and bench/decode.py's logic on the tiny model."""
+"""core.inference's decoders (beam_search, greedy, sampling), cached and batched, against a naive
+full-recompute reference; their equivalences (beam 1 == greedy, batched == alone, top-k 1 sampling ==
+greedy), options and bad input; and bench/decode.py's logic on the tiny model."""
 from __future__ import annotations
 
 import gzip
@@ -17,9 +17,12 @@ import torch
 from core.data.batching import pad_ids
 from core.data.tokenizer import BOS_ID, EOS_ID, PAD_ID
 from core.inference import translation
-from core.inference.beam import BeamStepper
-from core.inference.decoding import DecodeOptions, _repeated_ngrams, beam_search, greedy_decode, length_penalty
+from core.inference.beam_search import beam_search
+from core.inference.greedy import greedy_decode
+from core.inference.options import DecodeOptions
 from core.inference.sampling import filter_logits, sample
+from core.inference.step_rules import _repeated_ngrams, length_penalty
+from core.inference.stepwise_beam import BeamStepper
 from core.inference.translation import Translation, max_output_length, prepare_source, translate, translate_detailed
 from tests.helpers.models import reverse_sources, reverse_task, tiny_bundle
 

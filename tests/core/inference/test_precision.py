@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from core.inference import precision
-from core.inference.decoding import DecodeOptions
+from core.inference.options import DecodeOptions
 from core.inference.translation import translate_detailed
 from tests.helpers.models import reverse_sources, tiny_bundle
 

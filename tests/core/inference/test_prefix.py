@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import core
-from core.inference.decoding import greedy_decode
+from core.inference.greedy import greedy_decode
 from core.inference.prefix import prefix_ids
 from core.inference.scoring import score
 from tests.helpers.models import tiny_bundle

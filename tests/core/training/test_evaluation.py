@@ -7,7 +7,7 @@ import pytest
 import sacrebleu
 
 from core.data.tokenizer import Tokenizer
-from core.inference.decoding import DecodeOptions
+from core.inference.options import DecodeOptions
 from core.inference.translation import Translation, translate
 from core.training import evaluation
 from core.training.evaluation import EvalResult, evaluate_bleu, evaluate_bundle

@@ -14,7 +14,7 @@ from core import ModelConfig, Transformer
 from core.bundle import ModelBundle, new_bundle
 from core.checkpoint import average_checkpoints, load_checkpoint, save_checkpoint
 from core.data.batching import encode_pairs
-from core.inference.beam import BeamStepper
+from core.inference.stepwise_beam import BeamStepper
 from core.inference.translation import translate_detailed
 from core.training.evaluation import teacher_forced_metrics
 from tests.helpers.cli import one_line_error

@@ -2,7 +2,7 @@
 
 Section 6.1 of the paper decodes with "beam search with a beam size of 4 and length
 penalty α = 0.6", GNMT's lp(Y) = ((5 + |Y|)/6)^α (Wu et al. 2016). ``BeamStepper`` runs
-exactly the one-shot search of core.inference.decoding: both call ``core.inference.decoding.beam_step``, so once
+exactly the one-shot search of core.inference.beam_search: both call its ``beam_step``, so once
 it is done (run_to_end()), hypotheses() returns the same hypotheses and scores as
 ``beam_search(..., n_best=beam_size)``.
 
@@ -17,24 +17,10 @@ from typing import Any
 
 import torch
 
-from .decoding import (
-    FINISHED,
-    LIVE,
-    PRUNED,
-    BeamState,
-    DecodeOptions,
-    Hypothesis,
-    StepRecord,
-    beam_start,
-    beam_step,
-    check_beam_fits,
-    copy_cache,
-    inference,
-    last_tokens,
-    length_penalty,
-    ranked,
-    resolve_options,
-)
+from .beam_search import FINISHED, LIVE, PRUNED, BeamState, StepRecord, beam_start, beam_step, check_beam_fits, ranked
+from .options import DecodeOptions, resolve_options
+from .step_rules import length_penalty
+from .steps import Hypothesis, copy_cache, inference, last_tokens
 from .translation import max_output_length, prepare_source, target_tokenizer, toward
 
 STATUS = {PRUNED: "pruned", LIVE: "live", FINISHED: "finished"}

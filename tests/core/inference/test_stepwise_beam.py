@@ -1,4 +1,4 @@
-"""core.inference.beam.BeamStepper: run to the end it equals one-shot beam search exactly; back(),
+"""core.inference.stepwise_beam.BeamStepper: run to the end it equals one-shot beam search exactly; back(),
 reset() and the per-step views (candidates kept/pruned, live and finished hypotheses,
 cross-attention)."""
 from __future__ import annotations
@@ -9,8 +9,10 @@ import pytest
 import torch
 
 from core.data.tokenizer import BOS_ID
-from core.inference.beam import BeamStepper
-from core.inference.decoding import DecodeOptions, beam_search, length_penalty
+from core.inference.beam_search import beam_search
+from core.inference.options import DecodeOptions
+from core.inference.step_rules import length_penalty
+from core.inference.stepwise_beam import BeamStepper
 from core.inference.translation import translate_detailed
 from tests.helpers.models import reverse_task, tiny_bundle
 
