@@ -91,8 +91,8 @@ class Recipe:
 LECTURE_MULTI30K = Recipe(
     name="lecture-multi30k",
     summary="Multi30k De→En, small preset, sized for a GPU: a real translator while a lecture goes on",
-    duration="aimed at 3 min on one H100 GPU (bench/lecture_gpu.py); on a CPU, hours: 1,200 steps of ~11 s "
-             "(bf16, a busy 2-core Zen 4)",
+    duration="aimed at 3 min on one H100 (bench/lecture_gpu.py); hours on a CPU: 1,200 steps of ~11 s in bf16 "
+             "on a busy 2-core Zen 4",
     corpus="multi30k", src_lang="de", tgt_lang="en", preset="small", vocab_size=8000, sized_for_gpu=True,
     train=dict(
         # 12k padded slots a side: ~7.6k target tokens a step in buckets of 8, 56 steps an epoch of Multi30k's
