@@ -99,7 +99,8 @@ def test_tatoeba_en_es_is_split_with_no_english_or_spanish_sentence_on_two_sides
     assert len(english[2]) > 500 and corpus.description["carved"]["by"].startswith("linked")
 
 
-@pytest.mark.skipif(not (TATOEBA_DE.exists() and MULTI30K.is_dir()), reason="needs ../shared/data/tatoeba-deu-eng and multi30k")
+@pytest.mark.skipif(not (TATOEBA_DE.exists() and MULTI30K.is_dir()),
+                    reason="needs ../shared/data/tatoeba-deu-eng and multi30k")
 def test_the_german_recipe_puts_no_sentence_on_two_sides():
     """tatoeba-de-en's split as the run made it (Tatoeba carved by linked sentences, Multi30k's training captions
     added): no German and no English sentence of its validation or test split is anywhere else."""
