@@ -68,7 +68,7 @@ def token_probabilities_json(tokens: Sequence[str], logprobs: Sequence[float],
     """token_probabilities' figure as gr.Plot sends it, in ~0.05 ms instead of ~16: plotly's validation of
     the layout (nearly all of the 16 ms, a third of a /translate request's CPU with forty visitors) runs once
     per title and ceiling; the bars and the token labels are written straight into the JSON.
-    tests/studio/test_plots_json.py proves it the same figure as token_probabilities'."""
+    tests/studio/plots/test_attention.py proves it the same figure as token_probabilities'."""
     layout = json.loads(_probability_layout(word_start_note(tokens), ceiling))
     layout["xaxis"].update(token_axis(tokens, tickangle=-45))
     figure = {"data": [_probability_bars(tokens, logprobs)], "layout": layout}

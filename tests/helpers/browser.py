@@ -1,5 +1,6 @@
-"""What the browser tests share: the studio served on a free port for a module's tests, and headless Chromium
-with a page that records requests off this machine and console errors."""
+"""What the browser tests share: the studio served on a free port for a module's tests, headless Chromium with a
+page that records requests off this machine and console errors, waiting for what a page shows, and the shipped
+German model with the sentence the tests open it on."""
 from __future__ import annotations
 
 import contextlib
@@ -16,6 +17,8 @@ CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update"]
 LOCAL = {"127.0.0.1", "localhost"}
 ROOT = Path(__file__).resolve().parents[2]
+MODEL = "multi30k-de-en-small"  # shipped: the repository's own checkpoints/
+SENTENCE = "Zwei Hunde spielen im Schnee."
 
 
 @contextlib.contextmanager
@@ -64,3 +67,12 @@ def wait_until_ready(page, timeout: float = 40_000) -> None:
     page.wait_for_function("() => document.documentElement.dataset.studioScripts === 'ready'", timeout=timeout)
     page.wait_for_function("() => [...document.querySelectorAll('#translate-examples .gallery-item')]"
                            ".some((b) => b.textContent.trim())", timeout=timeout)
+
+
+def shown(page, selector: str, text: str, timeout_ms: int = 40_000) -> None:
+    """Wait until an element under selector shows text (in its text or its boxes' values)."""
+    page.wait_for_function(
+        """([selector, text]) => [...document.querySelectorAll(selector)].some(root =>
+               root.innerText.includes(text) ||
+               [...root.querySelectorAll('textarea, input')].some(box => (box.value || '').includes(text)))""",
+        arg=[selector, text], timeout=timeout_ms)

@@ -1,8 +1,10 @@
 """Studio test helpers: a small untrained model (fast to build; its outputs are arbitrary but
-deterministic) with a word vocabulary of German example sentences, and a registry holding it."""
+deterministic) with a word vocabulary of German example sentences, a registry holding it, the toasts
+the callbacks raise, and a link's query parameters as the page reads them."""
 from __future__ import annotations
 
 import functools
+from urllib.parse import parse_qsl
 
 import pytest
 import torch
@@ -47,3 +49,8 @@ def toasts(monkeypatch) -> list[str]:
     monkeypatch.setattr(gr, "Info", lambda message, *a, **k: seen.append(message))
     monkeypatch.setattr(gr, "Warning", lambda message, *a, **k: seen.append(message))
     return seen
+
+
+def link_params(link: str) -> dict[str, str]:
+    """A link's query parameters (studio/links/address.py), as a page reads them."""
+    return dict(parse_qsl(link.removeprefix("?"), keep_blank_values=True))

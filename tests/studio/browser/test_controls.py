@@ -5,9 +5,8 @@ from __future__ import annotations
 from urllib.parse import quote
 
 import pytest
-from test_browser_links import CHROMIUM, MODEL, SENTENCE, browser, shown, studio  # noqa: F401 (fixtures)
 
-from tests.helpers.browser import wait_until_ready
+from tests.helpers.browser import MODEL, SENTENCE, shown, wait_until_ready
 
 pytestmark = [pytest.mark.browser]
 TABS = ["Translate", "What if", "Beam search", "Attention", "Attention arithmetic", "Saliency", "Positional encoding",

@@ -10,13 +10,12 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 import pytest
-from tests.helpers.browser import CHROMIUM, LOCAL, served_studio, watched_page
-from tests.helpers.studio import SENTENCES, studio_bundle
 
 from core.checkpoint import save_checkpoint
 from studio.app import PRESENTER_PLOT_SCALE
 from studio.plots import FONT, NARROW_FONT
-
+from tests.helpers.browser import CHROMIUM, LOCAL, served_studio, watched_page
+from tests.helpers.studio import SENTENCES, studio_bundle
 
 pytestmark = [
     pytest.mark.browser,

@@ -6,9 +6,9 @@ from __future__ import annotations
 from urllib.parse import quote
 
 import pytest
-from test_browser_links import CHROMIUM, MODEL, SENTENCE, browser, studio  # noqa: F401 (fixtures)
 
 from studio.server.registry import ModelRegistry
+from tests.helpers.browser import MODEL, SENTENCE
 
 pytestmark = [pytest.mark.browser]
 

@@ -7,11 +7,8 @@ from pathlib import Path
 from urllib.parse import quote
 
 import pytest
-from tests.helpers.browser import CHROMIUM, launch_chromium, served_studio
 
-
-SENTENCE = "Zwei Hunde spielen im Schnee."
-MODEL = "multi30k-de-en-small"
+from tests.helpers.browser import CHROMIUM, MODEL, SENTENCE, shown
 
 # Each tab by its slug: its label, its element, what it draws once computed (None: nothing for a sentence).
 TABS = {"translate": ("Translate", "#tab-translate", "#tab-translate .js-plotly-plot .bars"),
@@ -25,30 +22,6 @@ TABS = {"translate": ("Translate", "#tab-translate", "#tab-translate .js-plotly-
         "compare": ("Compare", "#tab-compare", None),
         "train": ("Train", "#tab-train", None)}
 pytestmark = [pytest.mark.browser, pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"{CHROMIUM} is missing")]
-
-
-@pytest.fixture(scope="module")
-def studio():
-    with served_studio() as url:
-        yield url
-
-
-@pytest.fixture(scope="module")
-def browser():
-    sync_api = pytest.importorskip("playwright.sync_api")
-    with sync_api.sync_playwright() as p:
-        chromium = launch_chromium(p)
-        yield chromium
-        chromium.close()
-
-
-def shown(page, selector: str, text: str, timeout_ms: int = 40_000) -> None:
-    """Wait until an element under selector shows text (in its text or its boxes' values)."""
-    page.wait_for_function(
-        """([selector, text]) => [...document.querySelectorAll(selector)].some(root =>
-               root.innerText.includes(text) ||
-               [...root.querySelectorAll('textarea, input')].some(box => (box.value || '').includes(text)))""",
-        arg=[selector, text], timeout=timeout_ms)
 
 
 @pytest.mark.parametrize("slug", list(TABS))

@@ -8,9 +8,8 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from test_browser_links import CHROMIUM, MODEL, SENTENCE, studio  # noqa: F401 (a fixture: the shipped models)
 
-from tests.helpers.browser import watched_page
+from tests.helpers.browser import CHROMIUM, MODEL, SENTENCE, watched_page
 
 pytestmark = [pytest.mark.browser, pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"{CHROMIUM} is missing")]
 
@@ -23,7 +22,7 @@ def _agreement(page) -> str:
     return line.inner_text()
 
 
-def test_saliency_counts_agreement_in_words_and_its_map_says_the_sign(studio):  # noqa: F811 (the fixture)
+def test_saliency_counts_agreement_in_words_and_its_map_says_the_sign(studio):
     sync_api = pytest.importorskip("playwright.sync_api")
     shots = Path(tempfile.mkdtemp(prefix="studio-saliency-shots-"))
     outside, errors = [], []

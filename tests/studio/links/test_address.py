@@ -1,18 +1,12 @@
-"""Deep links and lessons (issue 53): a view's address read back clamped and with notices, never an error; a lesson
-file of steps, each with notes and one link; the shipped lesson walks the paper in 12-15 steps."""
+"""Deep links (issue 53, studio/links/address.py): a view's address read back clamped and with notices, never an
+error; every tab of the page has its label as its slug."""
 from __future__ import annotations
 
-from pathlib import Path
-from urllib.parse import parse_qsl
-
-import pytest
-
 from studio.links.address import TABS, Shape, View, link_of, read_link
-from studio.links.lesson import parse_lesson, read_lesson
 from studio.server.registry import ModelRegistry
+from tests.helpers.studio import link_params
 
-LESSON = Path(__file__).resolve().parents[2] / "studio" / "links" / "lessons" / "attention-is-all-you-need.md"
-MODELS = ModelRegistry().names()  # what the shipped checkpoints offer: the lesson names only these
+MODELS = ModelRegistry().names()  # what the shipped checkpoints offer
 SMALL = Shape(encoder_layers=3, decoder_layers=3, heads=4)
 
 
@@ -21,7 +15,7 @@ def test_a_link_names_a_view_and_reads_back_the_same():
                 stack="cross", layer=2, head=3, presenter=True)
     link = link_of(view)
     assert link.startswith("?tab=attention&model=multi30k-de-en-small&source=Zwei+Hunde") and "presenter=1" in link
-    assert read_link(params(link), MODELS, lambda name: SMALL) == view
+    assert read_link(link_params(link), MODELS, lambda name: SMALL) == view
 
 
 def test_out_of_range_values_are_clamped_and_unknown_ones_ignored_with_notices():
@@ -49,33 +43,6 @@ def test_every_tab_of_the_app_has_its_label_as_slug():
     labels = [b.label for b in build_app(ModelRegistry(None)).blocks.values()
               if isinstance(b, gr.Tab) and (b.elem_id or "").startswith("tab-")]  # the page's tabs, not a tab's own
     assert sorted(label.lower().replace(" ", "-") for label in labels) == sorted(TABS)
-
-
-def test_the_shipped_lesson_walks_the_paper_with_links_that_read_cleanly():
-    lesson = read_lesson(LESSON)
-    assert 12 <= len(lesson.steps) <= 15 and lesson.title
-    for step in lesson.steps:
-        view = read_link(params(step.link), MODELS, lambda name: Shape(4, 4, 4))
-        assert view.notices == (), (step.heading, view.notices)
-        assert step.notes and "](" not in step.notes.splitlines()[-1]
-    assert {read_link(params(s.link), MODELS).tab for s in lesson.steps} == set(TABS)  # every tab shown at least once
-
-
-def params(link: str) -> dict[str, str]:
-    """A link's query parameters, as a page reads them."""
-    return dict(parse_qsl(link.removeprefix("?"), keep_blank_values=True))
-
-
-@pytest.mark.parametrize("text, message", [
-    ("## a\n[x](?tab=model)\n", "no title"),
-    ("# T\n", "no steps"),
-    ("# T\nhello\n## a\n[x](?tab=model)\n", "line 2: text before the first step"),
-    ("# T\n## a\nnotes only\n", "line 2: step 'a' has no link"),
-    ("# T\n## a\n[x](?tab=model)\n?tab=train\n", "line 2: step 'a' has 2 links (lines 3, 4)"),
-])
-def test_a_malformed_lesson_is_refused_with_its_line(text, message):
-    with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):
-        parse_lesson(text)
 
 
 def test_gradios_own_parameters_pass_and_a_flood_of_unknown_ones_is_said_in_a_few_lines():

@@ -2,7 +2,7 @@
 bar beside it (titled, its ends and 0 labelled; one bar for panels in one space), short strips print their
 numbers, and the Attention tab's grid of every layer and head names the tokens on its axes; each keeps a
 layout a phone can use. The Download menu's CSV and JSON (static/downloads.js) are tested in
-test_browser_projector.py."""
+browser/test_projector.py."""
 from __future__ import annotations
 
 import dataclasses

@@ -182,7 +182,7 @@ def test_the_download_zip_is_deleted_when_the_studio_exits(tmp_path):
               "from core.checkpoint import save_checkpoint; from tests.helpers.studio import "
               "studio_bundle; print(Downloads().zip_checkpoint(save_checkpoint(Path(sys.argv[1]), studio_bundle())))")
     done = subprocess.run([sys.executable, "-c", script, str(tmp_path / "ck")], capture_output=True, text=True,
-                          cwd=Path(__file__).resolve().parents[2], timeout=120)
+                          cwd=Path(__file__).resolve().parents[3], timeout=120)
     made = Path(done.stdout.strip())
     assert done.returncode == 0 and made.name == "ck.zip" and made.parent.name.startswith("studio-downloads-")
     assert not made.parent.exists()

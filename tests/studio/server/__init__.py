@@ -1,0 +1,1 @@
+"""The studio as a server (studio/server/): the registry, limits, batching, slots, sessions, uploads, the API."""

@@ -1,0 +1,1 @@
+"""The tabs' callbacks (studio/tabs/), called directly from Python."""
