@@ -485,7 +485,8 @@ def train_arguments(given: argparse.Namespace, argv: list[str]) -> argparse.Name
     if not defaults:
         given.from_run = frozenset()
         return given
-    # Values already in the namespace stand as defaults: argparse sets only what argv gives.
+    # Values already in the namespace stand as defaults: argparse sets only what argv gives. argv[0] is "train":
+    # the top-level parser's own options, --help and --version, exit.
     args = train.parse_args(argv[1:], namespace=argparse.Namespace(command="train", **defaults))
     args.from_run = frozenset(dest for dest in run if getattr(args, dest) != getattr(given, dest))
     return args
