@@ -10,7 +10,6 @@ from typing import Sequence
 
 import numpy as np
 import plotly.graph_objects as go
-from gradio.components.plot import PlotData
 from plotly.io.json import to_json_plotly
 
 from .layout import (NARROW_FONT, TITLE_TOP, hover_text, label, narrow, styled, title_room, token_axis,
@@ -63,16 +62,16 @@ def _probability_layout(word_note: str, ceiling: float | None) -> str:
     return json.dumps(token_probabilities(tokens, [0.0] * len(tokens), ceiling).to_plotly_json()["layout"])
 
 
-def token_probabilities_json(tokens: Sequence[str], logprobs: Sequence[float],
-                             ceiling: float | None = None) -> PlotData:
-    """token_probabilities' figure as gr.Plot sends it, in ~0.05 ms instead of ~16: plotly's validation of
-    the layout (nearly all of the 16 ms, a third of a /translate request's CPU with forty visitors) runs once
-    per title and ceiling; the bars and the token labels are written straight into the JSON.
-    tests/studio/plots/test_attention.py proves it the same figure as token_probabilities'."""
+def token_probabilities_json(tokens: Sequence[str], logprobs: Sequence[float], ceiling: float | None = None) -> str:
+    """token_probabilities' figure as plotly's JSON text (what gr.Plot sends; the Translate tab wraps it), in
+    ~0.05 ms instead of ~16: plotly's validation of the layout (nearly all of the 16 ms, a third of a /translate
+    request's CPU with forty visitors) runs once per title and ceiling; the bars and the token labels are written
+    straight into the JSON. tests/studio/plots/test_attention.py proves it the same figure as
+    token_probabilities'. No Gradio here: studio.plots stays importable without it (a notebook's views)."""
     layout = json.loads(_probability_layout(word_start_note(tokens), ceiling))
     layout["xaxis"].update(token_axis(tokens, tickangle=-45))
     figure = {"data": [_probability_bars(tokens, logprobs)], "layout": layout}
-    return PlotData(type="plotly", plot=to_json_plotly(figure))
+    return to_json_plotly(figure)
 
 
 # ----- Attention ------------------------------------------------------------------------

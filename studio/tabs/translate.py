@@ -5,6 +5,7 @@ from dataclasses import dataclass
 from functools import lru_cache, partial
 
 import gradio as gr
+from gradio.components.plot import PlotData
 
 from core.bundle import ModelBundle
 from core.inference.options import DTYPES, SAMPLE_TEMPERATURE, SAMPLE_TOP_P, DecodeOptions
@@ -130,7 +131,8 @@ def translate(registry: ModelRegistry, name: str | None, text: str, method: str,
     notices = [clip(n, 300) for n in cleaned + t.notices]  # e.g. a 2,000-character unknown piece
     notes = "\n".join(f"- {md(n)}" for n in notices)
     tokens = t.tokens + ["<eos>"] if t.token_logprobs else []
-    probabilities = plots.token_probabilities_json(tokens, t.token_logprobs, smoothing_ceiling(bundle))
+    probabilities = PlotData(type="plotly",  # the figure's JSON as gr.Plot sends it
+                             plot=plots.token_probabilities_json(tokens, t.token_logprobs, smoothing_ceiling(bundle)))
     return (t.text, probabilities, nbest_table(t), notes,
             Current(name, text, list(t.ids), opts, key, bundle))
 
