@@ -1,12 +1,11 @@
 """Studio test helpers: a small untrained model (fast to build; its outputs are arbitrary but
-deterministic) with a word vocabulary of German example sentences, a registry holding it, the toasts
-the callbacks raise, and a link's query parameters as the page reads them."""
+deterministic) with a word vocabulary of German example sentences, a registry holding it, the Translate
+tab's callback with its defaults, and a link's query parameters as the page reads them."""
 from __future__ import annotations
 
 import functools
 from urllib.parse import parse_qsl
 
-import pytest
 import torch
 
 from core.bundle import ModelBundle
@@ -40,17 +39,20 @@ def studio_registry():
     return registry
 
 
-@pytest.fixture
-def toasts(monkeypatch) -> list[str]:
-    """Every gr.Info / gr.Warning message the callbacks raise (Gradio renders them as HTML)."""
-    import gradio as gr
-
-    seen: list[str] = []
-    monkeypatch.setattr(gr, "Info", lambda message, *a, **k: seen.append(message))
-    monkeypatch.setattr(gr, "Warning", lambda message, *a, **k: seen.append(message))
-    return seen
-
-
 def link_params(link: str) -> dict[str, str]:
     """A link's query parameters (studio/links/address.py), as a page reads them."""
     return dict(parse_qsl(link.removeprefix("?"), keep_blank_values=True))
+
+
+TRANSLATE_DEFAULTS = dict(method="beam", beam_size=4, alpha=0.6, max_extra=10, n_best=3, temperature=1.0, top_k=0,
+                          top_p=1.0, seed=None)
+
+
+def run_translate(registry, text: str, precision: str = "fp32", **changes) -> tuple:
+    """The Translate tab's callback on studio-tiny: TRANSLATE_DEFAULTS with changes."""
+    from studio.tabs import translate
+
+    o = {**TRANSLATE_DEFAULTS, **changes}
+    return translate.translate(registry, "studio-tiny", text, o["method"], o["beam_size"], o["alpha"],
+                               o["max_extra"], o["n_best"], o["temperature"], o["top_k"], o["top_p"], o["seed"],
+                               precision)

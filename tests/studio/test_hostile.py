@@ -29,7 +29,7 @@ import gradio as gr
 import pytest
 from tests.helpers.browser import CHROMIUM, launch_chromium
 import torch
-from tests.helpers.studio import SENTENCES, studio_bundle, studio_registry, toasts  # noqa: F401 (a fixture)
+from tests.helpers.studio import SENTENCES, studio_bundle, studio_registry
 
 from bench.serving import free_port
 from core.bundle import ModelBundle

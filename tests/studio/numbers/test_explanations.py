@@ -24,15 +24,10 @@ from studio.shell import Current
 from studio.tabs import arithmetic, attention, saliency, translate, what_if
 from studio.tabs.looked_at import Looked, looked_at
 from studio.train.job import TrainingJob
-from tests.helpers.studio import SENTENCES, studio_bundle, studio_registry
+from tests.helpers.studio import SENTENCES, studio_bundle
 
 NAME = "studio-tiny"
 CROSS = arithmetic.FIRST_STACK
-
-
-@pytest.fixture
-def registry():
-    return studio_registry()
 
 
 @pytest.fixture

@@ -22,7 +22,7 @@ from studio.server import limits, uploads
 from studio.server.registry import ModelRegistry
 from studio.train import setup as run_setup
 from studio.train.job import Settings, TrainingJob
-from tests.helpers.studio import studio_bundle, toasts  # noqa: F401 (a fixture)
+from tests.helpers.studio import studio_bundle
 
 ONE_STEP = Settings(max_steps=1, max_tokens=256, warmup=1, eval_every=1, attention_every=1, preset="small",
                     vocab_size=9, name="cjk")
@@ -99,12 +99,6 @@ def overlapping_zip(path: Path, entries: int = 20, size: int = 8 * 2**20) -> Pat
     struct.pack_into("<HHII", eocd, 8, entries, entries, len(record) * entries, central)
     path.write_bytes(data[:central] + b"".join(records) + bytes(eocd))
     return path
-
-
-@pytest.fixture
-def registry():
-    from tests.helpers.studio import studio_registry
-    return studio_registry()
 
 
 @pytest.fixture

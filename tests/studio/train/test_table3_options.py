@@ -14,7 +14,7 @@ from studio.server.registry import ModelRegistry
 from studio.server.uploads import open_checkpoint
 from studio.tabs import attention, positional
 from studio.train import form, tab
-from tests.helpers.jobs import ENDED, QUICK, few_eval_sentences, job, wait_for  # noqa: F401 (fixtures)
+from tests.helpers.jobs import ENDED, QUICK, wait_for
 from tests.helpers.studio import studio_bundle
 
 

@@ -1,12 +1,17 @@
-"""The studio's model picker (studio/server/registry.py): a checkpoint of a model serving both directions is offered
-under a name per direction, one model loaded once, each name bound to its direction."""
+"""The models on offer (studio/server/registry.py): a checkpoint of a model serving both directions is offered under
+a name per direction, one model loaded once, each name bound to its direction; checkpoint folders are scanned and
+loaded on first use; head ablation runs on a private copy of a model."""
 from __future__ import annotations
 
 import json
 
+import pytest
+import torch
+
 from core.checkpoint import save_checkpoint
 from studio.server.registry import ModelRegistry, direction_names
 from tests.helpers.models import two_way_bundle
+from tests.helpers.studio import studio_bundle
 
 
 def test_a_two_way_checkpoint_is_offered_once_per_direction(tmp_path):
@@ -48,8 +53,28 @@ def test_a_saved_two_way_folder_is_offered_both_ways_and_removing_a_name_forgets
 
 
 def test_two_way_views_read_the_source_with_its_tag_when_given_an_unbound_bundle():
-    from core.inference.stepwise_beam import BeamStepper
     from core.inference.scoring import prepare_pair
+    from core.inference.stepwise_beam import BeamStepper
     bundle = two_way_bundle()  # not bound by toward(): the first direction, en -> es
     assert prepare_pair(bundle, "Hello.", "Hola.").source_tokens[0] == "<2es>"
     assert BeamStepper(bundle, "Hello.").source.tokens[0] == "<2es>"
+
+
+def test_registry_scans_checkpoint_folders_and_loads_lazily(tmp_path):
+    save_checkpoint(tmp_path / "tiny-a", studio_bundle())
+    (tmp_path / "not-a-checkpoint").mkdir()
+    registry = ModelRegistry(tmp_path)
+    assert registry.names() == ["tiny-a"]
+    assert registry.get("tiny-a").model.num_parameters() == studio_bundle().model.num_parameters()
+    registry.add("trained here", studio_bundle())
+    assert registry.names() == ["tiny-a", "trained here"]
+    with pytest.raises(LookupError):
+        registry.get("nope")
+
+
+def test_ablation_runs_on_a_private_copy(registry):
+    model, lock = registry.ablation_model("studio-tiny")
+    original = registry.get("studio-tiny").model
+    assert model is not original and registry.ablation_model("studio-tiny")[0] is model
+    assert model.generator.weight is model.tgt_embed.weight  # tying survives the copy
+    assert torch.equal(model.generator.weight, original.generator.weight)

@@ -1,0 +1,48 @@
+"""What the tabs share (studio/shell.py): the status line, the picked model's examples, and the registry key
+on which whatever shows the picked model redraws."""
+from __future__ import annotations
+
+import gradio as gr
+
+from studio import app, shell
+from studio.server.registry import ModelRegistry
+from tests.helpers.studio import SENTENCES, studio_bundle, studio_registry
+
+
+def test_status_line_names_model_parameters_vocab_device(registry):
+    line = shell.status_line(registry, "studio-tiny")
+    bundle = studio_bundle()
+    assert "studio\\-tiny" in line and f"{bundle.model.num_parameters():,}" in line and "cpu" in line
+    assert "No model yet" in shell.status_line(ModelRegistry(None), None)
+    assert "cannot be used" in shell.status_line(registry, "missing")
+
+
+def test_the_tabs_redraw_on_the_picked_models_registry_key_not_its_name():
+    """A new training run under the picked name changes shell.model_key but not the picker's value
+    (whose .change would not fire): whatever shows the picked model listens to the key."""
+    def name(fn) -> str:  # guard(partial(f, ...)) -> "f"
+        inner = getattr(fn.fn, "__wrapped__", fn.fn)
+        return getattr(inner, "func", inner).__name__
+
+    demo = app.build_app(studio_registry())
+    picker = next(b for b in demo.blocks.values() if isinstance(b, gr.Dropdown) and b.label == "Model")
+    fns = list(demo.fns.values())
+    on_picker = {name(fn): fn for fn in fns if (picker._id, "change") in fn.targets}
+    assert set(on_picker) == {"key", "picked"}  # the key itself; the Train tab fetching newer weights
+    key = on_picker["key"].outputs[0]
+    on_key = {name(fn) for fn in fns if (key._id, "change") in fn.targets}
+    assert on_key == {"status_line", "defaults", "head_choices", "picked_model_ranges", "example_choices",
+                      "examples_update", "model_changed", "settings_changed", "model_width", "learned_view", "refresh",
+                      "model_choices", "<lambda>"}
+    # <lambda>: the Attention tab's redraw; refresh: Attention arithmetic's and Saliency's; model_choices: Compare's
+    # model A; learned_view: the Positional encoding tab's learned positions
+    train_view = next(fn for fn in fns if fn.api_name == "train_view")
+    assert train_view.outputs[-1] is key and train_view.inputs[-2] is key  # a run under the picked name
+
+
+def test_examples_come_from_the_model_or_german_for_de_en():
+    assert shell.examples_for(studio_bundle()) == SENTENCES
+    bundle = studio_bundle()
+    de_en = type(bundle)(bundle.model, bundle.tokenizer, {"name": "multi30k-de-en-small"})
+    assert shell.examples_for(de_en) == shell.GERMAN_EXAMPLES
+    assert shell.examples_for(type(bundle)(bundle.model, bundle.tokenizer, {"name": "x"})) == []
