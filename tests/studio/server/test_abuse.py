@@ -21,20 +21,11 @@ from studio.server import guard, limits, slots
 from studio.tabs import compare as compare_tab
 from studio.tabs import translate
 from tests.helpers.studio import SENTENCES, studio_bundle, studio_registry
+from tests.helpers.waiting import wait_until
 
 TINY, LONG = "studio-tiny", "studio-long"
 WORDS = " ".join(SENTENCES).split()
 LONG_TEXT = " ".join(WORDS[i % len(WORDS)] for i in range(250))  # 251 tokens of a word vocabulary
-
-
-def wait_until(predicate, timeout: float = 30.0) -> float:
-    """Seconds until predicate() held; TimeoutError past timeout."""
-    began = time.monotonic()
-    while not predicate():
-        if time.monotonic() - began > timeout:
-            raise TimeoutError("condition not reached")
-        time.sleep(0.01)
-    return time.monotonic() - began
 
 
 # ----- estimates and budgets ------------------------------------------------------------------------
