@@ -5,8 +5,8 @@ batched decoder does 100-170 sentences/s on the same two cores. A request here j
 requests for the same model and decoding settings; the group is decoded as one batch once a decoding
 slot is free (at most DECODE_CONCURRENCY at once), so the busier the studio the larger its batches. Each answer
 is what decoding the request alone gives (core's batched decoders equal one sentence at a time;
-tests/studio/test_serving.py checks it against ``decode_alone``, the plain reference). A sentence that arrives
-alone goes through the compiled step of a model that has one warm (studio/server/compiled_models.py).
+tests/studio/server/test_batching.py checks it against ``decode_alone``, the plain reference). A sentence that
+arrives alone goes through the compiled step of a model that has one warm (compiled_models.py).
 """
 from __future__ import annotations
 
