@@ -1,17 +1,15 @@
-"""Section 3.2: scaled dot-product and multi-head attention.
+"""Sections 3.2.2-3.2.3: multi-head attention, the layer around eq. 1.
 
-    Attention(Q, K, V) = softmax(Q K^T / sqrt(d_k)) V                     (eq. 1)
     MultiHead(Q, K, V) = Concat(head_1, ..., head_h) W^O,
         head_i = Attention(Q W_i^Q, K W_i^K, V W_i^V)
 
-Two paths compute the same function. The fast path calls PyTorch's fused
-``scaled_dot_product_attention`` (but spells eq. 1 out for a single query per
-row on a CPU, where that is faster); the inspect path spells eq. 1 out and
-returns the probabilities so the studio can draw them. Tests prove them equal.
+The layer projects, splits the heads, builds the masks (padding, 3.2.3's causal mask), switches heads off
+for an ablation and joins the heads; Attention itself, eq. 1, is the kernel of
+core/model/scaled_dot_product.py, with its fast path and its inspect path (need_weights: the
+probabilities, for the studio's views).
 """
 from __future__ import annotations
 
-import math
 from typing import Sequence
 
 import torch
@@ -20,6 +18,7 @@ from torch import nn
 
 from .cache import Memory
 from .packing import Packing
+from .scaled_dot_product import attention
 
 
 class MultiHeadAttention(nn.Module):
@@ -43,7 +42,7 @@ class MultiHeadAttention(nn.Module):
         else:
             self.qkv_proj = nn.Linear(d_model, sum(self.widths), bias=bias)
         self.out_proj = nn.Linear(d_model, d_model, bias=bias)  # W^O
-        # (n_heads,) of 1.0 (on) / 0.0 (off), or None; set through Transformer.heads_off().
+        # (n_heads,) of 1.0 (on) / 0.0 (off), or None; set through core.explain.hooks.heads_off().
         self.head_mask: torch.Tensor | None = None
 
     def _split(self, x: torch.Tensor) -> torch.Tensor:
@@ -96,8 +95,9 @@ class MultiHeadAttention(nn.Module):
             mask = self._mask(q.size(2), k.size(2), key_padding, causal, x.device)
             # With a plain causal mask and no padding, is_causal lets PyTorch pick its fastest kernel.
             plain_causal = causal and key_padding is None and q.size(2) == k.size(2)
-            context, probs = self._attend(q, k, v, mask, need_weights, plain_causal)
-            context, kv = self._join_heads(context), (k, v)
+            context, probs = attention(q, k, v, mask, causal=plain_causal, dropout=self._dropout(),
+                                       need_weights=need_weights)
+            context, kv = self._join_heads(self._heads_on(context)), (k, v)
         output = self.out_proj(packing.pack(context) if packing else context)
         return output, kv, probs
 
@@ -117,34 +117,22 @@ class MultiHeadAttention(nn.Module):
             # sentence-major): a source's G·T queries attend together, G times less memory traffic.
             q_group = self._split(q_group.reshape(group.sources, -1, q_width))
             mask = self._mask(q_group.size(2), group.k.size(2), group.padding, False, q.device)
-            context, p = self._attend(q_group, group.k, group.v, mask, need_weights)
-            contexts.append(self._join_heads(context).view(-1, t_query, d_model))
+            context, p = attention(q_group, group.k, group.v, mask, dropout=self._dropout(), need_weights=need_weights)
+            contexts.append(self._join_heads(self._heads_on(context)).view(-1, t_query, d_model))
             if p is not None:  # padded to the widest group: no weight on keys a group lacks
                 p = F.pad(p, (0, width - p.size(-1)))
                 probs.append(p.unflatten(2, (-1, t_query)).transpose(1, 2).flatten(0, 1))
         return _cat(contexts), (_cat(probs) if need_weights else None)
 
-    def _attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None,
-                need_weights: bool, plain_causal: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """Eq. 1 for every head: the context (B, h, Tq, d_v) and, with need_weights, the
-        probabilities (B, h, Tq, Tk). plain_causal: mask is exactly the causal mask."""
-        dropout = self.attention_dropout if self.training else 0.0
-        # One query per row on a CPU (each decoding step's self-attention, greedy's cross-attention):
-        # eq. 1 spelled out is 1.3-2x faster than the fused kernel, built for blocks of queries (measured).
-        if need_weights or (q.size(2) == 1 and q.device.type == "cpu"):
-            scores = q @ k.transpose(-2, -1) / math.sqrt(self.d_k)
-            if mask is not None:
-                scores = scores.masked_fill(~mask, float("-inf"))
-            probs = scores.softmax(dim=-1, dtype=torch.float32)  # in fp32 under autocast too, as the fused kernel does
-            context = F.dropout(probs, dropout, self.training).to(v.dtype) @ v
-            probs = probs if need_weights else None
-        else:
-            probs = None
-            context = F.scaled_dot_product_attention(q, k, v, attn_mask=None if plain_causal else mask,
-                                                     dropout_p=dropout, is_causal=plain_causal)
-        if self.head_mask is not None:
-            context = context * self.head_mask.view(1, -1, 1, 1).to(context.dtype)
-        return context, probs
+    def _dropout(self) -> float:
+        return self.attention_dropout if self.training else 0.0
+
+    def _heads_on(self, context: torch.Tensor) -> torch.Tensor:
+        """Head ablation (core/explain/hooks.py): a head switched off adds nothing to
+        Concat(head_1, ..., head_h) W^O. context (B, h, T, d_v)."""
+        if self.head_mask is None:
+            return context
+        return context * self.head_mask.view(1, -1, 1, 1).to(context.dtype)
 
     def _join_heads(self, context: torch.Tensor) -> torch.Tensor:
         """(B, h, T, d_v) -> (B, T, d_model): Concat(head_1, ..., head_h)."""
