@@ -64,13 +64,13 @@ class NaiveDecoder:
         memory = model.encode(src)
         # Each call starts from scratch: no self-attention cache, cross-attention keys/values
         # projected from the encoder output again (nothing but the encoder output is reused).
-        self.start = lambda: model.start_cache(src, memory)
+        self.cross_memory = lambda: model.cross_memory(src, memory)
 
     def log_probs(self, prefix: list[int], at_max: bool) -> torch.Tensor:
         cfg = self.model.config
         tgt = torch.tensor([[cfg.bos_id] + prefix], device=self.device)
         # The whole prefix through the whole decoder stack.
-        hidden, _, _ = self.model._decode(tgt, self.start(), need_weights=False)
+        hidden = self.model.decode(tgt, self.cross_memory())[0]
         lp = self.model.project(hidden[0, -1]).float().log_softmax(dim=-1)
         lp[[cfg.pad_id, cfg.bos_id]] = float("-inf")
         if at_max:  # the last position allowed: eos only

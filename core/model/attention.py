@@ -3,9 +3,9 @@
     MultiHead(Q, K, V) = Concat(head_1, ..., head_h) W^O,
         head_i = Attention(Q W_i^Q, K W_i^K, V W_i^V)
 
-The layer projects, splits the heads, builds the masks (padding, 3.2.3's causal mask), switches heads off
-for an ablation and joins the heads; Attention itself, eq. 1, is the kernel of
-core/model/scaled_dot_product.py, with its fast path and its inspect path (need_weights: the
+The layer projects, splits the heads, builds the masks (padding, 3.2.3's causal mask, a static cache's
+unwritten keys), switches heads off for an ablation and joins the heads; Attention itself, eq. 1, is the
+kernel of core/model/scaled_dot_product.py, with its fast path and its inspect path (need_weights: the
 probabilities, for the studio's views).
 """
 from __future__ import annotations
@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .cache import Memory
+from .cache import Memory, Past
 from .packing import Packing
 from .scaled_dot_product import attention
 
@@ -63,8 +63,7 @@ class MultiHeadAttention(nn.Module):
         x: torch.Tensor,
         *,
         memory: Sequence[Memory] = (),
-        past_kv: tuple[torch.Tensor, torch.Tensor] | None = None,
-        past_rows: torch.Tensor | None = None,
+        past: Past | None = None,
         key_padding: torch.Tensor | None = None,
         causal: bool = False,
         need_weights: bool = False,
@@ -76,13 +75,12 @@ class MultiHeadAttention(nn.Module):
         memory:    cross-attention only: the encoded sources, in groups (see Memory); x's rows take
                    the groups' sources in order, G consecutive rows per source (a sentence's beam
                    hypotheses share its keys/values).
-        past_kv:   self-attention keys/values of earlier positions (incremental decoding).
-        past_rows: the rows of past_kv that x's rows continue (None: the same rows), e.g. after
-                   beam search reordered its hypotheses.
+        past:      self-attention, decoding step by step: the earlier positions' keys/values, which
+                   this step's extend (core/model/cache.py); None for a whole sequence.
         key_padding: self-attention: (B, T) bool, True where the key is padding.
         causal:    position i may attend to keys <= i only (section 3.2.3).
         Returns (output, (k, v) or None for cross-attention, probabilities or None). (k, v) includes
-        past_kv, ready to cache.
+        the past's, ready to cache.
         """
         grid = packing.unpack if packing else (lambda t: t)
         if self.cross:
@@ -90,11 +88,14 @@ class MultiHeadAttention(nn.Module):
             kv = None
         else:
             q, k, v = (self._split(t) for t in grid(self.qkv_proj(x)).split(self.widths, dim=-1))
-            if past_kv is not None:
-                k, v = _append(past_kv[0], k, past_rows), _append(past_kv[1], v, past_rows)
+            written = None
+            if past is not None:
+                k, v, written = past.extend(k, v)
             mask = self._mask(q.size(2), k.size(2), key_padding, causal, x.device)
+            if written is not None:  # a static cache: the keys it has not written yet are masked out too
+                mask = written.view(1, 1, 1, -1) if mask is None else mask & written.view(1, 1, 1, -1)
             # With a plain causal mask and no padding, is_causal lets PyTorch pick its fastest kernel.
-            plain_causal = causal and key_padding is None and q.size(2) == k.size(2)
+            plain_causal = causal and key_padding is None and written is None and q.size(2) == k.size(2)
             context, probs = attention(q, k, v, mask, causal=plain_causal, dropout=self._dropout(),
                                        need_weights=need_weights)
             context, kv = self._join_heads(self._heads_on(context)), (k, v)
@@ -156,13 +157,3 @@ class MultiHeadAttention(nn.Module):
 
 def _cat(parts: list[torch.Tensor]) -> torch.Tensor:
     return parts[0] if len(parts) == 1 else torch.cat(parts)
-
-
-def _append(past: torch.Tensor, new: torch.Tensor, rows: torch.Tensor | None) -> torch.Tensor:
-    """torch.cat([past[rows], new], dim=2) for (B, h, T, d_k) keys or values, copying past once."""
-    if rows is None:
-        return torch.cat([past, new], dim=2)
-    out = new.new_empty(rows.size(0), past.size(1), past.size(2) + new.size(2), past.size(3))
-    torch.index_select(past, 0, rows, out=out[:, :, :past.size(2)])
-    out[:, :, past.size(2):] = new
-    return out

@@ -1,16 +1,54 @@
 """What incremental decoding keeps between steps (the decoder of section 3.1 run one token at a
 time): each decoder layer's self-attention keys/values so far, and the encoder's cross-attention
 keys/values, computed once per source. Beam search keeps, drops and reorders rows every step;
-this module does that bookkeeping so that model.py reads like the paper.
+this module does that bookkeeping so that transformer.py reads like the paper.
+
+Step-by-step decoding only: a whole target (training, teacher forcing, scoring) goes through the decoder
+at once, its positions ordered by the causal mask, and never builds a cache.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import NamedTuple, Protocol
 
 import torch
 
 KeyValue = tuple[torch.Tensor, torch.Tensor]  # attention keys and values, (B, h, T, d_k) each
+
+
+class Past(Protocol):
+    """What a decoding step's self-attention continues: the keys and values of the earlier positions, kept
+    as the eager cache keeps them (GrowingPast) or in the compiled step's static buffers
+    (core/inference/compiled.py)."""
+
+    def extend(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+        """This step's keys and values (B, h, T, d_k) after the earlier positions': (keys, values, written),
+        written (keys,) bool, True at the keys held so far, or None where every key is."""
+        ...
+
+
+class GrowingPast(NamedTuple):
+    """The eager cache's past for one layer: the earlier positions' keys/values (None before the first
+    step), grown by each step's; rows: which of their rows the decoder's rows continue (None: the same
+    rows), e.g. after beam search reordered its hypotheses."""
+
+    kv: KeyValue | None
+    rows: torch.Tensor | None = None
+
+    def extend(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, None]:
+        if self.kv is None:
+            return k, v, None
+        return _append(self.kv[0], k, self.rows), _append(self.kv[1], v, self.rows), None
+
+
+def _append(past: torch.Tensor, new: torch.Tensor, rows: torch.Tensor | None) -> torch.Tensor:
+    """torch.cat([past[rows], new], dim=2) for (B, h, T, d_k) keys or values, copying past once."""
+    if rows is None:
+        return torch.cat([past, new], dim=2)
+    out = new.new_empty(rows.size(0), past.size(1), past.size(2) + new.size(2), past.size(3))
+    torch.index_select(past, 0, rows, out=out[:, :, :past.size(2)])
+    out[:, :, past.size(2):] = new
+    return out
 
 
 class Memory(NamedTuple):
@@ -56,6 +94,10 @@ class DecoderCache:
         memory = [[group if index is None else group.select(index) for group, index in zip(layer, plan) if
                    index is None or index.numel()] for layer in self.memory]
         return DecoderCache(memory, list(self.self_kv), self.length, self._rows(rows))
+
+    def past(self) -> list[GrowingPast]:
+        """Per decoder layer, what the next step's self-attention continues."""
+        return [GrowingPast(kv, self.self_rows) for kv in self.self_kv]
 
     def reorder_hypotheses(self, rows: torch.Tensor) -> None:
         """In place: decoder rows become `rows`, each staying with its source (beam search

@@ -13,7 +13,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .attention import MultiHeadAttention
-from .cache import KeyValue, Memory
+from .cache import KeyValue, Memory, Past
 from .config import ModelConfig
 from .dropout import Dropout
 from .packing import Packing
@@ -80,14 +80,15 @@ class DecoderLayer(nn.Module):
         self.res_cross = Residual(c.d_model, c.dropout, c.norm_first)
         self.res_ffn = Residual(c.d_model, c.dropout, c.norm_first)
 
-    def forward(self, y: torch.Tensor, memory: Sequence[Memory], past_kv: KeyValue | None = None,
-                need_weights: bool = False, packing: Packing | None = None, past_rows: torch.Tensor | None = None
+    def forward(self, y: torch.Tensor, memory: Sequence[Memory], past: Past | None = None,
+                need_weights: bool = False, packing: Packing | None = None
                 ) -> tuple[torch.Tensor, KeyValue, torch.Tensor | None, torch.Tensor | None]:
+        """y: a whole target (teacher forcing, past None) or each row's newest token after `past` (decoding).
+        Returns (y, the self-attention keys/values with the past's, self- and cross-attention probabilities)."""
         # Masked self-attention (3.2.3). Targets are right-padded, so a causal mask alone
         # keeps every real position away from padding; padded positions are never scored.
         y, (self_kv, self_probs) = self.res_self(
-            y, lambda h: self.self_attn(h, past_kv=past_kv, past_rows=past_rows, causal=True,
-                                        need_weights=need_weights, packing=packing))
+            y, lambda h: self.self_attn(h, past=past, causal=True, need_weights=need_weights, packing=packing))
         y, (_, cross_probs) = self.res_cross(
             y, lambda h: self.cross_attn(h, memory=memory, need_weights=need_weights, packing=packing))
         y, _ = self.res_ffn(y, lambda h: (self.ffn(h),))

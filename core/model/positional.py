@@ -40,13 +40,14 @@ def encoding_at(positions: torch.Tensor, d_model: int) -> torch.Tensor:
 
 class Positions(nn.Module):
     """The positions of a model that reads at most max_len tokens: positions(offset, length) is the
-    (length, d_model) block for positions offset .. offset + length - 1."""
+    (length, d_model) block for positions offset .. offset + length - 1. offset may be a (1,) tensor (the
+    compiled decoding step's, core/inference/compiled.py: read on the device, one graph for every step)."""
 
     def __init__(self, kind: str, max_len: int, d_model: int):
         super().__init__()
         self.kind = kind
         if kind == "learned":
-            # Initialised with the model's other matrices (Xavier, model.py); trained like the embeddings.
+            # Initialised with the model's other matrices (Xavier, transformer.py); trained like the embeddings.
             self.table = nn.Parameter(torch.empty(max_len, d_model))
         elif kind == "sinusoidal":
             # Not saved: computed again on load, for whatever max_len the config asks.
@@ -54,5 +55,7 @@ class Positions(nn.Module):
         else:
             raise ValueError(f"unknown positional encoding {kind!r}; allowed: sinusoidal, learned")
 
-    def forward(self, offset: int, length: int) -> torch.Tensor:
+    def forward(self, offset: int | torch.Tensor, length: int) -> torch.Tensor:
+        if isinstance(offset, torch.Tensor):
+            return self.table.index_select(0, offset + torch.arange(length, device=offset.device))
         return self.table[offset:offset + length]

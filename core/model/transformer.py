@@ -2,8 +2,9 @@
 
 Embeddings scaled by sqrt(d_model) plus positions (3.4, 3.5), a stack of encoder layers and one of decoder
 layers (3.1, core/model/layers.py), and the pre-softmax projection tied to the embeddings (3.4). Two ways
-through it: whole sequences (training, teacher forcing) and one token at a time (inference), the decoder's
-past kept in a cache (core/model/cache.py).
+through it, both through the same decoder stack (`decode`): whole sequences (training, teacher forcing), the
+causal mask ordering the positions, and one token at a time (inference), the decoder's past kept in a cache
+(core/model/cache.py; core/inference/compiled.py's static one for a compiled step).
 
 Beside it, not in it: the input checks (core/model/checks.py), the packing of padded batches onto their real
 tokens (core/model/packing.py: attention sees the padded grid with the padding masked, so nothing changes
@@ -18,7 +19,7 @@ from typing import Sequence
 import torch
 from torch import nn
 
-from .cache import DecoderCache
+from .cache import DecoderCache, KeyValue, Memory, Past
 from .checks import check_length, checked_padding
 from .config import ModelConfig
 from .dropout import Dropout
@@ -60,8 +61,8 @@ class Transformer(nn.Module):
                 nn.init.xavier_uniform_(p)
 
     # ----- pieces -----------------------------------------------------------------
-    def _embed(self, ids: torch.Tensor, table: nn.Embedding, offset: int = 0, packing: Packing | None = None,
-               looked_up: torch.Tensor | None = None) -> torch.Tensor:
+    def _embed(self, ids: torch.Tensor, table: nn.Embedding, offset: int | torch.Tensor = 0,
+               packing: Packing | None = None, looked_up: torch.Tensor | None = None) -> torch.Tensor:
         """looked_up: table(ids) given instead (gradient attributions, core/explain/saliency.py)."""
         looked_up = table(ids) if looked_up is None else looked_up
         # Section 3.4: embeddings are multiplied by sqrt(d_model); 3.5: positions are added.
@@ -91,28 +92,30 @@ class Transformer(nn.Module):
         memory, packing, _ = self._encode(src, need_weights=False)
         return packing.unpack(memory) if packing else memory
 
-    def _decode(self, tgt_in: torch.Tensor, cache: DecoderCache, need_weights: bool, packing: Packing | None = None
-                ) -> tuple[torch.Tensor, list[torch.Tensor | None], list[torch.Tensor | None]]:
-        """The decoder stack over tgt_in (B, T), after the cache.length tokens already in the cache.
-        With `packing` (whole targets only), on the real target tokens; returns rows (N, d_model)."""
-        check_length(self.config, tgt_in, "target", cache.length)
-        y = self._embed(tgt_in, self.tgt_embed, cache.length, packing)
-        self_probs, cross_probs = [], []
+    def decode(self, tgt_in: torch.Tensor, memory: Sequence[Sequence[Memory]], *, past: Sequence[Past] | None = None,
+               offset: int | torch.Tensor = 0, need_weights: bool = False, packing: Packing | None = None
+               ) -> tuple[torch.Tensor, list[KeyValue], list[torch.Tensor | None], list[torch.Tensor | None]]:
+        """The decoder stack (3.1) over tgt_in (B, T) at positions offset.. (an int, or a compiled step's (1,)
+        tensor). memory: per layer, the encoded sources as cross-attention reads them (cross_memory).
+        past: None for a whole target (teacher forcing); decoding, per layer what self-attention continues
+        (DecoderCache.past(), or the compiled step's static buffers). With `packing` (whole targets only), on
+        the real target tokens. Returns (final states (B, T, d_model), or rows (N, d_model) with packing;
+        per layer the self-attention keys/values, past's included; self- and cross-attention probabilities)."""
+        y = self._embed(tgt_in, self.tgt_embed, offset, packing)
+        self_kv, self_probs, cross_probs = [], [], []
         for i, layer in enumerate(self.decoder_layers):
-            y, cache.self_kv[i], sp, cp = layer(y, cache.memory[i], cache.self_kv[i], need_weights, packing,
-                                                cache.self_rows)
+            y, kv, sp, cp = layer(y, memory[i], None if past is None else past[i], need_weights, packing)
+            self_kv.append(kv)
             self_probs.append(sp)
             cross_probs.append(cp)
-        cache.length += tgt_in.size(1)
-        cache.self_rows = None  # applied by every layer's append
-        return self.decoder_norm(y), self_probs, cross_probs
+        return self.decoder_norm(y), self_kv, self_probs, cross_probs
 
-    def start_cache(self, src: torch.Tensor, memory: torch.Tensor, packing: Packing | None = None) -> DecoderCache:
+    def cross_memory(self, src: torch.Tensor, memory: torch.Tensor, packing: Packing | None = None
+                     ) -> list[list[Memory]]:
         """Cross-attention keys/values of every decoder layer, computed once per source from the
         encoder output (B, S, d_model), or from its real-token rows laid out by `packing`."""
         padding = src.eq(self.config.pad_id)
-        return DecoderCache([[layer.cross_attn.project_kv(memory, padding, packing)] for layer in self.decoder_layers],
-                            [None] * len(self.decoder_layers))
+        return [[layer.cross_attn.project_kv(memory, padding, packing)] for layer in self.decoder_layers]
 
     def project(self, hidden: torch.Tensor) -> torch.Tensor:
         """The pre-softmax linear transformation: decoder states -> vocabulary logits."""
@@ -129,9 +132,10 @@ class Transformer(nn.Module):
             raise ValueError(f"src and tgt_in must hold the same number of sentences, got {src.size(0)} "
                              f"and {tgt_in.size(0)}")
         memory, src_packing, enc_probs = self._encode(src, need_weights, src_embeddings)
-        cache = self.start_cache(src, memory, src_packing)
         packing = Packing.of(tgt_padding)
-        y, dec_probs, cross_probs = self._decode(tgt_in, cache, need_weights, packing)
+        check_length(self.config, tgt_in, "target")
+        y, _, dec_probs, cross_probs = self.decode(tgt_in, self.cross_memory(src, memory, src_packing),
+                                                   need_weights=need_weights, packing=packing)
         return y, packing, {"encoder": enc_probs, "decoder": dec_probs, "cross": cross_probs}
 
     def hidden(self, src: torch.Tensor, tgt_in: torch.Tensor, src_embeddings: torch.Tensor | None = None
@@ -153,9 +157,9 @@ class Transformer(nn.Module):
         x = self._embed(src, self.src_embed)
         for layer in self.encoder_layers:
             x, _ = layer(x, src_padding)
-        cache = self.start_cache(src, self.encoder_norm(x))
+        check_length(self.config, tgt_in, "target")
         # Right-padded targets: the causal mask alone keeps every real position away from padding (3.2.3).
-        return self._decode(tgt_in, cache, need_weights=False)[0]
+        return self.decode(tgt_in, self.cross_memory(src, self.encoder_norm(x)))[0]
 
     def forward(self, src: torch.Tensor, tgt_in: torch.Tensor,
                 return_attention: bool = False) -> torch.Tensor | tuple[torch.Tensor, Attention]:
@@ -174,8 +178,8 @@ class Transformer(nn.Module):
         groups = [group for group in ([src] if isinstance(src, torch.Tensor) else src) if group.size(0)]
         if not groups:
             raise ValueError("start_decoding needs at least one source sentence")
-        caches = [self.start_cache(group, *self._encode(group)[:2]) for group in groups]
-        return DecoderCache([[group for cache in caches for group in cache.memory[i]]
+        memories = [self.cross_memory(group, *self._encode(group)[:2]) for group in groups]
+        return DecoderCache([[group for memory in memories for group in memory[i]]
                              for i in range(len(self.decoder_layers))], [None] * len(self.decoder_layers))
 
     @torch.no_grad()
@@ -184,7 +188,11 @@ class Transformer(nn.Module):
         """Feed the newest token (B,) of each row; returns log-probabilities (B, V) of the
         next token (and, with need_weights, per-layer cross-attention (B, h, S), S the longest
         source group's length: keys a shorter group lacks get weight 0)."""
-        y, _, cross_probs = self._decode(tokens[:, None], cache, need_weights)
+        check_length(self.config, tokens[:, None], "target", cache.length)
+        y, cache.self_kv, _, cross_probs = self.decode(tokens[:, None], cache.memory, past=cache.past(),
+                                                       offset=cache.length, need_weights=need_weights)
+        cache.length += 1
+        cache.self_rows = None  # applied by every layer's extend
         logits = step_logits(self.generator, y[:, -1]).float()
         # In place (no gradients here): one (B, V) buffer instead of two, ~7% of a batched beam
         # search on a CPU (Multi30k, bench/decode.py).

@@ -7,6 +7,8 @@ import torch
 
 from tests.helpers.tiny import batch, tiny
 
+from core.model.cache import DecoderCache
+
 
 @pytest.mark.parametrize("norm_first", [False, True])
 def test_cached_decoding_equals_full_forward_at_every_step(norm_first):
@@ -112,3 +114,23 @@ def test_cache_reorders_compose_before_the_next_step():
         history = torch.cat([history, step[:, None]], dim=1)
         expected = model(src[sources], history).log_softmax(-1)[:, -1]
         torch.testing.assert_close(model.decode_step(step, cache), expected, atol=1e-4, rtol=0)
+
+
+def test_teacher_forcing_builds_no_cache(monkeypatch):
+    """The cache belongs to step-by-step decoding: a whole target (training, scoring, the inspect path, the
+    trainer's fixed-shape grid) goes through the decoder at once, and no DecoderCache is made or read."""
+    model = tiny()
+    src, tgt = batch([9, 4]), batch([8, 5], seed=2)
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("a DecoderCache outside step-by-step decoding")
+
+    monkeypatch.setattr(DecoderCache, "__init__", refuse)
+    monkeypatch.setattr(DecoderCache, "past", refuse)
+    model(src, tgt)
+    model(src, tgt, return_attention=True)
+    model.hidden(src, tgt)
+    model.hidden_grid(src, tgt)
+    model.train()(src, tgt).sum().backward()
+    with pytest.raises(AssertionError, match="outside step-by-step"):  # where it is made, it is noticed
+        model.start_decoding(src)
