@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import sys
 import threading
 import time
 from contextlib import contextmanager
@@ -32,7 +33,11 @@ class Event:
 
 
 def this_event() -> Event:
-    """The event this thread serves (Gradio sets its context in the worker thread before calling back)."""
+    """The event this thread serves (Gradio sets its context in the worker thread before calling back). Where
+    Gradio was never imported (a script's or a notebook's call of studio.numbers) no event can be under way: none,
+    and Gradio stays unloaded."""
+    if "gradio" not in sys.modules:
+        return Event(None, None, lambda: True)
     from gradio.context import LocalContext
 
     app, request = LocalContext.blocks.get(None), LocalContext.request.get(None)
