@@ -9,8 +9,9 @@ The encoder's self-attention and the decoder's masked self-attention (3.2.3: a q
 to later positions, its scores there set to -inf) read keys and values from the sub-layer's own
 input; the decoder's cross-attention reads them from the encoder's output. The inputs are taken
 from the running model with forward hooks, and the arithmetic is redone here step by step from the
-sub-layer's weights; tests check the softmax weights against Transformer.attention_maps and the
-output against what the sub-layer passed on.
+sub-layer's weights, the softmax weights and the head's output by the model's own eq. 1
+(core/model/scaled_dot_product.py); tests check the weights against core.explain.hooks.attention_maps,
+each step against the one before, and the output against what the sub-layer passed on.
 """
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ from ..inference.scoring import Pair, prepare_pair
 from ..inference.translation import target_tokenizer
 from ..model.attention import MultiHeadAttention
 from ..model.layers import Residual
+from ..model import scaled_dot_product
 from ..model.transformer import Transformer
 
 STACKS = ("encoder", "decoder", "cross")
@@ -50,7 +52,7 @@ class AttentionArithmetic:
     dots: np.ndarray           # (keys,) q · k_j
     scaled: np.ndarray         # (keys,) q · k_j / sqrt(d_k)
     mask: np.ndarray           # (keys,) 0 where the query may attend, -inf where it may not (3.2.3)
-    weights: np.ndarray        # (keys,) softmax(scaled + mask): Transformer.attention_maps' row
+    weights: np.ndarray        # (keys,) softmax(scaled + mask): core.explain.hooks.attention_maps' row
     head_output: np.ndarray    # (d_k,) sum_j weights_j v_j
     concat: np.ndarray         # (d_model,) Concat(head_1, ..., head_h) at the query
     projected: np.ndarray      # (d_model,) concat W^O (+ bias): the sub-layer's output
@@ -145,11 +147,14 @@ def _head_arithmetic(attention: MultiHeadAttention, x: torch.Tensor, source: tor
     values = F.linear(source, w_v, b_v).view(-1, h, d_k).transpose(0, 1)
     dots = (keys @ q[:, :, None]).squeeze(2)
     scaled = dots / math.sqrt(d_k)
-    mask = torch.zeros(keys.size(1), device=x.device)
+    allowed = torch.ones(keys.size(1), dtype=torch.bool, device=x.device)
     if causal:  # 3.2.3: "masking out (setting to -inf) all values ... which correspond to illegal connections"
-        mask[query + 1:] = float("-inf")
-    weights = (scaled + mask).softmax(dim=-1, dtype=torch.float32)
-    head_output = (weights[:, None, :] @ values).squeeze(1)  # (h, d_k)
+        allowed[query + 1:] = False
+    mask = torch.zeros(keys.size(1), device=x.device).masked_fill(~allowed, float("-inf"))
+    # softmax(scaled + mask) and the weighted values as the model computes them, for one sentence and one query.
+    head_output, weights = scaled_dot_product.attention(q[None, :, None], keys[None], values[None], allowed,
+                                                        need_weights=True)
+    head_output, weights = head_output[0, :, 0], weights[0, :, 0]  # (h, d_k), (h, keys)
     on = 1.0 if attention.head_mask is None else attention.head_mask[:, None]  # heads switched off: zero
     return {"q": q, "keys": keys, "values": values, "dots": dots, "scaled": scaled, "mask": mask,
             "weights": weights, "head_output": head_output, "concat": (head_output * on).reshape(-1)}

@@ -1,6 +1,6 @@
 """A compiled decoding step (torch.compile, on first use of each shape): the decoder of section 3.1 run one
-token at a time, as Transformer.decode_step runs it, but as a few fused kernels instead of ~740 small torch
-operations.
+token at a time, through the model's own layers and attention kernel as Transformer.decode_step runs it, but
+as a few fused kernels instead of ~740 small torch operations.
 
 Not in the paper: a speed-up of inference. One sentence's step on a CPU (its greedy row, or its beam's K
 rows) is a few small matrix products; eager PyTorch spends more time dispatching operations than doing
@@ -11,7 +11,8 @@ dynamo's `prepare_freezing`) measured no faster here (bench/compiled_step.py) an
 
 Compiled code wants fixed shapes, so the cache is static: each decoder layer's self-attention keys and
 values live in a buffer of a fixed length (a bucket of TARGET_BUCKETS), the positions not written yet
-masked out of eq. 1; the source's cross-attention keys and values are padded to a multiple of
+masked out of eq. 1 (StaticPast, the self-attention's past passed in, as the eager cache passes its own);
+the source's cross-attention keys and values are padded to a multiple of
 SOURCE_MULTIPLE, its padding masked as usual. One compile per (rows, source length, target bucket): 10-30 s
 each, kept on disk by inductor's caches (TORCHINDUCTOR_CACHE_DIR) so that a restart reuses them.
 
@@ -23,7 +24,6 @@ compiled it may round differently (bench/compiled_step.py: translations on test_
 from __future__ import annotations
 
 import dataclasses
-import math
 import shutil
 from dataclasses import dataclass
 from functools import partial
@@ -32,8 +32,7 @@ from typing import Any, Iterator, Sequence
 import torch
 import torch.nn.functional as F
 
-from ..model.attention import MultiHeadAttention
-from ..model.cache import DecoderCache
+from ..model.cache import DecoderCache, KeyValue, Memory
 from ..model.transformer import Transformer
 
 TARGET_BUCKETS = (32, 64, 128, 256, 512, 1024)  # self-attention cache lengths (clipped to the model's max_len)
@@ -58,9 +57,8 @@ class StaticCache:
     """What a compiled step keeps between steps, for one source and its R decoder rows (R = 1, or a beam's K).
     The interface of DecoderCache that decoding uses: length, self_kv, select() and reorder_hypotheses()."""
 
-    memory: list[tuple[torch.Tensor, torch.Tensor]]  # per layer, the source's cross-attention (1, h, S', d_k)
-    source_keep: torch.Tensor  # (S',) bool, True at the source's real tokens
-    self_kv: list[tuple[torch.Tensor, torch.Tensor]]  # per layer (R, h, T', d_k); [] before the first step
+    memory: list[Memory]  # per layer, the source's cross-attention keys/values (1, h, S', d_k), padding (1, S')
+    self_kv: list[KeyValue]  # per layer (R, h, T', d_k); [] before the first step
     length: int = 0  # target tokens consumed so far
     rows: torch.Tensor | None = None  # which rows of self_kv the decoder's rows are now (None: all, in order)
 
@@ -81,66 +79,43 @@ class StaticCache:
 def static_cache(model: Transformer, src: torch.Tensor) -> StaticCache:
     """Encode one source (1, S) and lay its cross-attention keys/values out for the compiled step."""
     memory = model.start_decoding(src).memory
-    length = src.size(1)
-    padded = -(-length // SOURCE_MULTIPLE) * SOURCE_MULTIPLE
-    keep = F.pad(memory[0][0].padding[0].logical_not(), (0, padded - length))
-    return StaticCache([tuple(F.pad(t, (0, 0, 0, padded - length)) for t in (layer[0].k, layer[0].v))
-                        for layer in memory], keep, [])
+    grow = -(-src.size(1) // SOURCE_MULTIPLE) * SOURCE_MULTIPLE - src.size(1)
+    return StaticCache([Memory(F.pad(m.k, (0, 0, 0, grow)), F.pad(m.v, (0, 0, 0, grow)),
+                               F.pad(m.padding, (0, grow), value=True)) for [m] in memory], [])
+
+
+@dataclass
+class StaticPast:
+    """A decoder layer's self-attention past in a buffer of fixed length (a core.model.cache.Past): extend()
+    writes this step's keys and values at `position` of the rows the decoder's rows continue, and masks out
+    the positions not written yet."""
+
+    k: torch.Tensor  # (R', h, T', d_k)
+    v: torch.Tensor
+    rows: torch.Tensor  # (R,) the rows of k and v the decoder's rows continue
+    position: torch.Tensor  # (1,)
+
+    def extend(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        # In place, into this step's own copies of the rows: the buffers before this step stay as they were.
+        keys, values = self.k.index_select(0, self.rows), self.v.index_select(0, self.rows)
+        keys.index_copy_(2, self.position, k)
+        values.index_copy_(2, self.position, v)
+        written = torch.arange(keys.size(2), device=keys.device) <= self.position  # this and earlier positions
+        return keys, values, written
 
 
 def static_step(model: Transformer, tokens: torch.Tensor, position: torch.Tensor, rows: torch.Tensor,
-                self_kv: Sequence[tuple[torch.Tensor, torch.Tensor]],
-                memory: Sequence[tuple[torch.Tensor, torch.Tensor]], source_keep: torch.Tensor
-                ) -> tuple[torch.Tensor, list[tuple[torch.Tensor, torch.Tensor]]]:
+                self_kv: Sequence[KeyValue], memory: Sequence[Memory]) -> tuple[torch.Tensor, list[KeyValue]]:
     """Transformer.decode_step over a static cache, every shape fixed by its inputs' (what torch.compile wants):
     the newest token (R,) of each row at `position` (a (1,) tensor, not a Python int: no recompile per step);
     rows (R,): the rows of self_kv the decoder's rows continue. Returns the next token's log-probabilities
     (R, V) and the new self_kv, with this step's keys and values written at `position`."""
-    c = model.config
-    length = self_kv[0][0].size(2)
-    # Sections 3.4, 3.5: the embedding times sqrt(d_model), plus the position's encoding.
-    y = model.tgt_embed(tokens) * math.sqrt(c.d_model) + model.positions.table.index_select(0, position)
-    written = torch.arange(length, device=tokens.device) <= position  # keys of this and earlier positions (3.2.3)
-    new_kv = []
-    for layer, (k_past, v_past), (k_source, v_source) in zip(model.decoder_layers, self_kv, memory):
-        keys, values = k_past.index_select(0, rows), v_past.index_select(0, rows)
-        y, _ = layer.res_self(y, partial(_self_attention, layer.self_attn, keys=keys, values=values,
-                                         position=position, written=written))
-        y, _ = layer.res_cross(y, partial(_cross_attention, layer.cross_attn, keys=k_source, values=v_source,
-                                          keep=source_keep))
-        y, _ = layer.res_ffn(y, lambda h, ffn=layer.ffn: (ffn(h),))
-        new_kv.append((keys, values))
+    past = [StaticPast(k, v, rows, position) for k, v in self_kv]
+    states, new_kv, _, _ = model.decode(tokens[:, None], [[group] for group in memory], past=past, offset=position)
     # The pre-softmax projection as W y^T, which reads the (V, d_model) weight as it lies: for a few rows the CPU's
     # matrix product is 2-3x faster so (core/model/step_projection.py), compiled or not.
-    logits = (model.generator.weight @ model.decoder_norm(y).t()).t().float()
+    logits = (model.generator.weight @ states[:, -1].t()).t().float()
     return torch.log_softmax(logits, dim=-1), new_kv
-
-
-def _self_attention(attention: MultiHeadAttention, h: torch.Tensor, *, keys: torch.Tensor, values: torch.Tensor,
-                    position: torch.Tensor, written: torch.Tensor) -> tuple[torch.Tensor]:
-    """Masked self-attention (3.2.3) of each row's newest position: its key and value written into the buffers
-    (in place: they are this step's own copies), its query attending to the keys written so far."""
-    rows, heads = h.size(0), attention.n_heads
-    q, k, v = attention.qkv_proj(h).split(attention.widths, dim=-1)
-    keys.index_copy_(2, position, k.view(rows, heads, 1, -1))
-    values.index_copy_(2, position, v.view(rows, heads, 1, -1))
-    context = _attend(q.view(rows, heads, 1, -1), keys, values, written, attention.d_k)
-    return (attention.out_proj(context.reshape(rows, -1)),)
-
-
-def _cross_attention(attention: MultiHeadAttention, h: torch.Tensor, *, keys: torch.Tensor, values: torch.Tensor,
-                     keep: torch.Tensor) -> tuple[torch.Tensor]:
-    """Cross-attention of the rows to their one source: its R queries attend together to the keys stored once."""
-    rows = h.size(0)
-    q = attention.q_proj(h).view(1, rows, attention.n_heads, -1).transpose(1, 2)
-    context = _attend(q, keys, values, keep, attention.d_k)  # (1, h, R, d_v)
-    return (attention.out_proj(context.transpose(1, 2).reshape(rows, -1)),)
-
-
-def _attend(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, keep: torch.Tensor, d_k: int) -> torch.Tensor:
-    """Eq. 1, softmax(Q K^T / sqrt(d_k)) V, over the keys where keep (Tk,) is True."""
-    scores = (q @ k.transpose(-2, -1) / math.sqrt(d_k)).masked_fill(~keep, float("-inf"))
-    return scores.softmax(dim=-1, dtype=torch.float32).to(v.dtype) @ v
 
 
 class _Step(torch.nn.Module):
@@ -150,14 +125,15 @@ class _Step(torch.nn.Module):
         super().__init__()
         self.model = model
 
-    def forward(self, *inputs: Any) -> tuple[torch.Tensor, list[tuple[torch.Tensor, torch.Tensor]]]:
+    def forward(self, *inputs: Any) -> tuple[torch.Tensor, list[KeyValue]]:
         return static_step(self.model, *inputs)
 
 
 class CompiledDecoding:
     """A Transformer's decoding interface (config, start_decoding, decode_step, eval/train, parameters) whose
     one-source steps run compiled; anything else (several sources, attention weights asked for, a head switched
-    off) goes to the model's eager step. core.inference.decoding's searches take it in the model's place."""
+    off) goes to the model's eager step. core.inference's searches (greedy, beam search, sampling) take it in the
+    model's place."""
 
     def __init__(self, model: Transformer, compile_step: bool = True):
         self.model, self.config = model, model.config
@@ -166,7 +142,7 @@ class CompiledDecoding:
         self._step = torch.compile(_Step(model), dynamic=False, fullgraph=True) if compile_step \
             else partial(static_step, model)
 
-    # What core.inference.decoding asks of a model besides the steps.
+    # What the searches ask of a model besides the steps.
     @property
     def training(self) -> bool:
         return self.model.training
@@ -199,7 +175,7 @@ class CompiledDecoding:
         position = torch.tensor([cache.length], device=tokens.device)
         # Contiguous: a compiled graph is guarded on its inputs' strides (the last column of the tokens is not).
         log_probs, cache.self_kv = self._step(tokens.contiguous(), position, rows.contiguous(), cache.self_kv,
-                                              cache.memory, cache.source_keep)
+                                              cache.memory)
         cache.length += 1
         cache.rows = None
         return log_probs
@@ -211,12 +187,9 @@ class CompiledDecoding:
         bucket = next((b for b in TARGET_BUCKETS if b > cache.length), c.max_len)
         bucket = min(bucket, c.max_len)
         if not cache.self_kv:
-            device = cache.source_keep.device
-            dtype = cache.memory[0][0].dtype
-            shapes = [(rows, layer.self_attn.n_heads, bucket, width // layer.self_attn.n_heads)
-                      for layer in self.model.decoder_layers for width in layer.self_attn.widths[1:]]
-            empty = [torch.zeros(shape, device=device, dtype=dtype) for shape in shapes]
-            cache.self_kv = list(zip(empty[0::2], empty[1::2]))
+            like = cache.memory[0].k  # the device and dtype of the keys and values
+            cache.self_kv = [tuple(like.new_zeros(rows, a.n_heads, bucket, size) for size in (a.d_k, a.d_head))
+                             for a in (layer.self_attn for layer in self.model.decoder_layers)]
         if cache.rows is not None and cache.rows.numel() != cache.self_kv[0][0].size(0):
             cache.self_kv = [(k.index_select(0, cache.rows), v.index_select(0, cache.rows)) for k, v in cache.self_kv]
             cache.rows = None

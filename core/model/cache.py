@@ -24,7 +24,6 @@ class Past(Protocol):
     def extend(self, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
         """This step's keys and values (B, h, T, d_k) after the earlier positions': (keys, values, written),
         written (keys,) bool, True at the keys held so far, or None where every key is."""
-        ...
 
 
 class GrowingPast(NamedTuple):

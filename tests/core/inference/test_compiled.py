@@ -16,7 +16,9 @@ from core.inference.greedy import greedy_decode
 from core.inference.options import DecodeOptions
 from core.inference.sampling import sample
 from core.inference.translation import translate_detailed
+from core.model import attention as attention_module
 from core.model.cache import DecoderCache
+from core.model.scaled_dot_product import attention
 
 
 def hypotheses_match(a, b) -> None:
@@ -34,6 +36,23 @@ def test_the_static_step_searches_as_the_eager_one(length):
         hypotheses_match(beam_search(static, src, 60, **options)[0], beam_search(model, src, 60, **options)[0])
     hypotheses_match(greedy_decode(static, src, 60, min_len=40), greedy_decode(model, src, 60, min_len=40))
     hypotheses_match(sample(static, src, 60, seed=3, temperature=1.0), sample(model, src, 60, seed=3, temperature=1.0))
+
+
+def test_the_static_step_runs_the_models_own_layers_and_kernel(monkeypatch):
+    """Not a second decoder: each step over the static cache goes through every decoder layer, and each of its
+    attentions through the one kernel of eq. 1 (core/model/scaled_dot_product.py), as the eager step does."""
+    model = tiny()
+    kernel_calls, layer_calls = [], []
+    monkeypatch.setattr(attention_module, "attention", lambda *a, **k: kernel_calls.append(1) or attention(*a, **k))
+    for layer in model.decoder_layers:
+        layer.register_forward_hook(lambda *_: layer_calls.append(1))
+    static = CompiledDecoding(model, compile_step=False)
+    cache = static.start_decoding(batch([5]))
+    kernel_calls.clear()  # the encoder's
+    for token in (1, 7):
+        static.decode_step(torch.tensor([token]), cache)
+    assert len(layer_calls) == 2 * model.config.decoder_layers
+    assert len(kernel_calls) == 2 * 2 * model.config.decoder_layers  # self- and cross-attention, two steps
 
 
 def test_the_static_step_follows_the_models_options():
@@ -61,7 +80,7 @@ def test_only_one_source_takes_the_static_cache():
     model.decoder_layers[0].self_attn.head_mask = torch.tensor([1.0, 0.0])  # an ablation: eager, as the views
     assert isinstance(static.start_decoding(batch([4])), DecoderCache)
     with pytest.raises(ValueError, match="eager step"):
-        static.decode_step(torch.tensor([1]), StaticCache([], torch.ones(16, dtype=torch.bool), []), need_weights=True)
+        static.decode_step(torch.tensor([1]), StaticCache([], []), need_weights=True)
 
 
 def test_without_a_compiler_the_model_itself_decodes(monkeypatch):

@@ -3,6 +3,9 @@ plain softmax(QK^T/sqrt(d_k))V, its two paths and its masks, and multi-head atte
 (core/model/attention.py)."""
 from __future__ import annotations
 
+import ast
+from pathlib import Path
+
 import pytest
 import torch
 
@@ -150,3 +153,22 @@ def test_every_attention_goes_through_the_kernel(monkeypatch):
     calls.clear()
     model.decode_step(torch.tensor([1, 1]), cache)
     assert len(calls) == 2 * model.config.decoder_layers
+
+
+# The files of core/ that call a softmax, and of what: eq. 1's is the kernel's alone.
+SOFTMAXES = {"model/scaled_dot_product.py": "eq. 1",
+             "training/loss.py": "the logits' (label smoothing's gradient)",
+             "inference/sampling.py": "the logits' (sampling)"}
+
+
+def calling(name: str) -> set[str]:
+    """The files of core/ whose code (not their docstrings or comments) calls a function or method `name`."""
+    core = Path(__file__).resolve().parents[3] / "core"
+    return {str(path.relative_to(core)) for path in core.rglob("*.py")
+            if any(isinstance(node, ast.Call) and name in (getattr(node.func, "attr", ""), getattr(node.func, "id", ""))
+                   for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))))}
+
+
+def test_eq_1_is_written_once_in_core():
+    assert calling("softmax") == set(SOFTMAXES)
+    assert calling("scaled_dot_product_attention") == {"model/scaled_dot_product.py"}
