@@ -260,7 +260,7 @@ def head_choices(registry: ModelRegistry, name: str | None) -> tuple[gr.Checkbox
 
 
 def parse_heads(encoder: list[str], decoder: list[str], cross: list[str]) -> dict[str, dict[int, list[int]]]:
-    """{"cross": ["L1 H3"]} style labels -> model.heads_off's {"cross": {0: [2]}}, layers and heads in
+    """{"cross": ["L1 H3"]} style labels -> core.explain.hooks.heads_off's {"cross": {0: [2]}}, layers and heads in
     order (the boxes come in the order they were ticked)."""
     spec: dict[str, dict[int, list[int]]] = {}
     for stack, labels in zip(ABLATION_STACKS, (encoder, decoder, cross)):

@@ -1,5 +1,5 @@
 """Issue 41: section 3.2's arithmetic for one query (core.explain.arithmetic). Its softmax weights are
-Transformer.attention_maps' row, its output is what the sub-layer passed on, and each step follows from
+core.explain.hooks.attention_maps' row, its output is what the sub-layer passed on, and each step follows from
 the one before."""
 from __future__ import annotations
 
