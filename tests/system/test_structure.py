@@ -1,8 +1,8 @@
 """The house rules a newcomer relies on: no import cycles among the project's own modules; core/ in the paper's
 parts with imports running one way (model <- data <- inference <- training, explain beside them; nothing in core
-imports a UI); studio/ in rooms (its page kit alone at its top, no cycle among its modules) and every studio module
-in docs/studio-modules.md with who uses it; a thin studio/app.py and a README that is a guide. Long files are split
-where an idea ends, not at a line count: no cap here."""
+imports a UI); studio/ in rooms (its page kit alone at its top, no cycle among its modules, tests/studio in the same
+rooms) and every studio module in docs/studio-modules.md with who uses it; a thin studio/app.py and a README that is
+a guide. Long files are split where an idea ends, not at a line count: no cap here."""
 from __future__ import annotations
 
 import ast
@@ -212,6 +212,13 @@ def test_the_studio_is_in_rooms_with_only_its_page_kit_at_the_top():
     studio = {name: {t for t in targets if t.split(".")[0] == "studio"} for name, targets in graph.items()
               if name.split(".")[0] == "studio"}
     assert cycles(studio) == []
+
+
+def test_the_studios_tests_are_in_its_rooms():
+    """Each folder of tests/studio is a folder of studio/ (browser/ aside: the whole page in headless Chromium)."""
+    rooms = {p.name for p in (ROOT / "studio").iterdir() if (p / "__init__.py").is_file()}
+    folders = {p.name for p in (ROOT / "tests" / "studio").iterdir() if (p / "__init__.py").is_file()}
+    assert sorted(folders - rooms - {"browser"}) == []
 
 
 def studio_guide() -> dict[str, str]:
