@@ -95,8 +95,7 @@ def build_app(registry: ModelRegistry, selected: str | None = None, checkpoints_
     """checkpoints_dir: where the Train tab saves (default: the repository's checkpoints/);
     public: visitors share the one training run, which is bounded and controlled only by its starter;
     lesson: the lesson the Lesson panel presents (none: no panel)."""
-    names = registry.names()
-    selected = selected if selected in names else (names[0] if names else None)
+    selected = selected if selected in registry.names() else registry.default()
     # Uploaded files are copied by the callbacks that use them; Gradio's copies older than two
     # hours are deleted (checked hourly), so visitors' uploads cannot fill the disk over time.
     with gr.Blocks(title="Transformer Studio", analytics_enabled=False, delete_cache=(3600, 7200)) as demo:

@@ -52,7 +52,8 @@ def status_line(registry: ModelRegistry, name: str | None) -> str:
     except UNAVAILABLE as exc:
         return f"**Model {md(name)} cannot be used:** {md(exc)}"
     facts = describe(bundle)
-    return (f"**{md(name)}** · {facts['parameters']} parameters · vocabulary {facts['vocab']} · "
+    data = f" · trained on {md(facts['trained_on'])}" if facts["trained_on"] else ""
+    return (f"**{md(name)}**{data} · {facts['parameters']} parameters · vocabulary {facts['vocab']} · "
             f"{facts['layers']} · {facts['device']}")
 
 

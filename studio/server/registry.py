@@ -22,6 +22,11 @@ from core.model.transformer import Transformer
 from .limits import MAX_NAME_CHARS, clean_input
 
 CHECKPOINTS = Path(__file__).resolve().parents[2] / "checkpoints"
+# The model the studio opens on: the general German->English one, which translates what a lecturer types (the
+# caption model, multi30k-de-en-small, knows Flickr photos only); the first offered where it is absent.
+DEFAULT_MODEL = "tatoeba-de-en"
+# What a checkpoint's corpus is, by the folder its record names, for the status line.
+CORPORA = {"multi30k": "Multi30k image captions (the benchmark)", "tatoeba": "Tatoeba's everyday sentences"}
 # What get() raises when a model cannot be offered: no such name, or a checkpoint that no longer loads.
 UNAVAILABLE = (LookupError, ValueError, FileNotFoundError)
 
@@ -47,6 +52,11 @@ class ModelRegistry:
 
     def names(self) -> list[str]:
         return list(dict.fromkeys([*self._paths, *self._bundles]))
+
+    def default(self) -> str | None:
+        """DEFAULT_MODEL where it is offered, else the first model (None: nothing is offered)."""
+        names = self.names()
+        return DEFAULT_MODEL if DEFAULT_MODEL in names else next(iter(names), None)
 
     def choices(self) -> list[tuple[str, str]]:
         """The picker's (label, name) pairs: a model held only in memory says so, since it is gone when the
@@ -248,4 +258,17 @@ def describe(bundle: ModelBundle) -> dict[str, str]:
         "vocab": f"{bundle.tokenizer.vocab_size:,} ({bundle.tokenizer.kind})",
         "layers": f"{c.encoder_layers}+{c.decoder_layers} layers, d_model {c.d_model}, {c.n_heads} heads",
         "device": str(bundle.device),
+        "trained_on": trained_on(bundle.info),
     }
+
+
+def trained_on(info: dict) -> str:
+    """What the model learnt from, in words ("" when its record does not say): a model is only as general as its
+    data, and the picker's names alone do not tell a caption model from an everyday one."""
+    data = info.get("data") if isinstance(info.get("data"), dict) else {}
+    sources = [str(data.get("source", ""))] + [str(added.get("source", "")) for added in data.get("added_training", [])
+                                               if isinstance(added, dict)]
+    named = [words for source in sources for key, words in CORPORA.items() if key in source.lower()]
+    if not named and sources[0].startswith("synthetic:"):
+        named = [f"the synthetic {sources[0].removeprefix('synthetic:')} task"]
+    return " and ".join(dict.fromkeys(named))

@@ -17,6 +17,11 @@ def test_status_line_names_model_parameters_vocab_device(registry):
     assert "cannot be used" in shell.status_line(registry, "missing")
 
 
+def test_the_status_line_says_what_the_shipped_caption_model_learnt_from():
+    line = shell.status_line(ModelRegistry(), "multi30k-de-en-small")
+    assert r"trained on Multi30k image captions \(the benchmark\)" in line  # Markdown-escaped
+
+
 def test_the_tabs_redraw_on_the_picked_models_registry_key_not_its_name():
     """A new training run under the picked name changes shell.model_key but not the picker's value
     (whose .change would not fire): whatever shows the picked model listens to the key."""

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from core.checkpoint import save_checkpoint
-from studio.server.registry import ModelRegistry, direction_names
+from studio.server.registry import ModelRegistry, direction_names, trained_on
 from tests.helpers.models import two_way_bundle
 from tests.helpers.studio import studio_bundle
 
@@ -78,3 +78,21 @@ def test_ablation_runs_on_a_private_copy(registry):
     assert model is not original and registry.ablation_model("studio-tiny")[0] is model
     assert model.generator.weight is model.tgt_embed.weight  # tying survives the copy
     assert torch.equal(model.generator.weight, original.generator.weight)
+
+
+def test_the_studio_opens_on_the_general_german_model_where_it_is_offered(tmp_path):
+    save_checkpoint(tmp_path / "a-caption-model", studio_bundle())
+    registry = ModelRegistry(tmp_path)
+    assert registry.default() == "a-caption-model"  # absent: the first offered
+    save_checkpoint(tmp_path / "tatoeba-de-en", studio_bundle())
+    assert ModelRegistry(tmp_path).default() == "tatoeba-de-en"
+    assert ModelRegistry(None).default() is None
+
+
+def test_the_status_line_says_what_a_model_learnt_from():
+    assert trained_on({"data": {"source": "files:/x/multi30k"}}) == "Multi30k image captions (the benchmark)"
+    both = {"data": {"source": "files:/x/tatoeba-deu-eng/deu-eng-full.tsv.gz", "added_training": [
+        {"source": "files:/x/multi30k", "pairs": 29000}]}}
+    assert trained_on(both) == "Tatoeba's everyday sentences and Multi30k image captions (the benchmark)"
+    assert trained_on({"data": {"source": "synthetic:numbers"}}) == "the synthetic numbers task"
+    assert trained_on({}) == trained_on({"data": "odd"}) == ""
