@@ -136,7 +136,8 @@ TATOEBA_ES_EN = _tatoeba_en_es("tatoeba-es-en", "es", "en")
 TATOEBA_DE_EN = Recipe(
     name="tatoeba-de-en",
     summary="Tatoeba (168k pairs) + Multi30k captions, German↔English, one model both ways",
-    duration="~8 h for 20,000 steps (~1.4 s a step, bf16) on one thread of a 2-core Zen 4 CPU",
+    duration="~12 h for 20,000 steps (~2.2 s a step, bf16; twice that beside other work) on one thread of a "
+             "2-core Zen 4 CPU",
     corpus="tatoeba-deu-eng/deu-eng-full.tsv.gz:en-de", src_lang="de", tgt_lang="en", also_corpus="multi30k",
     # Seed 004's 4+4 layers of the small preset; seed 000's vocabulary of 10k (German compounds need more
     # pieces than Spanish).
