@@ -63,8 +63,8 @@ CLAIMS = {
     "heads": Claim("3.2.2", "several heads attend to different things at different positions: without a head, "
                             "what only it attended to is lost"),
     "causal_mask": Claim("3.2.3", "the mask keeps each decoder position from seeing later ones: without it, "
-                                  "teacher forcing leaks the word to predict, while decoding, which has no "
-                                  "future to see, is unchanged"),
+                                  "teacher forcing shows each position the words it is to predict, while decoding "
+                                  "one token at a time, which has no future to see, writes the same"),
     "hide_source_token": Claim("3.2.3", "every decoder position attends over every source position: a token hidden "
                                         "from cross-attention is not translated, unless the encoder's "
                                         "self-attention carried it into its neighbours"),
