@@ -235,6 +235,74 @@ def check_unpacked_size(size: int) -> None:
                          f"{MAX_UNPACKED_MB} MB in all")
 
 
+# ----- uploads: memory bounded before anything is parsed (issue 67) ------------------------------------------
+# A checkpoint's config.json: the shipped ones are ~2 KB; a 200,000-deep one answered RecursionError.
+MAX_CONFIG_BYTES = 64 * 2**10
+# Nesting of an uploaded config.json or tokenizer.json: the shipped ones nest 3-4 deep; Python's parser recurses.
+MAX_JSON_DEPTH = 32
+# tokenizer.json: a 32k-entry BPE vocabulary is ~1.5 MB (the shipped 8k ones 0.56 MB); a 150 MB one with a
+# 150-million-character added token took the server from 0.45 to 9 GB inside the tokenizers library.
+MAX_TOKENIZER_MB = 16
+# An uploaded tokenizer's entries (vocabulary and added tokens), and its longest entry in characters: BPE pieces
+# and words are a few dozen characters; the model's embeddings cost d_model numbers per entry.
+MAX_VOCABULARY = 64_000
+MAX_TOKEN_CHARS = 256
+
+# An uploaded TSV for a public studio's training run, checked while it is copied (before core reads it whole, and
+# before BPE learns from it): a 158 MB TSV of 10 million lines took 9 GB and 220 CPU-s; one 100 MB line kept BPE
+# training on both cores for over 10 minutes. A 15-minute run on 2 cores sees ~1M tokens (~70k pairs): 200,000
+# pairs are more than it can learn from (Multi30k has 29,000); a line longer than the models' max_len is left out.
+PUBLIC_MAX_CORPUS_LINES = 200_000
+PUBLIC_MAX_CORPUS_MB = 20
+PUBLIC_MAX_LINE_BYTES = 2_000
+
+# ----- what a step costs: a cost model, not a parameter count (issue 67) -----------------------------------------
+# A layer costs time whatever its width: one training step of 200 + 200 layers of d_model 2 took 1.28 s here
+# (3.2 ms a layer, forward, backward and Adam; the arithmetic is nothing), so a 6,000-layer model of 0.3M
+# parameters took 27 s a step. Each layer adds LAYER_STEP_S; the arithmetic adds its FLOPs at CPU_FLOPS_PER_S.
+LAYER_STEP_S = 0.0032
+COST_SENTENCE_TOKENS = 32  # a training pair's length in the estimate (Multi30k's sentences: 12-15 tokens)
+# A public studio's training step, and an opened model's step on the tab's default batch (1,024 tokens), may
+# cost at most this: the `small` preset's step is ~0.6 s estimated (0.76 s measured beside a training run).
+PUBLIC_MAX_STEP_S = 3.0
+COST_BATCH_TOKENS = 1024
+# At most this many layers per stack on a public studio (the paper's models have 6).
+PUBLIC_MAX_LAYERS = 12
+
+
+def step_seconds(config: Any, tokens: int = COST_BATCH_TOKENS) -> float:
+    """CPU-seconds of one training step of a batch of tokens target tokens (forward and about twice that backward)
+    for a model of config: its arithmetic at CPU_FLOPS_PER_S and LAYER_STEP_S per layer. A decoding step of a
+    batch that size costs less."""
+    pairs = max(1.0, tokens / COST_SENTENCE_TOKENS)
+    flops = 3 * pairs * forward_flops(config, COST_SENTENCE_TOKENS, COST_SENTENCE_TOKENS)
+    return flops / CPU_FLOPS_PER_S + (config.encoder_layers + config.decoder_layers) * LAYER_STEP_S
+
+
+def public_cost_refusal(config: Any, tokens: int = COST_BATCH_TOKENS) -> str | None:
+    """Why a public studio does not take a model of config (a run of batches of tokens tokens, or an opened model):
+    too many layers, or a step estimated above PUBLIC_MAX_STEP_S; None when it fits."""
+    layers = max(config.encoder_layers, config.decoder_layers)
+    if layers > PUBLIC_MAX_LAYERS:
+        return (f"this public studio takes models of at most {PUBLIC_MAX_LAYERS} layers a stack, and this one has "
+                f"{layers:,} (each layer costs ~{LAYER_STEP_S * 1e3:.1f} ms a step, however narrow)")
+    seconds = step_seconds(config, tokens)
+    if seconds > PUBLIC_MAX_STEP_S:
+        return (f"one step of this model on {tokens:,} tokens would take ~{seconds:,.0f} CPU-seconds; this "
+                f"public studio takes models whose step costs at most {PUBLIC_MAX_STEP_S:g} s (fewer layers, a "
+                f"smaller d_model, d_ff, vocabulary or batch)")
+    return None
+
+
+def json_depth(text: str) -> int:
+    """How deep text's JSON arrays and objects nest, counted without parsing (strings left out)."""
+    depth = deepest = 0
+    for bracket in re.findall(r"[\[\]{}]", re.sub(r'"(?:[^"\\]|\\.)*"', "", text)):
+        depth += 1 if bracket in "[{" else -1
+        deepest = max(deepest, depth)
+    return deepest
+
+
 def clamp_beam(beam_size: float | str | None) -> tuple[int, str | None]:
     """The beam size to use for the box's value, and what was changed and why (None: used as typed)."""
     lo, hi = BEAM_RANGE

@@ -3,6 +3,7 @@ model.safetensors), or a .zip of its folder, copied into a fresh folder (never m
 own files, each within the upload limit), loaded into the registry and picked."""
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import tempfile
@@ -11,27 +12,35 @@ from pathlib import Path
 
 import gradio as gr
 
+from core.bundle import parameter_count
 from core.checkpoint import TRAINER_STATE, is_checkpoint_file, missing_files
+from core.checkpoint.layout import TARGET_TOKENIZER
+from core.model.config import ModelConfig
 
 from ..shell import picker_update, status_line
 from ..text import clip, info, warn
+from . import limits
 from .limits import MAX_UPLOADED_MODELS, check_unpacked_size, check_upload_size
 from .registry import ModelRegistry
+from .slots import current_budget
 
 # Ends every refusal of an upload that is not a checkpoint: what to upload instead.
 UPLOAD_EXPECTED = ("The studio opens a .zip of a checkpoint folder, or the checkpoint's files uploaded together: "
                    "config.json, model.safetensors and tokenizer.json.")
 
 
-def open_checkpoint(registry: ModelRegistry, files: list[str] | None, current: str | None
-                    ) -> tuple[gr.Dropdown, str]:
+def open_checkpoint(registry: ModelRegistry, files: list[str] | None, current: str | None,
+                    public: bool | None = None) -> tuple[gr.Dropdown, str]:
     """Uploaded checkpoint files (or one .zip of the folder) -> a new entry in the picker:
-    (the picker, the status line)."""
+    (the picker, the status line). public (None: as the request's budget says): a public studio's limits on
+    what a model may cost."""
     if not files:
         return picker_update(registry, current), status_line(registry, current)
+    public = current_budget().public if public is None else public
     folder = None
     try:
         folder = _assemble(files)
+        check_before_loading(folder, public)  # sizes, depth, vocabulary and cost: nothing parsed beyond them
         # Every upload stays in memory: only the newest few are kept, so repeated uploads cannot exhaust it.
         name, new = registry.open_upload(folder, MAX_UPLOADED_MODELS)
     except (ValueError, FileNotFoundError, zipfile.BadZipFile) as exc:
@@ -66,6 +75,67 @@ def _assemble(files: list[str]) -> Path:
     return folder
 
 
+def check_before_loading(folder: Path, public: bool) -> None:
+    """ValueError naming what is too big in a checkpoint folder, before core parses or allocates any of it:
+    config.json and the tokenizers by size, nesting, entries and longest entry; on a public studio the model by
+    parameters and the cost of its step (limits.public_cost_refusal), as for a model trained there."""
+    config = _small_json(folder / "config.json", limits.MAX_CONFIG_BYTES)
+    for name in ("tokenizer.json", TARGET_TOKENIZER):
+        if (folder / name).is_file():
+            _check_tokenizer(_small_json(folder / name, limits.MAX_TOKENIZER_MB * 2**20), name)
+    if public and isinstance(config, dict) and isinstance(config.get("model"), dict):
+        try:
+            model = ModelConfig.from_dict(config["model"])
+        except (TypeError, ValueError):
+            return  # core's loader names what is wrong with it
+        params = parameter_count(model)
+        if params > limits.PUBLIC_MAX_PARAMETERS:
+            raise ValueError(f"this public studio opens models of at most {limits.PUBLIC_MAX_PARAMETERS / 1e6:.0f}M "
+                             f"parameters, as it trains, and this one has {params / 1e6:,.1f}M")
+        refusal = limits.public_cost_refusal(model)
+        if refusal:
+            raise ValueError(refusal)
+
+
+def _small_json(path: Path, limit: int) -> object:
+    """path's JSON, refused (ValueError) above limit bytes or MAX_JSON_DEPTH deep before it is parsed."""
+    size = path.stat().st_size
+    if size > limit:
+        raise ValueError(f"{path.name} is {size / 2**20:,.1f} MB; the studio opens at most "
+                         f"{limit / 2**20:,.2g} MB of it")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise ValueError(f"{path.name} is not UTF-8 text") from None
+    if limits.json_depth(text) > limits.MAX_JSON_DEPTH:
+        raise ValueError(f"{path.name} nests more than {limits.MAX_JSON_DEPTH} levels deep; a checkpoint's "
+                         f"nests 4 at most")
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise ValueError(f"{path.name} is not valid JSON ({clip(str(exc), 80)})") from None
+
+
+def _check_tokenizer(data: object, name: str) -> None:
+    """ValueError when a tokenizer.json holds more than MAX_VOCABULARY entries or one longer than
+    MAX_TOKEN_CHARS (the tokenizers library builds matchers over its added tokens: one of 150 million
+    characters took 9 GB)."""
+    model = data.get("model") if isinstance(data, dict) else None
+    vocab = model.get("vocab") if isinstance(model, dict) else None
+    added = data.get("added_tokens") if isinstance(data, dict) else None
+    if not isinstance(vocab, (dict, list)) or not isinstance(added, (list, type(None))):
+        raise ValueError(f"{name} is not a tokenizer.json (no model vocabulary)")
+    pieces = [entry[0] if isinstance(entry, list) and entry else entry for entry in vocab]  # Unigram: [piece, score]
+    pieces += [token.get("content", "") if isinstance(token, dict) else token for token in added or []]
+    if len(pieces) > limits.MAX_VOCABULARY:
+        raise ValueError(f"{name} has {len(pieces):,} entries; the studio opens tokenizers of at most "
+                         f"{limits.MAX_VOCABULARY:,}")
+    longest = max((len(str(piece)) for piece in pieces), default=0)
+    if longest > limits.MAX_TOKEN_CHARS:
+        raise ValueError(f"{name} holds an entry of {longest:,} characters; the studio opens tokenizers whose "
+                         f"entries have at most {limits.MAX_TOKEN_CHARS}")
+
+
 def _taken(name: str) -> bool:
     """Whether an uploaded file of this name is copied: the checkpoint's own files (weights whole or in
     shards, config, tokenizers), never trainer.pt (a pickle) nor anything else."""
@@ -85,14 +155,24 @@ def _copy_checkpoint_files(files: list[str], folder: Path) -> None:
             for base, member in taken.items():
                 _unzip_member(archive, member, folder / base, base, unpacked)
     else:
-        for file in map(Path, files):
-            if _taken(file.name):
-                check_upload_size(file.stat().st_size, file.name)
-                shutil.copyfile(file, folder / file.name)
+        taken = [file for file in map(Path, files) if _taken(file.name)]
+        for file in taken:
+            check_upload_size(file.stat().st_size, file.name)
+        _check_upload_total(sum(file.stat().st_size for file in taken))
+        for file in taken:
+            shutil.copyfile(file, folder / file.name)
     missing = sorted(missing_files(folder))
     if missing:
         listed = " and ".join(filter(None, [", ".join(missing[:-1]), missing[-1]]))  # "a, b and c"
         raise ValueError(f"{listed} {'is' if len(missing) == 1 else 'are'} missing. {UPLOAD_EXPECTED}")
+
+
+def _check_upload_total(size: int) -> None:
+    """ValueError when an upload's checkpoint files come to more than MAX_UNPACKED_MB together (five shards under
+    the per-file limit held a 243M-parameter model)."""
+    if size > limits.MAX_UNPACKED_MB * 2**20:
+        raise ValueError(f"its checkpoint files come to {size / 2**20:,.0f} MB; the studio accepts at most "
+                         f"{limits.MAX_UNPACKED_MB} MB in all")
 
 
 def _checked_members(archive: zipfile.ZipFile) -> dict[str, zipfile.ZipInfo]:

@@ -121,7 +121,8 @@ def warm_up() -> None:
 def check_size(settings: Settings, public: bool) -> None:
     """Refuse, before anything is read or built, a model above this studio's parameter limit (or not valid)."""
     try:
-        params = parameter_count(settings.plan().planned_config())
+        planned = settings.plan().planned_config()
+        params = parameter_count(planned)
         check_keep_best(settings.keep_best, settings.patience, eval_every=settings.eval_every,
                         bleu_sentences=EVAL_SENTENCES, synthetic=settings.data.startswith("synthetic:"))
     except ValueError as exc:  # ModelConfig's own check, e.g. d_model not divisible by the heads
@@ -130,6 +131,7 @@ def check_size(settings: Settings, public: bool) -> None:
         raise ValueError(f"Cannot start: {message}") from None
     try:
         check_parameters(params, public)
+        check_cost(planned, settings.max_tokens, public)
     except ValueError as exc:
         raise ValueError(f"Cannot start: {exc}") from None
 
@@ -146,6 +148,16 @@ def check_parameters(params: int, public: bool) -> None:
         raise ValueError(f"this model has {params / 1e9:,.1f}B parameters; the studio trains at most "
                          f"{limits.MAX_PARAMETERS / 1e9:.0f}B (paper-big has 0.18B). Choose fewer layers or a "
                          f"smaller d_model or d_ff.")
+
+
+def check_cost(config: ModelConfig, tokens: int, public: bool) -> None:
+    """ValueError when, on a public studio, a step of config's model on batches of tokens tokens costs more than
+    limits.PUBLIC_MAX_STEP_S, or it has more than limits.PUBLIC_MAX_LAYERS layers a stack (a 6,000-layer model of
+    0.3M parameters took 27 s a step)."""
+    refusal = limits.public_cost_refusal(config, tokens) if public else None
+    if refusal:
+        raise ValueError(f"{refusal}. Choose the tiny or small preset, or run the studio on your own machine "
+                         f"(README: Set up).")
 
 
 def vocabulary_notice(notes: RunNotes, vocab_size: int) -> str:
@@ -196,6 +208,7 @@ def prepare(settings: Settings, public: bool = False) -> Prepared:
     # check_size saw the vocabulary asked for; the one learnt is what the model has (a tokenizer that
     # outgrew it would have let a "9-entry" vocabulary build a 26M-parameter model past --public's cap).
     check_parameters(bundle.model.num_parameters(), public)
+    check_cost(bundle.model.config, settings.max_tokens, public)
     trainer = Trainer(bundle, run.train, settings.train_config(), valid_pairs=run.corpus.valid, valid=run.valid)
     max_len = bundle.model.config.max_len
     src, tgt = (bundle.tokenizer.encode(text)[: max_len - 1] for text in (run.corpus.test or run.corpus.valid)[0])

@@ -16,7 +16,9 @@ from pathlib import Path
 from core.data.files import TSV_COLUMNS
 from core.data.huggingface import hub_offline
 
+from ..server import limits
 from ..server.limits import check_upload_size
+from ..server.slots import current_budget
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA_ROOTS = (ROOT / "data", ROOT.parent / "shared" / "data")  # where typed corpus paths may point
@@ -58,8 +60,9 @@ def corpus_path_spec(text: str, roots: tuple[Path, ...] = DATA_ROOTS) -> str:
     return f"files:{path}{languages}"
 
 
-def uploaded_tsv_spec(upload: str | None, root: Path | None = None) -> str:
-    """An uploaded file -> a files: spec for a TSV copy of it (core reads TSV by its name)."""
+def uploaded_tsv_spec(upload: str | None, root: Path | None = None, public: bool | None = None) -> str:
+    """An uploaded file -> a files: spec for a TSV copy of it (core reads TSV by its name). public (None: as the
+    request's budget says): the copy is capped in lines, size and longest line (check_corpus_caps)."""
     if not upload:
         raise ValueError("Upload a TSV file first (one pair a line: source<TAB>target).")
     path = Path(upload).resolve()
@@ -72,7 +75,7 @@ def uploaded_tsv_spec(upload: str | None, root: Path | None = None) -> str:
     name = re.sub(r"[,:]", "-", Path(upload).name.removesuffix(".gz").removesuffix(".tsv")) or "uploaded"
     copy = Path(tempfile.mkdtemp(prefix=UPLOAD_COPY_PREFIX)) / f"{name}.tsv"
     try:
-        _copy_capped(path, copy, gz)
+        _copy_capped(path, copy, gz, current_budget().public if public is None else public)
     except BaseException:
         shutil.rmtree(copy.parent, ignore_errors=True)
         raise
@@ -95,18 +98,40 @@ def in_users_words(message: str) -> str:
     return re.sub(r"(files:)?" + folder + r"[^/]*/", "", message)
 
 
-def _copy_capped(src: Path, dst: Path, gz: bool) -> None:
-    """Copy src to dst, gunzipped when gz, refusing more than MAX_UPLOAD_BYTES: a small .gz can
-    unpack to gigabytes, and core would read it whole into memory."""
-    total = 0
+def _copy_capped(src: Path, dst: Path, gz: bool, public: bool = False) -> None:
+    """Copy src to dst, gunzipped when gz, refusing more than MAX_UPLOAD_BYTES (public: the corpus caps too): a
+    small .gz can unpack to gigabytes, and core would read it whole into memory."""
+    total, lines, line = 0, 0, 0  # bytes, newlines and the current line's bytes so far
+    what = "The uploaded TSV" + (" (unpacked)" if gz else "")
     try:
         with (gzip.open(src, "rb") if gz else open(src, "rb")) as f, open(dst, "wb") as out:
             while chunk := f.read(2**20):
                 total += len(chunk)
-                check_upload_size(total, "The uploaded TSV" + (" (unpacked)" if gz else ""))
+                check_upload_size(total, what)
+                if public:
+                    *ended, rest = chunk.split(b"\n")
+                    if ended:
+                        longest = max([line + len(ended[0]), len(rest)] + [len(e) for e in ended[1:]])
+                        lines, line = lines + len(ended), len(rest)
+                    else:
+                        longest = line = line + len(rest)
+                    check_corpus_caps(what, total, lines, longest)
                 out.write(chunk)
     except (EOFError, gzip.BadGzipFile, zlib.error) as exc:
         raise ValueError(f"The uploaded file is not a valid gzip file ({exc}).") from None
+
+
+def check_corpus_caps(what: str, size: int, lines: int, longest: int) -> None:
+    """ValueError naming the cap a public studio's uploaded corpus is over: its size, lines or longest line."""
+    if size > limits.PUBLIC_MAX_CORPUS_MB * 2**20:
+        raise ValueError(f"{what} is over {limits.PUBLIC_MAX_CORPUS_MB} MB; this public studio trains on at most "
+                         f"{limits.PUBLIC_MAX_CORPUS_MB} MB of text (its 15 minutes see far less).")
+    if lines > limits.PUBLIC_MAX_CORPUS_LINES:
+        raise ValueError(f"{what} has more than {limits.PUBLIC_MAX_CORPUS_LINES:,} lines; this public studio trains "
+                         f"on at most {limits.PUBLIC_MAX_CORPUS_LINES:,} pairs (its 15 minutes see far fewer).")
+    if longest > limits.PUBLIC_MAX_LINE_BYTES:
+        raise ValueError(f"{what} has a line of over {limits.PUBLIC_MAX_LINE_BYTES:,} bytes; this public studio "
+                         f"takes lines of at most {limits.PUBLIC_MAX_LINE_BYTES:,} (a pair is a sentence a side).")
 
 
 def corpus_spec(kind: str, task: str, path: str, upload: str | None, hf_name: str,
