@@ -14,6 +14,8 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
+import plotly.graph_objects as go
+
 from ..server.registry import CHECKPOINTS, ModelRegistry
 from ..train import plots as train_plots
 from ..train.job import ACTIVE, Evaluation, JobView, TrainingJob
@@ -150,10 +152,13 @@ class _Live:
                  "samples": Markdown(_samples(view) or "*No evaluation yet.*"),
                  "attention": train_plots.training_attention(view, None, 1, 0)}
         for key, value in parts.items():
+            # A figure as its MIME bundle: displayed itself, plotly's figure shows a new output at every update.
+            raw = isinstance(value, go.Figure)
+            shown = value._repr_mimebundle_() if raw else value
             if key in self.handles:
-                self.handles[key].update(value)
+                self.handles[key].update(shown, raw=raw)
             else:
-                self.handles[key] = display(value, display_id=True)
+                self.handles[key] = display(shown, raw=raw, display_id=True)
 
 
 SETTINGS = [f.name for f in fields(Settings)]
