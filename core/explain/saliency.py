@@ -92,6 +92,20 @@ def path_gradients(model: Transformer, src: list[int], tgt: list[int], alphas: S
     return torch.stack(gradients)
 
 
+def gradient_x_input(model: Transformer, src: list[int], tgt_in: list[int],
+                     objective: Callable[[torch.Tensor], torch.Tensor]) -> np.ndarray:
+    """Gradient × input of any scalar objective of one pair's final decoder states (T, d_model), with respect to
+    the source token embeddings: (S,) float64, signed, raw (in the objective's units). grad_x_input above is this
+    for each objective log P(tgt[t]); core.explain.contrast's is a difference of two probabilities."""
+    device = model.src_embed.weight.device
+    with _gradients_in_eval(model):
+        embeddings = model.src_embed(torch.tensor([src], device=device)).detach().requires_grad_(True)
+        hidden = model.hidden(torch.tensor([src], device=device), torch.tensor([tgt_in], device=device),
+                              src_embeddings=embeddings)
+        (gradient,) = torch.autograd.grad(objective(hidden), embeddings)
+    return (gradient * embeddings).sum(dim=-1)[0].detach().double().cpu().numpy()
+
+
 def _normalized(raw: np.ndarray) -> np.ndarray:
     """Each row over the sum of its absolute values (a row of zeros stays zeros)."""
     total = np.abs(raw).sum(axis=1, keepdims=True)

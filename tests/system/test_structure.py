@@ -13,15 +13,16 @@ ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("core", "studio", "cli")
 # What each part of core/ may import of the others (issue 50): the model of section 3 stands alone; data reads
 # text into the model's ids; inference decodes; training trains and evaluates (decoding to score); explain opens
-# a trained model up. "top" is what joins them (core/bundle.py, core/checkpoint/); "export" writes for other
-# engines. core/__init__.py, the public API, imports them all.
+# a trained model up, and scores what a part knocked out changes as training evaluates (BLEU, chrF: issue 62).
+# "top" is what joins them (core/bundle.py, core/checkpoint/); "export" writes for other engines.
+# core/__init__.py, the public API, imports them all.
 CORE_PARTS = ("model", "data", "inference", "training", "explain")
 MAY_IMPORT = {
     "model": set(),
     "data": {"model"},
     "inference": {"model", "data", "top"},
     "training": {"model", "data", "inference", "top"},
-    "explain": {"model", "data", "inference", "top"},
+    "explain": {"model", "data", "inference", "training", "top"},
     "top": {"model", "data"},
     "export": {"model", "data", "inference", "top"},
 }
