@@ -168,6 +168,16 @@ def affordable_steps(budget: Budget, config: Any, source_tokens: int, target_tok
     return max(0, min(steps, int(budget.cpu_s // one_s), int(budget.memory_mb // one_mb)))
 
 
+def beam_search_megabytes(config: Any, beam: int, source_tokens: int, steps: int) -> float:
+    """Memory a Beam search tab's search holds after steps steps: each step's decoder cache is kept for Back (every
+    hypothesis' keys and values of its tokens so far in each decoder layer, float32) and each step's view, the
+    cross-attention of its hypotheses. /beam_run of 2,000 characters with beam 16 held ~3.2 GB a session (issue 67);
+    23 steps of beam 16 on a 256-token source of the shipped small model: 31.5 MB estimated, 33 MB measured."""
+    kept = beam * 2 * config.d_model * config.decoder_layers * 4 * steps * (steps + 1) / 2
+    views = steps * beam * config.decoder_layers * config.n_heads * source_tokens * 4
+    return (kept + views) / 2**20
+
+
 def budget_words(budget: Budget) -> str:
     """The budget in a notice: what a request here may take, and on a local studio how to raise it."""
     words = f"a request here may take ~{budget.cpu_s:g} CPU-seconds and {budget.memory_mb:g} MB"
@@ -202,6 +212,13 @@ def affordable_sentences(budget: Budget, seconds: list[float]) -> int:
 # C0 and C1 control characters except tab, newline and carriage return. (Lone UTF-16 surrogates,
 # LONE_SURROGATE, are replaced too: JSON can carry them, but UTF-8 and the Rust tokenizer cannot.)
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
+
+
+# Bidirectional controls (U+202E RIGHT-TO-LEFT OVERRIDE and its kin): in a model's name they reverse what the
+# picker shows to every visitor, so names drop them.
+BIDI_CONTROLS = re.compile("[\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+# Copies of uploads (studio-upload-*, studio-tsv-*) older than this at start are a crashed studio's, removed.
+STALE_COPY_S = 3600
 
 
 def clean_input(text: object, limit: int = MAX_INPUT_CHARS) -> tuple[str, list[str]]:
@@ -255,6 +272,16 @@ MAX_TOKEN_CHARS = 256
 PUBLIC_MAX_CORPUS_LINES = 200_000
 PUBLIC_MAX_CORPUS_MB = 20
 PUBLIC_MAX_LINE_BYTES = 2_000
+
+# What visitors of a public studio save into the checkpoints folder (each save is marked VISITOR_SAVE in its
+# config.json; shipped checkpoints never are, and are never removed): 25 saves of one run took it from 77 to 627 MB
+# and the picker to 35 entries. A run saves at most PUBLIC_SAVES_PER_RUN times; beyond PUBLIC_MAX_SAVES saves or
+# PUBLIC_SAVES_MB in all, the oldest visitor saves are removed (a `small` model's save is ~90 MB with its Adam
+# state: 4 of those fit).
+PUBLIC_SAVES_PER_RUN = 3
+PUBLIC_MAX_SAVES = 6
+PUBLIC_SAVES_MB = 400
+VISITOR_SAVE = "saved_by_a_visitor"
 
 # ----- what a step costs: a cost model, not a parameter count (issue 67) -----------------------------------------
 # A layer costs time whatever its width: one training step of 200 + 200 layers of d_model 2 took 1.28 s here

@@ -19,7 +19,7 @@ from core.bundle import ModelBundle
 from core.checkpoint import load_checkpoint
 from core.model.transformer import Transformer
 
-from .limits import MAX_NAME_CHARS, clean_input
+from .limits import BIDI_CONTROLS, MAX_NAME_CHARS, clean_input
 
 CHECKPOINTS = Path(__file__).resolve().parents[2] / "checkpoints"
 # The model the studio opens on: the general German->English one, which translates what a lecturer types (the
@@ -124,6 +124,10 @@ class ModelRegistry:
             self._keys.pop(name, None)
             self._saved_as.pop(name, None)
 
+    def path_of(self, name: str) -> Path | None:
+        """The checkpoint folder offered as name (None: a model held in memory only, or no such name)."""
+        return self._paths.get(name)
+
     def languages(self, name: str | None) -> tuple[str, str] | None:
         """The (source, target) languages of the model offered as name, without loading a checkpoint: from the
         model in memory, else from its config.json (None: unknown, or a config that cannot be read)."""
@@ -168,7 +172,8 @@ class ModelRegistry:
         """Offer bundle under its name, or the first free 'NAME (n)'; (the name, whether it is new).
         keep: count it among the uploads, of which the newest `keep` stay."""
         # The name comes from the (possibly uploaded) config.json: bound it like typed text.
-        base = clean_input(bundle.info.get("name") or folder, MAX_NAME_CHARS)[0].strip() or "uploaded"
+        name = BIDI_CONTROLS.sub("", str(bundle.info.get("name") or folder))
+        base = clean_input(name, MAX_NAME_CHARS)[0].strip() or "uploaded"
         name, n = base, 2
         with self._opening:
             while name in self.names():

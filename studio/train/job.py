@@ -26,7 +26,7 @@ from core.training.trainer import StepEvent, Trainer, TrainingStopped
 from ..server import limits, priority
 from ..server.registry import CHECKPOINTS, ModelRegistry
 from .downloads import Downloads
-from .saving import safe_name, write_checkpoint
+from .saving import folder_bytes, make_room, safe_name, write_checkpoint
 from .setup import Settings, check_size, cross_attention, prepare
 
 TRAINING = ("running", "paused", "stopping")  # a run with a trainer (preparing: not yet)
@@ -118,6 +118,7 @@ class _Run:
     last_good_step: int | None = None
     best: ModelBundle | None = None  # with keep_best: the weights of the best evaluation so far
     saved: tuple[int, str] | None = None  # (step, checkpoint name) of the run's last save
+    saves: int = 0  # checkpoints this run wrote (a public studio's are limited: limits.PUBLIC_SAVES_PER_RUN)
     started: float = field(default_factory=time.monotonic)
     owner: str | None = None  # the session that started it (public studio)
     time_up: bool = False  # stopped by limits.PUBLIC_MAX_MINUTES
@@ -137,6 +138,8 @@ class TrainingJob:
         self.checkpoints_dir = Path(checkpoints_dir)
         self.public = public
         self._lock = threading.Lock()
+        # Saves one at a time: two under one name at once took the same folder, and one answered FileNotFoundError.
+        self._saving = threading.Lock()
         self._run: _Run | None = None
         self._state = "idle"
         self._message = ""
@@ -298,10 +301,27 @@ class TrainingJob:
         room = limits.MAX_NAME_CHARS - len(suffix) - 5
         stem = safe_name(name, fallback=safe_name(run.settings.name))[:room].strip(".-")
         base = f"{stem}-{suffix}"
-        saved = write_checkpoint(self.checkpoints_dir, bundle, base,
-                                 {"step": bundle.info["step"], "train": asdict(run.settings.train_config())})
+        info = {"step": bundle.info["step"], "train": asdict(run.settings.train_config())}
+        with self._saving:
+            if self.public:
+                info[limits.VISITOR_SAVE] = True
+                self._make_room(run)
+            saved = write_checkpoint(self.checkpoints_dir, bundle, base, info)
+            run.saves += 1
         self.registry.add_folder(saved)  # offered in the picker at once, not after a restart
         return saved
+
+    def _make_room(self, run: _Run) -> None:
+        """On a public studio: refuse a run's save past limits.PUBLIC_SAVES_PER_RUN, and remove the oldest visitor
+        saves (never a shipped checkpoint) so that this one keeps within the quota (its size: the run's last)."""
+        if run.saves >= limits.PUBLIC_SAVES_PER_RUN:
+            raise ValueError(f"This run has saved {run.saves} checkpoints, the most one run may save on this public "
+                             f"studio ({limits.PUBLIC_SAVES_PER_RUN}); download the last one to keep it.")
+        last = self.checkpoints_dir / run.saved[1] if run.saved else None
+        incoming = folder_bytes(last) if last is not None and last.is_dir() else 0
+        for removed in make_room(self.checkpoints_dir, incoming):
+            for name in [n for n in self.registry.names() if self.registry.path_of(n) == removed]:
+                self.registry.remove(name)
 
     def zip_saved(self, folder: Path) -> Path:
         """A .zip of a saved checkpoint to download (studio.train.downloads: only the newest is kept)."""

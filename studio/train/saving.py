@@ -2,7 +2,9 @@
 and the .zip a visitor downloads. No Gradio here."""
 from __future__ import annotations
 
+import json
 import re
+import shutil
 import unicodedata
 import zipfile
 from dataclasses import replace
@@ -11,6 +13,8 @@ from typing import Any
 
 from core.bundle import ModelBundle
 from core.checkpoint import TRAINER_STATE, checkpoint_files, save_checkpoint
+
+from ..server import limits
 
 
 def safe_name(text: str, fallback: str = "live-model") -> str:
@@ -36,6 +40,37 @@ def write_checkpoint(folder: Path, bundle: ModelBundle, base: str, info: dict[st
     if path.resolve().parent != folder.resolve():
         raise ValueError(f"{base!r} is not a usable checkpoint name.")
     return save_checkpoint(path, replace(bundle, info={**bundle.info, **info, "name": path.name}))
+
+
+def visitor_saves(folder: Path) -> list[Path]:
+    """The checkpoints in folder that a public studio's visitors saved (limits.VISITOR_SAVE in config.json), oldest
+    first; shipped checkpoints are never among them."""
+    def marked(path: Path) -> bool:
+        try:
+            return json.loads((path / "config.json").read_text(encoding="utf-8")).get(limits.VISITOR_SAVE) is True
+        except (OSError, ValueError, AttributeError):
+            return False
+    saves = [path for path in folder.iterdir() if path.is_dir() and marked(path)] if folder.is_dir() else []
+    return sorted(saves, key=lambda path: path.stat().st_mtime)
+
+
+def folder_bytes(path: Path) -> int:
+    return sum(file.stat().st_size for file in path.rglob("*") if file.is_file())
+
+
+def make_room(folder: Path, incoming: int) -> list[Path]:
+    """Remove the oldest visitor saves in folder until one more of incoming bytes keeps within
+    limits.PUBLIC_MAX_SAVES and limits.PUBLIC_SAVES_MB; the folders removed, oldest first."""
+    saves = visitor_saves(folder)
+    sizes = [folder_bytes(path) for path in saves]
+    removed = []
+    while saves and (len(saves) + 1 > limits.PUBLIC_MAX_SAVES
+                     or sum(sizes) + incoming > limits.PUBLIC_SAVES_MB * 2**20):
+        oldest = saves.pop(0)
+        sizes.pop(0)
+        shutil.rmtree(oldest, ignore_errors=True)
+        removed.append(oldest)
+    return removed
 
 
 def zip_checkpoint(folder: Path, downloads: Path) -> Path:

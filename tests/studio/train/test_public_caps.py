@@ -6,13 +6,18 @@ from __future__ import annotations
 import gzip
 import resource
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
+from core.checkpoint import save_checkpoint
 from studio.server import limits
+from studio.server.registry import ModelRegistry
 from studio.train import sources
 from studio.train.job import Settings, TrainingJob
 from studio.train.setup import check_size
+from tests.helpers.jobs import QUICK, wait_for
+from tests.helpers.studio import studio_bundle
 
 
 def test_the_real_corpus_caps():
@@ -82,3 +87,33 @@ def test_an_uploaded_tsv_over_the_caps_is_refused_while_copied(uploads, monkeypa
     with pytest.raises(ValueError, match="^The uploaded TSV is over 1 MB; this public studio trains on at most 1 MB"):
         _spec(big, uploads)
     assert not list(uploads.parent.glob(f"../{sources.UPLOAD_COPY_PREFIX}*"))
+
+
+def test_visitor_saves_keep_to_a_quota_and_shipped_checkpoints_stay(tmp_path, monkeypatch):
+    """Issue 67's 25 saves of one run, scaled down: a run saves at most PUBLIC_SAVES_PER_RUN times; past
+    PUBLIC_MAX_SAVES the oldest visitor save leaves the disk and the picker; a shipped checkpoint is never
+    touched."""
+    assert (limits.PUBLIC_SAVES_PER_RUN, limits.PUBLIC_MAX_SAVES, limits.PUBLIC_SAVES_MB) == (3, 6, 400)
+    monkeypatch.setattr(limits, "PUBLIC_MAX_SAVES", 2)
+    checkpoints = tmp_path / "checkpoints"
+    shipped = save_checkpoint(checkpoints / "shipped", studio_bundle())
+    job = TrainingJob(ModelRegistry(checkpoints), checkpoints, public=True)
+    job.start(QUICK, "lecturer")
+    wait_for(job, lambda v: v.state == "finished")
+    saved = [job.save(f"mine{i}", "lecturer") for i in range(3)]
+    assert not saved[0].exists() and saved[1].is_dir() and saved[2].is_dir() and shipped.is_dir()
+    names = job.registry.names()
+    assert "shipped" in names and saved[0].name not in names and saved[2].name in names
+    with pytest.raises(ValueError, match="^This run has saved 3 checkpoints, the most one run may save on this "
+                                         r"public studio \(3\); download the last one to keep it.$"):
+        job.save("more", "lecturer")
+    assert sorted(p.name for p in checkpoints.iterdir()) == sorted(["shipped", saved[1].name, saved[2].name])
+
+
+def test_two_saves_under_one_name_at_once_both_land(job):
+    job.start(QUICK)
+    wait_for(job, lambda v: v.state == "finished")
+    with ThreadPoolExecutor(2) as pool:
+        paths = list(pool.map(lambda _: job.save("same"), range(2)))
+    assert sorted(p.name for p in paths) == ["same-step30", "same-step30-2"]
+    assert all(p.is_dir() for p in paths)
