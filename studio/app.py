@@ -39,7 +39,7 @@ from .server.limits import (  # noqa: E402
     QUEUE_SIZE,
 )
 from .server.registry import CHECKPOINTS, ModelRegistry  # noqa: E402
-from .server.uploads import open_checkpoint  # noqa: E402
+from .server.uploads import open_checkpoint, remove_stale_copies  # noqa: E402
 from .shell import Shell, refresh, status_line  # noqa: E402
 from .tabs import (  # noqa: E402
     arithmetic,
@@ -245,6 +245,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     sessions.limit_malloc_arenas()  # before the server's threads: forgotten sessions' memory goes back
+    remove_stale_copies()  # upload copies a crashed studio left in the temporary folder
     torch.set_num_threads(args.threads)
     registry = ModelRegistry(args.checkpoints_dir) if args.checkpoints_dir else ModelRegistry()
     selected = None

@@ -11,6 +11,19 @@ from typing import Callable
 from ..text import clip, refusal
 
 
+# What a callback raises for a request it refuses: an unknown model, method or preset (LookupError: the registry's
+# "no model called ...", a KeyError), input core's checks cannot use (ValueError). Said in one line, logged without
+# a traceback (issue 67: each refusal of an unknown name logged a full one).
+REFUSED = (LookupError, ValueError)
+
+
+def _in_words(exc: Exception) -> str:
+    """exc's message (a KeyError's is its key: "unknown name 'x'")."""
+    if isinstance(exc, KeyError) and exc.args:
+        return f"unknown name {clip(str(exc.args[0]), 80)!r}"
+    return clip(exc, 300) or type(exc).__name__
+
+
 class NotServed(Exception):
     """A request the studio turns away or stops (slots.py): its session has enough requests in flight, its deadline
     passed, or its client left. The text says which, for the visitor (guard shows it as the error)."""
@@ -32,6 +45,10 @@ def guard(fn: Callable) -> Callable:
                 raise
             if isinstance(exc, NotServed):
                 raise refusal(exc) from None
+            if isinstance(exc, REFUSED):  # a name it does not know, input it cannot use: said, no traceback
+                logging.getLogger("studio").warning("callback %s refused: %s", getattr(fn, "__name__", fn),
+                                                    clip(exc, 200))
+                raise refusal(_in_words(exc)) from None
             logging.getLogger("studio").exception("callback %s failed", getattr(fn, "__name__", fn))
             raise refusal(f"Something went wrong ({type(exc).__name__}): {clip(exc, 300)}") from None
 

@@ -7,6 +7,7 @@ import json
 import os
 import shutil
 import tempfile
+import time
 import zipfile
 from pathlib import Path
 
@@ -19,11 +20,13 @@ from core.model.config import ModelConfig
 
 from ..shell import picker_update, status_line
 from ..text import clip, info, warn
+from ..train.sources import UPLOAD_COPY_PREFIX, upload_root
 from . import limits
 from .limits import MAX_UPLOADED_MODELS, check_unpacked_size, check_upload_size
 from .registry import ModelRegistry
 from .slots import current_budget
 
+COPY_PREFIX = "studio-upload-"  # the temporary folder an upload is assembled in
 # Ends every refusal of an upload that is not a checkpoint: what to upload instead.
 UPLOAD_EXPECTED = ("The studio opens a .zip of a checkpoint folder, or the checkpoint's files uploaded together: "
                    "config.json, model.safetensors and tokenizer.json.")
@@ -54,6 +57,7 @@ def open_checkpoint(registry: ModelRegistry, files: list[str] | None, current: s
     finally:
         if folder is not None:  # loaded into memory (or refused): the copy on disk is not needed
             shutil.rmtree(folder.parent, ignore_errors=True)
+        _discard_uploaded(files)
     if not new:  # the same model (a saved checkpoint's .zip opened again): picked, not doubled
         info(f"{name} is open already (the same weights): it is picked.")
         return picker_update(registry, name), status_line(registry, name)
@@ -61,11 +65,31 @@ def open_checkpoint(registry: ModelRegistry, files: list[str] | None, current: s
     return picker_update(registry, name), status_line(registry, name)
 
 
+def _discard_uploaded(files: list[str]) -> None:
+    """Delete Gradio's copies of the uploaded files once they are read (they stayed 2 hours: 8 × 150 MB uploads
+    held 1.2 GB), only where they lie in Gradio's upload folder."""
+    root = upload_root()
+    for file in map(Path, files):
+        if file.resolve().is_relative_to(root):
+            file.unlink(missing_ok=True)
+
+
+def remove_stale_copies(older_than_s: float = limits.STALE_COPY_S) -> list[Path]:
+    """Remove the temporary copies of uploads (checkpoints, TSVs) a studio that died left behind: a crash left
+    1.1 GB in /tmp. Those newer than older_than_s may be a running studio's, and stay."""
+    stale = [path for prefix in (COPY_PREFIX, UPLOAD_COPY_PREFIX)
+             for path in Path(tempfile.gettempdir()).glob(f"{prefix}*")
+             if path.is_dir() and time.time() - path.stat().st_mtime > older_than_s]
+    for path in stale:
+        shutil.rmtree(path, ignore_errors=True)
+    return stale
+
+
 def _assemble(files: list[str]) -> Path:
     """Put uploaded files into one fresh folder (a single .zip is unpacked, flattened). Only the
     checkpoint's own file names are taken (never trainer.pt, never a member's folder part), each
     at most MAX_UPLOAD_BYTES, so an upload can neither write outside the folder nor fill the disk."""
-    folder = Path(tempfile.mkdtemp(prefix="studio-upload-")) / "uploaded-checkpoint"
+    folder = Path(tempfile.mkdtemp(prefix=COPY_PREFIX)) / "uploaded-checkpoint"
     folder.mkdir()
     try:
         _copy_checkpoint_files(files, folder)

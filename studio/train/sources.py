@@ -53,10 +53,11 @@ def corpus_path_spec(text: str, roots: tuple[Path, ...] = DATA_ROOTS) -> str:
     if not _inside(path, roots):  # or from a data folder, where it exists: "multi30k" is ../shared/data/multi30k
         path = next((p for p in ((root / typed).resolve() for root in roots) if _inside(p, roots) and p.exists()),
                     None)
-    if path is None:
-        allowed = " or ".join(str(r) for r in roots)
+    if path is None:  # the folders named as the repository sees them: no server path in a refusal
+        allowed = " or ".join(os.path.relpath(r, ROOT) for r in roots)
         raise ValueError(f"The studio reads corpora only from {allowed} (or an uploaded TSV); "
-                         f"{text[:200]!r} is not in them (a relative path starts at {ROOT} or at one of them).")
+                         f"{text[:200]!r} is not in them (a relative path starts at the studio's folder or at one "
+                         f"of them).")
     return f"files:{path}{languages}"
 
 
