@@ -24,7 +24,8 @@ from .. import plots
 from ..components import Slider, script
 from ..server import slots
 from ..server.guard import guard
-from ..server.limits import BEAM_RANGE, DEFAULT_BEAM, HEAVY, clamp_beam, clean_input
+from ..server.limits import (BEAM_RANGE, DEFAULT_BEAM, HEAVY, beam_search_megabytes, budget_words, clamp_beam,
+                              clean_input)
 from ..server.registry import UNAVAILABLE, ModelRegistry
 from ..shell import Current, Shell, picked_examples
 from ..text import clip, info, md, md_table
@@ -134,11 +135,24 @@ def _say_beam_size(search: Search, beam_size: float | str | None) -> None:
     search.notices = [n for n in search.notices if not n.startswith("beam size")] + ([notice] if notice else [])
 
 
+def _room_for_a_step(search: Search) -> bool:
+    """Whether one more step keeps the search within the request budget's memory (every step is kept for Back);
+    if not, says so."""
+    budget = slots.current_budget()
+    config, steps = search.stepper.model.config, len(search.views)
+    held = beam_search_megabytes(config, search.stepper.options.beam_size, len(search.stepper.source.ids), steps)
+    if held <= budget.memory_mb:
+        return True
+    info(f"Stopped at step {steps - 1}: the search holds ~{held:,.0f} MB (every step is kept for Back), and "
+         f"{budget_words(budget)}. A shorter sentence or a smaller beam goes further.")
+    return False
+
+
 def _move(action: str, search: Search) -> None:
     if action == "step":
         if search.view.done:
             info("The search is finished: press Back or Reset.")
-        else:
+        elif _room_for_a_step(search):
             search.views.append(search.stepper.step())
     elif action == "back":
         if len(search.views) > 1:
@@ -148,7 +162,7 @@ def _move(action: str, search: Search) -> None:
             info("Already at the start.")
     elif action == "run":
         with slots.heavy() as work:  # the slot this request holds: stop between steps once it must
-            while not search.view.done:
+            while not search.view.done and _room_for_a_step(search):
                 work.check()
                 search.views.append(search.stepper.step())
 
@@ -173,8 +187,9 @@ def steps_to(registry: ModelRegistry, steps: int, choice: str | None, *settings)
         with slots.heavy() as work:  # a link's step=200 stops, like Run to end, once its slot must
             for _ in range(max(1, steps)):
                 work.check()
+                taken = len(search.views) if search else 0
                 search = act("step", registry, search, *settings)
-                if search is None or search.view.done:
+                if search is None or search.view.done or len(search.views) == taken:  # done, or no room left
                     break
     except Refused as why:
         return None, *render(registry, None, refusal=str(why))
