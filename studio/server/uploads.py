@@ -125,8 +125,7 @@ def _small_json(path: Path, limit: int) -> object:
     """path's JSON, refused (ValueError) above limit bytes or MAX_JSON_DEPTH deep before it is parsed."""
     size = path.stat().st_size
     if size > limit:
-        raise ValueError(f"{path.name} is {size / 2**20:,.1f} MB; the studio opens at most "
-                         f"{limit / 2**20:,.2g} MB of it")
+        raise ValueError(f"{path.name} is {_size_words(size)}; the studio opens at most {_size_words(limit)} of it")
     try:
         text = path.read_text(encoding="utf-8")
     except UnicodeDecodeError:
@@ -138,6 +137,10 @@ def _small_json(path: Path, limit: int) -> object:
         return json.loads(text)
     except ValueError as exc:
         raise ValueError(f"{path.name} is not valid JSON ({clip(str(exc), 80)})") from None
+
+
+def _size_words(size: int) -> str:
+    return f"{size / 2**20:,.1f} MB".replace(".0 MB", " MB") if size >= 2**20 else f"{size / 2**10:,.0f} KB"
 
 
 def _check_tokenizer(data: object, name: str) -> None:

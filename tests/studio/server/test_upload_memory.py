@@ -63,7 +63,7 @@ def test_a_tokenizer_with_a_huge_added_token_is_refused_before_it_is_parsed(fold
     picker, _ = open_checkpoint(registry, [str(p) for p in folder.iterdir()], "studio-tiny")
     grown_mb = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
     assert toasts[-1].startswith("Cannot open ") and toasts[-1].endswith(
-        "tokenizer.json is 17.0 MB; the studio opens at most 16 MB of it")
+        "tokenizer.json is 17 MB; the studio opens at most 16 MB of it")
     assert grown_mb < 5 and registry.names() == ["studio-tiny"] and picker.value == "studio-tiny"
 
 
@@ -77,7 +77,7 @@ def test_a_tokenizer_of_too_many_entries_is_refused(folder):
 def test_a_deep_or_large_config_is_refused_with_a_message_not_a_recursion_error(folder, registry, toasts):
     (folder / "config.json").write_text("[" * 200_000 + "]" * 200_000)
     open_checkpoint(registry, [str(p) for p in folder.iterdir()], "studio-tiny")
-    assert toasts[-1].endswith("config.json is 0.4 MB; the studio opens at most 0.062 MB of it")
+    assert toasts[-1].endswith("config.json is 391 KB; the studio opens at most 64 KB of it")
     (folder / "config.json").write_text('{"a": ' + "[" * 40 + "]" * 40 + "}")
     assert _refusal(folder) == "config.json nests more than 32 levels deep; a checkpoint's nests 4 at most"
     (folder / "config.json").write_text('{"a": "[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[["}')
