@@ -14,8 +14,6 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-import plotly.graph_objects as go
-
 from ..server.registry import CHECKPOINTS, ModelRegistry
 from ..train import plots as train_plots
 from ..train.job import ACTIVE, Evaluation, JobView, TrainingJob
@@ -128,12 +126,14 @@ class Run:
 
 
 class _Live:
-    """The cell's live output: the status line, the curves, the samples and the attention, each updated in place
-    (IPython display handles); outside a kernel, a status line printed per update."""
+    """The cell's live output: the status line, the curves, the samples and the attention, drawn again whenever the
+    run has moved on; outside a kernel, a status line printed per update. Drawn again, not updated through display
+    handles: JupyterLab's plotly renderer draws a figure once and ignores updates to it (jupyterlab-plotly's
+    renderModel returns once a graph exists), so the curves stood still there. clear_output(wait=True) clears the
+    cell only as the new outputs arrive: no flicker, in JupyterLab, Notebook and Colab alike."""
 
     def __init__(self) -> None:
-        self.handles: dict[str, Any] = {}
-        self.printed: tuple[str, int] | None = None
+        self.drawn: tuple[str, int, int] | None = None
         try:
             from IPython import get_ipython
             self.kernel = getattr(get_ipython(), "kernel", None) is not None
@@ -141,24 +141,18 @@ class _Live:
             self.kernel = False
 
     def show(self, view: JobView) -> None:
-        if not self.kernel:
-            if (view.state, view.step) != self.printed:
-                print(f"{view.state}: step {view.step}/{view.max_steps}, {view.elapsed:.0f} s", flush=True)
-                self.printed = (view.state, view.step)
+        moved = (view.state, view.step, view.version)
+        if moved == self.drawn:
             return
-        from IPython.display import Markdown, display
+        self.drawn = moved
+        if not self.kernel:
+            print(f"{view.state}: step {view.step}/{view.max_steps}, {view.elapsed:.0f} s", flush=True)
+            return
+        from IPython.display import Markdown, clear_output, display
 
-        parts = {"status": Markdown(_status(view)), "curves": train_plots.training_curves(view),
-                 "samples": Markdown(_samples(view) or "*No evaluation yet.*"),
-                 "attention": train_plots.training_attention(view, None, 1, 0)}
-        for key, value in parts.items():
-            # A figure as its MIME bundle: displayed itself, plotly's figure shows a new output at every update.
-            raw = isinstance(value, go.Figure)
-            shown = value._repr_mimebundle_() if raw else value
-            if key in self.handles:
-                self.handles[key].update(shown, raw=raw)
-            else:
-                self.handles[key] = display(shown, raw=raw, display_id=True)
+        clear_output(wait=True)
+        display(Markdown(_status(view)), train_plots.training_curves(view),
+                Markdown(_samples(view) or "*No evaluation yet.*"), train_plots.training_attention(view, None, 1, 0))
 
 
 SETTINGS = [f.name for f in fields(Settings)]

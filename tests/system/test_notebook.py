@@ -52,7 +52,7 @@ def test_the_notebook_runs_every_cell_and_draws_its_figures(monkeypatch):
     assert all(json.loads(json.dumps(f["data"][PLOTLY]))["data"] for f in figures)  # every figure has traces
     live = next(cell for cell in notebook.cells if "nb.train(" in cell.source)
     shown = [o for o in live.outputs if o["output_type"] == "display_data"]
-    assert len(shown) == 4  # status, curves, samples, attention: redrawn in place, not appended
+    assert len(shown) == 4  # status, curves, samples, attention: drawn again, not appended
     frames = [o for o in outputs(notebook, "text/html") if "<iframe" in o["data"]["text/html"]]
     assert frames, "bertviz's view and the studio show as frames"
     print(f"the notebook ran in {seconds:.0f} s")
