@@ -267,10 +267,12 @@ MAX_TOKEN_CHARS = 256
 
 # An uploaded TSV for a public studio's training run, checked while it is copied (before core reads it whole, and
 # before BPE learns from it): a 158 MB TSV of 10 million lines took 9 GB and 220 CPU-s; one 100 MB line kept BPE
-# training on both cores for over 10 minutes. A 15-minute run on 2 cores sees ~1M tokens (~70k pairs): 200,000
-# pairs are more than it can learn from (Multi30k has 29,000); a line longer than the models' max_len is left out.
-PUBLIC_MAX_CORPUS_LINES = 200_000
-PUBLIC_MAX_CORPUS_MB = 20
+# training on both cores for over 10 minutes. A 15-minute run on 2 cores sees ~1M tokens (~70k pairs): 100,000
+# pairs are more than it learns from (Multi30k has 29,000); a line longer than the models' max_len is left out.
+# Measured (a `small` run's preparation, reading and BPE, beside a training run): 99,000 lines of 10 MB took
+# 10.1 s and RSS 239 -> 849 MB; 199,000 lines of 20 MB 36.8 s and 239 -> 1,380 MB.
+PUBLIC_MAX_CORPUS_LINES = 100_000
+PUBLIC_MAX_CORPUS_MB = 10
 PUBLIC_MAX_LINE_BYTES = 2_000
 
 # What visitors of a public studio save into the checkpoints folder (each save is marked VISITOR_SAVE in its

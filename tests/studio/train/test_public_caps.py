@@ -22,7 +22,7 @@ from tests.helpers.studio import studio_bundle
 
 def test_the_real_corpus_caps():
     assert (limits.PUBLIC_MAX_CORPUS_LINES, limits.PUBLIC_MAX_CORPUS_MB, limits.PUBLIC_MAX_LINE_BYTES) == (
-        200_000, 20, 2_000)
+        100_000, 10, 2_000)
 
 
 @pytest.mark.parametrize("settings, refusal", [
