@@ -104,6 +104,11 @@ class _Ask:
     order: int
 
 
+# On a public studio, what every call that names no session counts as: one visitor, whose heavy requests take turns
+# and who has at most SESSION_REQUESTS in flight (issue 67: session-less calls stepped around both).
+SESSIONLESS = "(calls without a session)"
+
+
 class Slots:
     """count slots for heavy work. A free slot goes to the first waiting request that may take it, short ones
     (estimated at most SHORT_WORK_S) before long ones, each in order of arrival: a long one may take it while
@@ -120,6 +125,8 @@ class Slots:
     @contextmanager
     def hold(self, session: str | None, long: bool, work: Work) -> Iterator[None]:
         """A slot for the duration (NotServed while waiting if work must stop, or its session has too many)."""
+        if session is None and work.budget.public:  # calls without a session take turns as one visitor's
+            session = SESSIONLESS
         ask = _Ask(session, long, work.budget.public, next(self._arrivals))
         with self._changed:
             self._admit(ask)
@@ -146,7 +153,8 @@ class Slots:
     def _admit(self, ask: _Ask) -> None:
         in_flight = sum(a.session == ask.session for a in self._waiting + self._running)
         if ask.one_per_session and ask.session is not None and in_flight >= SESSION_REQUESTS:
-            raise NotServed(f"This session already has {in_flight} requests running or waiting; a public studio "
+            who = "Calls without a session already have" if ask.session == SESSIONLESS else "This session already has"
+            raise NotServed(f"{who} {in_flight} requests running or waiting; a public studio "
                             f"serves each visitor's heavy requests one at a time. Wait for their answers.")
         self._waiting.append(ask)
 
