@@ -26,7 +26,10 @@ MAX_UPLOAD_MB = 200  # per uploaded file, and per file unpacked from an uploaded
 MAX_UPLOAD_BYTES = MAX_UPLOAD_MB * 2**20
 # A .zip's checkpoint files together, unpacked: weights of at most MAX_UPLOAD_MB and room for the two JSON files.
 MAX_UNPACKED_MB = MAX_UPLOAD_MB + 50
-MAX_UPLOADED_MODELS = 4  # checkpoints opened from uploads kept in memory; the oldest goes first
+MAX_UPLOADED_MODELS = 4  # checkpoints opened from uploads kept in memory; the least recently used goes first
+# Visitors' saves (VISITOR_SAVE) held loaded at once: any visitor's /score loads one, and each stayed loaded; beyond
+# this the least recently used is unloaded (it loads again when next asked for).
+MAX_LOADED_VISITOR_SAVES = 2
 # Decoding callbacks (beam search, attention, saliency, compare, ablation) share this many slots
 # (studio.server.slots.SLOTS): each runs on one torch thread, and more at once than cores only makes every request
 # slower. Of the two, at most LONG_AT_ONCE run work estimated above SHORT_WORK_S: a short request never waits

@@ -19,7 +19,7 @@ from core.bundle import ModelBundle
 from core.checkpoint import load_checkpoint
 from core.model.transformer import Transformer
 
-from .limits import BIDI_CONTROLS, MAX_NAME_CHARS, clean_input
+from .limits import BIDI_CONTROLS, MAX_LOADED_VISITOR_SAVES, MAX_NAME_CHARS, VISITOR_SAVE, clean_input
 
 CHECKPOINTS = Path(__file__).resolve().parents[2] / "checkpoints"
 # The model the studio opens on: the general German->English one, which translates what a lecturer types (the
@@ -41,7 +41,8 @@ class ModelRegistry:
         self._lock = threading.Lock()
         # open() picks a name not yet taken, then adds under it: two uploads at once took the same name.
         self._opening = threading.Lock()
-        self.uploaded: list[str] = []  # names opened from visitors' uploads, oldest first
+        self.uploaded: list[str] = []  # names opened from visitors' uploads, least recently used first
+        self._visitor_saves: list[str] = []  # loaded visitors' saves (VISITOR_SAVE), least recently used first
         self._keys: dict[str, int] = {}  # name -> serial of the model offered under it (see key())
         self._saved_as: dict[str, str] = {}  # a model held in memory -> the checkpoint of these very weights
         self._serial = 0
@@ -123,6 +124,7 @@ class ModelRegistry:
             self._ablation.pop(name, None)
             self._keys.pop(name, None)
             self._saved_as.pop(name, None)
+            self._visitor_saves = [n for n in self._visitor_saves if n != name]
 
     def path_of(self, name: str) -> Path | None:
         """The checkpoint folder offered as name (None: a model held in memory only, or no such name)."""
@@ -203,7 +205,24 @@ class ModelRegistry:
         with self._lock:
             if name not in self._bundles:
                 self._bundles[name] = self._load(name)
+            self._used(name)
             return self._bundles[name]
+
+    def _used(self, name: str) -> None:
+        """name was asked for: the most recently used of the uploads or loaded visitors' saves; past
+        MAX_LOADED_VISITOR_SAVES loaded, the least recently used save is unloaded. Call with the lock held."""
+        if name in self.uploaded:
+            self.uploaded.remove(name)
+            self.uploaded.append(name)
+        if name in self._paths and self._bundles[name].info.get(VISITOR_SAVE) is True:
+            if name in self._visitor_saves:
+                self._visitor_saves.remove(name)
+            self._visitor_saves.append(name)
+            while len(self._visitor_saves) > MAX_LOADED_VISITOR_SAVES:
+                old = self._visitor_saves.pop(0)
+                self._bundles.pop(old, None)
+                self._loaded.pop(self._paths.get(old), None)
+                self._ablation.pop(old, None)
 
     def _load(self, name: str) -> ModelBundle:
         """The checkpoint offered as name, bound to its direction; call with the lock held."""

@@ -3,16 +3,20 @@ entries and longest entry before anything parses them; on a public studio an ope
 parameters and by what its step costs, as a trained one is; an upload's files are capped in total."""
 from __future__ import annotations
 
+import copy
 import html
 import json
 import resource
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
+import torch
 
 from core.checkpoint import save_checkpoint
 from core.model.config import ModelConfig
 from studio.server import limits, uploads
+from studio.server.registry import ModelRegistry
 from studio.server.uploads import check_before_loading, open_checkpoint
 from tests.helpers.studio import studio_bundle
 
@@ -117,3 +121,32 @@ def test_an_upload_of_files_is_capped_in_total(folder, registry, toasts, monkeyp
     open_checkpoint(registry, [str(p) for p in folder.iterdir()], "studio-tiny")
     assert toasts[-1].endswith(html.escape("MB; the studio accepts at most 0.01 MB in all", quote=False))
     assert uploads.limits is limits and registry.names() == ["studio-tiny"]
+
+
+def _other_weights(i: int):
+    bundle = studio_bundle()
+    model = copy.deepcopy(bundle.model)
+    with torch.no_grad():
+        next(model.parameters()).add_(i + 1)
+    return replace(bundle, model=model, info={**bundle.info, "name": f"model{i}"})
+
+
+def test_the_least_recently_used_upload_leaves_first(tmp_path):
+    registry = ModelRegistry(None)
+    names = [registry.open_upload(save_checkpoint(tmp_path / f"u{i}", _other_weights(i)), 2)[0] for i in range(2)]
+    registry.get(names[0])  # used again: the second is now the least recently used
+    third, _ = registry.open_upload(save_checkpoint(tmp_path / "u2", _other_weights(2)), 2)
+    assert registry.uploaded == [names[0], third] and names[1] not in registry.names()
+
+
+def test_visitors_saves_are_unloaded_least_recently_used_first(tmp_path):
+    assert limits.MAX_LOADED_VISITOR_SAVES == 2
+    for i in range(3):
+        bundle = _other_weights(i)
+        save_checkpoint(tmp_path / f"save{i}", replace(bundle, info={**bundle.info, limits.VISITOR_SAVE: True}))
+    save_checkpoint(tmp_path / "shipped", studio_bundle())
+    registry = ModelRegistry(tmp_path)
+    for name in ("shipped", "save0", "save1", "save0", "save2"):
+        registry.get(name)
+    assert sorted(registry._bundles) == ["save0", "save2", "shipped"]  # save1, least recently used, unloaded
+    assert registry.get("save1").info[limits.VISITOR_SAVE] is True and "save1" in registry.names()
