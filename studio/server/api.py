@@ -94,6 +94,10 @@ def plain_input_errors(demo: gr.Blocks) -> None:
             return await preprocess(block_fn, inputs, state, explicit_call)
         except ComponentProcessingError:
             raise refusal(_unreadable(endpoint, block_fn.inputs, names, inputs)) from None
+        except gr.Error as exc:  # a value not among a dropdown's choices (an unknown model, method or preset)
+            if not exc.print_exception:
+                raise
+            raise refusal(f"{endpoint}: {clip(exc.message, 300)}") from None
 
     demo.preprocess_data = checked
 

@@ -3,6 +3,7 @@ bidirectional control dropped from an opened model's name, refusals that name no
 removed once read and a crashed studio's at start."""
 from __future__ import annotations
 
+import html
 import logging
 import os
 import tempfile
@@ -17,6 +18,8 @@ from core.checkpoint import save_checkpoint
 from studio.server import limits, uploads
 from studio.server.guard import guard
 from studio.train.sources import ROOT, UPLOAD_COPY_PREFIX, corpus_path_spec
+from tests.helpers.studio import SENTENCES
+from tests.studio.server.test_abuse import TINY, answer, post, public  # noqa: F401 (public: the fixture)
 from tests.helpers.studio import studio_bundle
 
 
@@ -72,3 +75,15 @@ def test_a_crashed_studios_upload_copies_are_removed_at_start():
         assert not old.exists() and not older.exists() and fresh.is_dir()
     finally:
         fresh.rmdir()
+
+
+@pytest.mark.parametrize("data, said", [
+    ([TINY, SENTENCES[0], "magic", 4, 0.6, 10, 4, 1.0, 0, 1.0, "", "fp32"],
+     "/translate: Value: 'magic' (type: <class 'str'>) is not in the list of choices: ['beam', 'greedy', 'sample']"),
+    (["nope", SENTENCES[0], "beam", 4, 0.6, 10, 4, 1.0, 0, 1.0, "", "fp32"],
+     "/translate: Value: nope is not in the list of choices")])
+def test_a_value_outside_a_dropdowns_choices_is_refused_without_a_traceback(public, data, said, capsys):
+    """Issue 67: an unknown model, method or preset sent through the API logged Gradio's full traceback."""
+    event, error = answer(post(public, "translate", data))
+    assert event == "error" and html.unescape(error["error"]).startswith(said) and "\n" not in error["error"]
+    assert "Traceback" not in capsys.readouterr().err
