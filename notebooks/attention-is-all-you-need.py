@@ -57,6 +57,9 @@ sys.path.insert(0, str(ROOT))  # an install made by this cell is seen without re
 
 # %%
 import math
+import warnings
+
+warnings.filterwarnings("ignore", message="IProgress not found")  # tqdm's notebook bars want ipywidgets; plain ones do
 
 import numpy as np
 import torch

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ..server.registry import CHECKPOINTS, ModelRegistry
+from ..text import md
 from ..train import plots as train_plots
 from ..train.job import ACTIVE, Evaluation, JobView, TrainingJob
 from ..train.setup import Settings
@@ -56,13 +57,13 @@ def _samples(view: JobView) -> str:
         return ""
     last = view.evaluations[-1]
     figures = ", ".join(f"{k} {v:.3g}" for k, v in last.metrics.items())
-    lines = [f"- {s.get('source', '')} → **{s.get('output', '')}** (reference: {s.get('reference', '')})"
+    lines = [f"- {md(s.get('source', ''))} → **{md(s.get('output', ''))}** (reference: {md(s.get('reference', ''))})"
              for s in last.samples]
     return f"Step {last.step}: {figures}\n\n" + "\n".join(lines)
 
 
 def _status(view: JobView) -> str:
-    return f"**{view.state}**: step {view.step:,} of {view.max_steps:,}, {view.elapsed:.0f} s. {view.message}"
+    return f"**{view.state}**: step {view.step:,} of {view.max_steps:,}, {view.elapsed:.0f} s. {md(view.message)}"
 
 
 @dataclass

@@ -22,6 +22,7 @@ from core.training.loss import smoothed_target_distribution
 from .. import plots
 from ..numbers import explanations
 from ..plots import bertviz_offline
+from ..text import md
 from .models import Model, bundle_of
 from .view import Page, View
 
@@ -35,7 +36,8 @@ SALIENCY_PARTS = ("maps", "agreement")
 
 
 def _notes(notices: Sequence[str]) -> str:
-    return "\n".join(f"- {n}" for n in notices)
+    """Notices as a Markdown list, escaped: a token such as <eos> stays text."""
+    return "\n".join(f"- {md(n)}" for n in notices)
 
 
 def _ceiling(bundle: core.ModelBundle) -> float | None:
@@ -60,8 +62,8 @@ def translation(model: Model, source: str, *, target_lang: str | None = None, **
     numbers = {"translation": t.text, "tokens": tokens, "logprobs": t.token_logprobs,
                "probabilities": np.exp(t.token_logprobs).tolist(), "score": t.score, "n_best": n_best,
                "notices": t.notices}
-    best = "\n".join(f"{h['rank']}. {h['translation']} ({h['score']:.4f})" for h in n_best[1:])
-    note = f"**{t.text}**" + (f"\n\nn-best:\n\n{best}" if best else "") + (f"\n\n{_notes(t.notices)}" if t.notices
+    best = "\n".join(f"{h['rank']}. {md(h['translation'])} ({h['score']:.4f})" for h in n_best[1:])
+    note = f"**{md(t.text)}**" + (f"\n\nn-best:\n\n{best}" if best else "") + (f"\n\n{_notes(t.notices)}" if t.notices
                                                                            else "")
     figure = plots.token_probabilities(tokens, t.token_logprobs, _ceiling(bundle))
     return View(figure, numbers, note, "token probabilities")
@@ -176,7 +178,7 @@ def beam_tree(model: Model, source: str, *, beam_size: int = 4, alpha: float = 0
     figure = plots.beam_tree(beam_tab.tree_nodes(views), view.step, best)
     rows = [dict(zip(("hypothesis", "logprob", "score", "tokens"), row)) for row in beam_tab.table(view)]
     return View(figure, {"step": view.step, "done": view.done, "hypotheses": rows, "notices": stepper.notices},
-                view.explanation, "beam search tree")
+                md(view.explanation), "beam search tree")
 
 
 def saliency(model: Model, source: str, *, method: str = "grad_x_input", steps: int = 32, part: str = "maps",

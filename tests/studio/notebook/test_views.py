@@ -56,13 +56,14 @@ def test_the_views_say_what_the_studio_says(shipped):
     translated = nb.translation(shipped, SENTENCE)
     assert translated.numbers["translation"] == "Two dogs play in the grass."
     assert [h["rank"] for h in translated.numbers["n_best"]] == [1, 2, 3, 4]
-    assert translated.note.startswith("**Two dogs play in the grass.**")
+    assert translated.note.startswith("**Two dogs play in the grass\\.**")  # escaped Markdown: it reads as typed
     cross = nb.attention(shipped, SENTENCE).numbers
     assert len(cross["weights"]) == 3 and cross["key_tokens"][-1] == "<eos>"
     a = nb.arithmetic(shipped, SENTENCE, layer=1, head=2, query=1).numbers  # /attention_arithmetic's JSON
     assert a["query_token"] == "\u2581Two" and max(a["weights"]) > 0.9
     tree = nb.beam_tree(shipped, SENTENCE)
     assert tree.numbers["done"] and tree.numbers["hypotheses"][0]["tokens"].startswith("\u2423Two \u2423dogs")
+    assert "&lt;eos&gt;" in tree.note  # Markdown that keeps a token as text (a bare <eos> is an HTML tag)
 
 
 @pytest.mark.parametrize("view", ["head", "model"])
