@@ -9,9 +9,11 @@ For position t of a target (teacher forced) and two candidate tokens a ("dogs") 
 
 positive where a source token's embedding raised a over b. Swapping a and b negates A; a token against itself
 gives f = 0 and A = 0 (tests/core/explain/test_contrast.py). Where the model is sure (P(a) near 1) the softmax is
-flat and the gradient of f small, its sign a matter of noise (the saturation integrated gradients were made for):
-objective="logit" attributes the difference of the two logits instead (inseq's ``contrast_logits_diff``), the
-log of P(a)/P(b), which does not saturate.
+flat and the gradient of f small, its sign a matter of noise: on the shipped model, "Hunde" comes out *against*
+"dogs" over "cat". method="integrated_gradients" adds the gradients up from all-zero embeddings (the saturation
+Sundararajan et al. made them for; their sum is f(x) - f(zero embeddings)), and there "Hunde" carries half of the
+difference. objective="logit" attributes the difference of the two logits instead (inseq's
+``contrast_logits_diff``), log P(a)/P(b).
 """
 from __future__ import annotations
 
@@ -23,9 +25,10 @@ import torch
 
 from ..inference.options import DecodeOptions
 from ..inference.scoring import prepare_pair
+from ..inference.steps import inference
 from ..inference.translation import target_tokenizer, translate_detailed
 from .hooks import attention_maps
-from .saliency import gradient_x_input
+from .saliency import METHODS, embedding_attribution
 
 GREEDY = DecodeOptions(method="greedy")
 OBJECTIVES = ("probability", "logit")
@@ -43,6 +46,7 @@ class Contrast:
     probability: float          # P(a | y_<t, x)
     foil_probability: float     # P(b | y_<t, x)
     objective: str              # "probability": f = P(a) - P(b); "logit": f = logit(a) - logit(b)
+    method: str                 # "grad_x_input" or "integrated_gradients"
     attribution: np.ndarray     # (S,) e_s · ∂f/∂e_s, in f's units, signed
     cross_attention: np.ndarray  # (S,) cross-attention from position t, the mean of every layer and head
     notices: list[str]
@@ -81,11 +85,17 @@ def candidate(tokenizer: Any, value: str | int, what: str) -> tuple[int, list[st
 
 def contrast(bundle: Any, source: str, position: int, foil: str | int, *,
              target: str | Sequence[int] | None = None, token: str | int | None = None,
-             objective: str = "probability", options: DecodeOptions = GREEDY) -> Contrast:
+             objective: str = "probability", method: str = "grad_x_input", steps: int = 32,
+             options: DecodeOptions = GREEDY) -> Contrast:
     """Why target's token at position (from 0; None target: the model's own translation by options) and not foil.
-    token: another candidate a than the target's own token there; objective: "probability" or "logit"."""
+    token: another candidate a than the target's own token there; objective: "probability" or "logit"; method:
+    "grad_x_input" or "integrated_gradients" (steps points, the midpoint rule)."""
     if objective not in OBJECTIVES:
         raise ValueError(f"unknown objective {objective!r}; allowed: {', '.join(OBJECTIVES)}")
+    if method not in METHODS:
+        raise ValueError(f"unknown attribution method {method!r}; allowed: {', '.join(METHODS)}")
+    if not isinstance(steps, int) or isinstance(steps, bool) or steps < 1:
+        raise ValueError(f"steps must be an integer >= 1; got {steps!r}")
     model, tokenizer = bundle.model, target_tokenizer(bundle)
     if target is None:
         target = translate_detailed(bundle, [source], options)[0].ids
@@ -97,17 +107,19 @@ def contrast(bundle: Any, source: str, position: int, foil: str | int, *,
                          f"<eos> last); got {position!r}")
     a, notices = (pair.tgt[position], []) if token is None else candidate(tokenizer, token, "token")
     b, foil_notices = candidate(tokenizer, foil, "foil")
-    probabilities = {}
 
-    def difference(hidden: torch.Tensor) -> torch.Tensor:
-        logits = model.project(hidden[position]).float()
-        p = torch.softmax(logits, dim=-1)
-        probabilities.update(a=float(p[a].detach()), b=float(p[b].detach()))
-        f = p if objective == "probability" else logits
-        return f[a] - f[b]
+    def difference(hidden: torch.Tensor) -> torch.Tensor:  # (points, T, d_model) -> (points,)
+        logits = model.project(hidden[:, position]).float()
+        f = torch.softmax(logits, dim=-1) if objective == "probability" else logits
+        return f[:, a] - f[:, b]
 
-    attribution = gradient_x_input(model, pair.src, pair.tgt_in, difference)
+    alphas = [1.0] if method == "grad_x_input" else [(k + 0.5) / steps for k in range(steps)]
+    attribution = embedding_attribution(model, pair.src, pair.tgt_in, difference, alphas)
+    with inference(model):
+        device = model.generator.weight.device
+        hidden = model.hidden(torch.tensor([pair.src], device=device), torch.tensor([pair.tgt_in], device=device))
+        p = torch.softmax(model.project(hidden[position]).float(), dim=-1)
     cross = attention_maps(model, pair.src, pair.tgt_in)["cross"][:, :, position].mean(dim=(0, 1))
     return Contrast(pair.source_tokens, pair.tokens, position, tokenizer.tokens([a])[0], tokenizer.tokens([b])[0],
-                    probabilities["a"], probabilities["b"], objective, attribution, cross.double().numpy(),
+                    float(p[a]), float(p[b]), objective, method, attribution, cross.double().numpy(),
                     pair.notices + notices + foil_notices)

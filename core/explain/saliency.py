@@ -92,18 +92,24 @@ def path_gradients(model: Transformer, src: list[int], tgt: list[int], alphas: S
     return torch.stack(gradients)
 
 
-def gradient_x_input(model: Transformer, src: list[int], tgt_in: list[int],
-                     objective: Callable[[torch.Tensor], torch.Tensor]) -> np.ndarray:
-    """Gradient × input of any scalar objective of one pair's final decoder states (T, d_model), with respect to
-    the source token embeddings: (S,) float64, signed, raw (in the objective's units). grad_x_input above is this
-    for each objective log P(tgt[t]); core.explain.contrast's is a difference of two probabilities."""
+def embedding_attribution(model: Transformer, src: list[int], tgt_in: list[int],
+                          objective: Callable[[torch.Tensor], torch.Tensor], alphas: Sequence[float] = (1.0,)
+                          ) -> np.ndarray:
+    """A[s] = e_s · (the mean over α in alphas of ∂objective/∂e_s at α·e), for any objective of one pair's final
+    decoder states: objective maps them, (len(alphas), T, d_model), to one value per point, (len(alphas),).
+    alphas (1.0,): gradient × input; the midpoints of [0, 1]: integrated gradients from all-zero token embeddings,
+    as attribution's. (S,) float64, signed, raw (in the objective's units). core.explain.contrast's objective is a
+    difference of two probabilities."""
     device = model.src_embed.weight.device
     with _gradients_in_eval(model):
-        embeddings = model.src_embed(torch.tensor([src], device=device)).detach().requires_grad_(True)
-        hidden = model.hidden(torch.tensor([src], device=device), torch.tensor([tgt_in], device=device),
-                              src_embeddings=embeddings)
-        (gradient,) = torch.autograd.grad(objective(hidden), embeddings)
-    return (gradient * embeddings).sum(dim=-1)[0].detach().double().cpu().numpy()
+        embeddings = model.src_embed(torch.tensor(src, device=device)).detach()
+        path = (torch.tensor(list(alphas), device=device, dtype=embeddings.dtype)[:, None, None] * embeddings)
+        path.requires_grad_(True)
+        rows = len(alphas)
+        hidden = model.hidden(torch.tensor([src], device=device).expand(rows, -1),
+                              torch.tensor([tgt_in], device=device).expand(rows, -1), src_embeddings=path)
+        (gradient,) = torch.autograd.grad(objective(hidden.view(rows, len(tgt_in), -1)).sum(), path)
+    return (gradient.mean(dim=0) * embeddings).sum(dim=-1).detach().double().cpu().numpy()
 
 
 def _normalized(raw: np.ndarray) -> np.ndarray:
