@@ -46,11 +46,13 @@ from .tabs import (  # noqa: E402
     attention,
     beam,
     compare,
+    knockout,
     model_view,
     positional,
     saliency,
     translate,
     what_if,
+    word_choice,
 )
 from .train import job as training  # noqa: E402
 from .train import live as train_live  # noqa: E402
@@ -167,6 +169,10 @@ def _tabs(shell: Shell, job: training.TrainingJob, presenter: gr.Checkbox) -> de
             arithmetic_controls = arithmetic.build(shell, translated, arithmetic_tab, on_screen)
         with gr.Tab("Saliency", id=saliency.TAB_ID, elem_id="tab-saliency") as saliency_tab:
             saliency.build(shell, translated, saliency_tab, on_screen)
+        with gr.Tab("Knock out", id=knockout.TAB_ID, elem_id="tab-knockout") as knockout_tab:
+            knocked = knockout.build(shell, knockout_tab, on_screen)
+        with gr.Tab("Word choice", id=word_choice.TAB_ID, elem_id="tab-word-choice") as word_tab:
+            chosen = word_choice.build(shell, word_tab, on_screen)
         with gr.Tab("Positional encoding", id="positional", elem_id="tab-positional") as positional_tab:
             positional.build(shell)
         with gr.Tab("Model", id="model", elem_id="tab-model") as model_tab:
@@ -178,7 +184,7 @@ def _tabs(shell: Shell, job: training.TrainingJob, presenter: gr.Checkbox) -> de
     for other in (translate_tab, beam_tab, positional_tab, model_tab, compare_tab):
         other.select(partial(str, other.id), outputs=on_screen, show_progress="hidden")
     return deep_links.Linked(tabs, on_screen, presenter, translate_tab_parts, searched, attention_controls,
-                             arithmetic_controls)
+                             arithmetic_controls, {knockout.SLUG: knocked, word_choice.SLUG: chosen})
 
 
 def _follow_the_picker(shell: Shell, status: gr.Markdown, upload: gr.File, linked: deep_links.Linked,

@@ -10,9 +10,13 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Mapping
 from urllib.parse import urlencode
 
+from core.explain.knockout import CLAIMS
+
 # Each tab's slug: its label in lower case, spaces as hyphens.
 TABS = ("translate", "what-if", "beam-search", "attention", "attention-arithmetic", "saliency", "positional-encoding",
-        "model", "compare", "train")
+        "model", "compare", "train", "knock-out", "word-choice")
+PARTS = tuple(CLAIMS)  # the Knock out tab's parts (core.explain.knockout)
+MAX_WORD_CHARS = 40  # a place ("decoder.2.cross") or a candidate word
 STACKS = ("encoder", "decoder", "cross")
 METHODS = ("beam", "greedy", "sample")
 MAX_SOURCE_CHARS = 500  # a link carries a sentence or two, not a document
@@ -51,6 +55,10 @@ class View:
     alpha: float | None = None
     presenter: bool = False
     lesson: int | None = None  # the step of the studio's lesson this view is (lesson.py), from 1
+    part: str | None = None  # Knock out: the part knocked out, and where (core's spelling, from 0: "decoder.2.cross")
+    where: str | None = None
+    second: str | None = None  # Knock out: a second sentence beside the source
+    foil: str | None = None  # Word choice: the candidate the target's token is contrasted with
     notices: tuple[str, ...] = field(default=(), compare=False)
 
 
@@ -99,7 +107,13 @@ def _parse(key: str, raw: str, models: list[str]) -> tuple[object | None, str | 
     if key == "model":
         offered = ", ".join(models)
         return (raw, None) if raw in models else (None, f"ignored model={_shown(raw)}: on offer are {offered}")
-    if key in ("source", "target"):
+    if key == "part":
+        return (raw, None) if raw in PARTS else (None, f"ignored part={_shown(raw)}: parts are {', '.join(PARTS)}")
+    if key in ("where", "foil"):
+        if len(raw) > MAX_WORD_CHARS:
+            return None, f"ignored {key}={_shown(raw)}: longer than {MAX_WORD_CHARS} characters"
+        return raw or None, None
+    if key in ("source", "target", "second"):
         if len(raw) > MAX_SOURCE_CHARS:
             return raw[:MAX_SOURCE_CHARS], f"{key} cut to its first {MAX_SOURCE_CHARS} characters"
         return raw or None, None

@@ -7,7 +7,7 @@ reads that translation), the tab selected and told it is on screen, its controls
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from functools import partial
 
 import gradio as gr
@@ -27,7 +27,8 @@ from .lesson import Lesson
 # The tabs' ids (app.py) by their slug in a link: the label in lower case, spaces as hyphens.
 TAB_IDS = {"translate": "translate", "what-if": "what-if", "beam-search": "beam", "attention": "attention",
            "attention-arithmetic": "arithmetic", "saliency": "saliency", "positional-encoding": "positional",
-           "model": "model", "compare": "compare", "train": "train"}
+           "model": "model", "compare": "compare", "train": "train", "knock-out": "knockout",
+           "word-choice": "word-choice"}
 SLUGS = {tab_id: slug for slug, tab_id in TAB_IDS.items()}
 STACK_LABELS = {stack: label for label, stack in STACKS.items()}
 FORCED_SHOWN_ON = ("what-if", "attention", "attention-arithmetic", "saliency")  # the tabs that show a forced target
@@ -44,6 +45,9 @@ class Linked:
     searched: beam.BeamTab
     attention: tuple[gr.Radio, gr.Slider, gr.Slider]
     arithmetic: tuple[gr.Radio, gr.Slider, gr.Slider, gr.Dropdown, gr.State]  # stack, layer, head, query, chosen
+    # Tabs with sentences of their own (Knock out, Word choice), by slug: the View they show (a State: what "Link to
+    # this view" writes) and the steps, each an event's settings taking the link's View, that set and draw them.
+    own_views: dict[str, tuple[gr.State, list[dict]]] = field(default_factory=dict)
 
 
 def shape_of(registry: ModelRegistry, name: str) -> Shape | None:
@@ -102,10 +106,14 @@ def search_linked(registry: ModelRegistry, shown: int, view: View | None, search
 def link_here(tab_id: str, model: str | None, current: Current | None, presenter: bool, method: str,
               beam_source: str, search: beam.Search | None, beam_size: float | str | None, alpha: float,
               att_stack: str, att_layer: float, att_head: float, ar_stack: str, ar_layer: float, ar_head: float,
-              ar_query: int | None) -> str:
+              ar_query: int | None, *own_views: View | None) -> str:
     """The address (from "?") of the view on screen: the tab, the model, the sentence (with the Translate tab's
-    decoding method that wrote its translation, and a target What if forced), the tab's own controls."""
+    decoding method that wrote its translation, and a target What if forced), the tab's own controls; a tab with
+    sentences of its own gives its View (own_views)."""
     slug = SLUGS.get(tab_id, "translate")
+    own = next((v for v in own_views if v is not None and v.tab == slug), None)
+    if own is not None:
+        return link_of(replace(own, model=model, presenter=bool(presenter)))
     if slug == "beam-search":
         shown = search is not None and search.key[:2] == (model, clean_input(beam_source or "")[0])
         steps = len(search.views) - 1 if shown else None  # the steps taken in the search on screen
@@ -153,8 +161,14 @@ def wire(shell: Shell, parts: Linked, notices: gr.Markdown, link_box: gr.Textbox
         guard(slots.in_a_slot(partial(search_linked, registry, len(searched.shown)))),
         inputs=[view, searched.search, searched.choice, *searched.settings],
         outputs=[searched.search, *searched.shown], **HEAVY)
+    for _, steps in parts.own_views.values():  # the link's view first, then the tab's first draw
+        chain = loaded.then(guard(steps[0]["fn"]), inputs=view,
+                            **{k: v for k, v in steps[0].items() if k not in ("fn", "inputs")})
+        for step in steps[1:]:
+            chain = chain.then(**step)
     copy.click(link_here, inputs=[parts.on_screen, shell.model, parts.translated.current, parts.presenter,
                                   parts.translated.method, searched.source, searched.search, searched.beam_size,
-                                  searched.alpha, *att, *ar[:4]], outputs=link_box,
+                                  searched.alpha, *att, *ar[:4], *(shown for shown, _ in parts.own_views.values())],
+               outputs=link_box,
                show_progress="hidden",
                api_visibility="private").then(None, inputs=link_box, outputs=link_box, js=FULL_ADDRESS_JS)

@@ -113,16 +113,16 @@ class KnockoutView:
     model: str
     knockout: Knockout
     effects: list[Effect]
-    names: list[str]  # "A", "B", "A reversed"
+    names: list[str]  # "A", "B", "A's words reversed"
     notices: list[str]
 
     @property
     def reversal_holds(self) -> bool | None:
         """Positions knocked out, A's words reversed: whether the reversal reads the same tokens and the knocked
         out model translates both alike (None: not asked)."""
-        if "A reversed" not in self.names:
+        if "A's words reversed" not in self.names:
             return None
-        a, r = self.effects[0], self.effects[self.names.index("A reversed")]
+        a, r = self.effects[0], self.effects[self.names.index("A's words reversed")]
         return Counter(a.source_tokens) == Counter(r.source_tokens) and a.after.text == r.after.text
 
 
@@ -146,7 +146,7 @@ def knockout_view(registry: ModelRegistry, name: str | None, first: object, seco
     knockout = knockout_of(part, where, twin.model.config)
     sentences = [("A", source)] + ([("B", other)] if other else [])
     if knockout.parts == ["positions"]:
-        sentences.append(("A reversed", reversed_words(source)))
+        sentences.append(("A's words reversed", reversed_words(source)))
     config = twin.model.config
     estimate = sum(_sentence_seconds(twin, text, config) for _, text in sentences)
     with slots.heavy(estimate), lock:

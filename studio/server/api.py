@@ -32,7 +32,8 @@ from .registry import UNAVAILABLE, ModelRegistry
 # (private): its name, /wrapper_12 or /lambda_3, changed whenever the code did.
 PUBLIC = ("translate", "beam_step", "beam_back", "beam_run", "beam_reset", "attention", "score",
           "attention_arithmetic", "saliency", "train_start", "train_pause", "train_resume", "train_stop",
-          "train_save", "train_status", "train_view", "open_checkpoint", "compare")
+          "train_save", "train_status", "train_view", "open_checkpoint", "compare", "knock_out", "logit_lens",
+          "free_running", "contrast", "calibration")
 
 
 def _checked(fn: Callable[..., dict[str, Any]]) -> Callable[..., dict[str, Any]]:

@@ -47,7 +47,7 @@ def test_the_first_view_knocks_positions_out_on_a_private_copy(shipped_registry)
     shared = shipped_registry.get(GERMAN).model
     weights = {k: v.clone() for k, v in shared.state_dict().items()}
     view = knockout.knockout_view(shipped_registry, GERMAN, *knockout.FIRST_PAIR, "positions", None)
-    assert view.names == ["A", "B", "A reversed"]
+    assert view.names == ["A", "B", "A's words reversed"]
     a, b, reversed_a = view.effects
     assert (a.before.text, b.before.text) == ("Two dogs chase a cat.", "A cat chasing two dogs.")
     assert a.after.text != a.before.text and reversed_a.before.text != a.before.text
@@ -56,7 +56,7 @@ def test_the_first_view_knocks_positions_out_on_a_private_copy(shipped_registry)
     assert all(v.equal(weights[k]) for k, v in shared.state_dict().items())
     answer = knockout.knockout_json(view)
     json.dumps(answer)
-    assert answer["claim"]["section"] == "3.5" and answer["sentences"][2]["sentence"] == "A reversed"
+    assert answer["claim"]["section"] == "3.5" and answer["sentences"][2]["sentence"] == "A's words reversed"
 
 
 def test_one_sentence_and_refusals(shipped_registry):
