@@ -317,7 +317,7 @@ pair = nb.sentence_pair(numbers, "twenty - one")
 crossing = attention_maps(numbers.model, pair.src, pair.tgt_in)["cross"].mean(1).argmax(-1)  # (layers, queries)
 print(pair.source_tokens, "→", pair.tokens, "| each layer's most-attended source token:", crossing.tolist())
 assert any(row[0] == 2 and row[2] == 0 for row in crossing.tolist())  # "ein" ← "one", "zwanzig" ← "twenty"
-nb.attention(numbers, "twenty - one", stack="cross", layer=0)
+nb.attention(numbers, "twenty - one", stack="cross", layer=1)  # its second layer crosses
 
 # %% [markdown]
 # ## 6.1 Machine translation: beam search
