@@ -238,6 +238,22 @@ rotation, *_ = np.linalg.lstsq(pe[:-k], pe[k:], rcond=None)  # one matrix M with
 assert np.allclose(pe[:-k] @ rotation, pe[k:], atol=1e-6)
 nb.positional_encoding(d, length=n, part="curves")
 
+# %% [markdown]
+# > "Since our model contains no recurrence and no convolution, in order for the model to make use of the order of
+# > the sequence, we must inject some information about the relative or absolute position of the tokens."
+#
+# Take the positions out (`nb.knockout`, on the model itself, restored after) and attention sees a bag of words:
+# who chases whom is gone, and a sentence and its words in reverse order translate alike.
+
+# %%
+chase = nb.knockout(german, "Zwei Hunde jagen eine Katze.", part="positions")
+backwards = nb.knockout(german, "Katze. eine jagen Hunde Zwei", part="positions")
+for view in (chase, backwards):
+    print(f"{view.numbers['before']!r:45} without positions: {view.numbers['after']!r}")
+assert chase.numbers["before"] != backwards.numbers["before"]  # with positions, two different sentences
+assert chase.numbers["after"] == backwards.numbers["after"]  # without, one bag of words and one translation
+chase
+
 # %%
 nb.positional_encoding(d, length=n, part="similarity")
 

@@ -24,7 +24,7 @@ from ..numbers import explanations
 from ..plots import bertviz_offline
 from ..text import md
 from .models import Model, bundle_of
-from .view import Page, View
+from .view import Page, View, notes
 
 Target = str | Sequence[int] | None
 STACKS = explanations.STACK_NAMES  # "encoder", "decoder", "cross" -> their names in words
@@ -33,11 +33,6 @@ AXES = {"encoder": ("query: source token", "key: source token"),
         "cross": ("query: target token<br>being predicted", "key: source token")}
 ARITHMETIC_PARTS = ("keys", "values", "output")
 SALIENCY_PARTS = ("maps", "agreement")
-
-
-def _notes(notices: Sequence[str]) -> str:
-    """Notices as a Markdown list, escaped: a token such as <eos> stays text."""
-    return "\n".join(f"- {md(n)}" for n in notices)
 
 
 def _ceiling(bundle: core.ModelBundle) -> float | None:
@@ -63,7 +58,7 @@ def translation(model: Model, source: str, *, target_lang: str | None = None, **
                "probabilities": np.exp(t.token_logprobs).tolist(), "score": t.score, "n_best": n_best,
                "notices": t.notices}
     best = "\n".join(f"{h['rank']}. {md(h['translation'])} ({h['score']:.4f})" for h in n_best[1:])
-    note = f"**{md(t.text)}**" + (f"\n\nn-best:\n\n{best}" if best else "") + (f"\n\n{_notes(t.notices)}" if t.notices
+    note = f"**{md(t.text)}**" + (f"\n\nn-best:\n\n{best}" if best else "") + (f"\n\n{notes(t.notices)}" if t.notices
                                                                            else "")
     figure = plots.token_probabilities(tokens, t.token_logprobs, _ceiling(bundle))
     return View(figure, numbers, note, "token probabilities")
@@ -119,7 +114,7 @@ def attention(model: Model, source: str, *, stack: str = "cross", layer: int | N
     numbers = {"translation": bundle.target_tokenizer.decode(pair.tgt[:-1]), "stack": stack,
                "query_tokens": rows, "key_tokens": cols, "weights": np.round(maps, 4).tolist(),
                "notices": pair.notices}
-    return View(figure, numbers, _notes(pair.notices), f"{stack} attention")
+    return View(figure, numbers, notes(pair.notices), f"{stack} attention")
 
 
 def _bertviz(model: Model, source: str, stack: str, target: Target, view: str) -> Page:
@@ -159,7 +154,7 @@ def arithmetic(model: Model, source: str, *, stack: str = "cross", layer: int = 
     title = plots.arithmetic_title(bundle.name, STACKS[stack], a, steps[part])
     figure = {"keys": lambda: plots.query_and_keys(a, title), "values": lambda: plots.weighted_values(a, title),
               "output": lambda: plots.concat_to_output(a, config.n_heads, config.norm_first, title)}[part]()
-    return View(figure, explanations.arithmetic_json(a), _notes(a.notices), f"attention arithmetic, {part}")
+    return View(figure, explanations.arithmetic_json(a), notes(a.notices), f"attention arithmetic, {part}")
 
 
 def beam_tree(model: Model, source: str, *, beam_size: int = 4, alpha: float = 0.6, steps: int | None = None
@@ -200,5 +195,5 @@ def saliency(model: Model, source: str, *, method: str = "grad_x_input", steps: 
         figure = plots.agreement_bars(c, s.source_tokens, s.target_tokens, f"{name} · does the most-attributed "
                                       f"source token get the most attention? {c.agreed} of {c.compared}")
     note = f"Agreement: the most-attributed source token is the most-attended one for {c.agreed} of {c.compared}."
-    return View(figure, explanations.saliency_json(s), "\n\n".join(filter(None, [note, _notes(s.notices)])),
+    return View(figure, explanations.saliency_json(s), "\n\n".join(filter(None, [note, notes(s.notices)])),
                 f"saliency, {part}")

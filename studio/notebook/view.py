@@ -13,9 +13,11 @@ import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import plotly.graph_objects as go
+
+from ..text import md
 
 CSV_COLUMNS = ["trace", "x", "x_label", "y", "y_label", "value", "text", "x_title", "y_title", "value_title"]
 
@@ -137,6 +139,11 @@ def figure_json(fig: go.Figure, name: str = "plot") -> dict[str, Any]:
                      for key, value in arrays.items() if isinstance(value, list)})
         traces.append(kept)
     return {"plot": name, "title": _title(fig.layout), "axes": axes, "traces": traces}
+
+
+def notes(notices: Sequence[str]) -> str:
+    """Notices as a Markdown list, escaped: a token such as <eos> stays text."""
+    return "\n".join(f"- {md(n)}" for n in notices)
 
 
 @dataclass

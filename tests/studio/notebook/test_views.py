@@ -41,6 +41,11 @@ ONE_LINERS = {
     "label smoothing": lambda m: nb.label_smoothing(m, eps=0.2),
     "masks": lambda m: nb.masks(m, ["Ein Hund.", SENTENCE]),
     "table 3": lambda m: nb.table3(),
+    "knock-out": lambda m: nb.knockout(m, "Zwei Hunde jagen eine Katze."),
+    "knock-out's attention": lambda m: nb.knockout(m, SENTENCE, part="heads", where="cross.2.1", show="attention"),
+    "logit lens": lambda m: nb.logit_lens(m, SENTENCE, top_k=3),
+    "free running": lambda m: nb.free_running(m, SENTENCE, "Two dogs are playing in the grass."),
+    "why not": lambda m: nb.why_not(m, SENTENCE, position=2, foil="\u2581are", method="grad_x_input"),
 }
 
 
@@ -127,7 +132,9 @@ def test_bad_input_is_refused_in_words(numbers):
                         (lambda: nb.positional_encoding(7), "must be even"),
                         (lambda: nb.positional_encoding(8, dims=[9], part="curves"), "dims must be"),
                         (lambda: nb.learned_positions(numbers), "not learned positions"),
-                        (lambda: nb.label_smoothing(numbers, eps=1.5), "eps must be")):
+                        (lambda: nb.label_smoothing(numbers, eps=1.5), "eps must be"),
+                        (lambda: nb.knockout(numbers, "twenty - one", part="wings"), "unknown part"),
+                        (lambda: nb.knockout(numbers, "twenty - one", show="all"), "unknown show")):
         with pytest.raises(ValueError, match=words):
             call()
 
