@@ -116,6 +116,8 @@ def why_not(bundle: ModelBundle, source: object, position: object, foil: object,
     one = 2 * _pass_seconds(bundle, text)  # a forward and a backward pass per point
     wanted = target_text(target)[0] if isinstance(target, str) and target.strip() else None
     foil = foil if isinstance(foil, (str, int)) and not isinstance(foil, bool) else str(foil)
+    # "␣dogs" as the studio shows a token (plots.shown): the tokenizer's metaspace "▁" again.
+    foil = foil.replace("\u2423", "\u2581") if isinstance(foil, str) else foil
     cut = min(points, max(1, int(slots.current_budget().cpu_s // one)))
     c = _checked(lambda: contrast(bundle, text, at, foil, target=wanted, objective=objective, method=method,
                                   steps=cut, options=GREEDY), (cut + 3) * one)

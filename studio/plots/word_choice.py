@@ -44,7 +44,10 @@ def logit_lens_map(lens: LogitLens, title: str) -> go.Figure:
                      title="decoder layer" + (" → final LayerNorm" if lens.final_norm else ""))
     styled(fig, title + word_start_note(lens.tokens), int(max(320, 150 + 70 * layers)),
            margin=dict(l=150, r=40, t=70, b=100))
-    narrow(fig, **{"textfont.size": 9, "margin.l": 80, "data[0].textfont.size": 9})
+    # On a phone: short layer names, small type, and past 6 tokens no words in the cells (a tap shows them).
+    narrow(fig, **{"margin.l": 60, "data[0].textfont.size": 9, "yaxis.title.text": "",
+                   "yaxis.ticktext": [f"L{i + 1}" for i in range(layers)],
+                   **({"data[0].texttemplate": ""} if positions > 6 else {})})
     return fig
 
 

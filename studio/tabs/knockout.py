@@ -179,8 +179,8 @@ def score_corpus(registry: ModelRegistry, name: str | None, part_label: str, whe
         return gr.skip(), f"**Cannot score:** {md(clip(why, 300))}"
     before = {"bleu": effect.before.bleu, "chrf": effect.before.chrf}
     after = {"bleu": effect.after.bleu, "chrf": effect.after.chrf}
-    figure = figures.corpus_before_after(before, after, f"{plots.label(str(name))} · {plots.label(described)}: "
-                                                        f"{plots.label(effect.knockout.words)} knocked out")
+    figure = figures.corpus_before_after(before, after, f"{plots.label(str(name))} · {effect.before.n} sentences, "
+                                                        f"{plots.label(PART_NAMES[part])} knocked out")
     lines = [f"On {md(described)}, greedy: BLEU {before['bleu']:.2f} → {after['bleu']:.2f}, chrF "
              f"{before['chrf']:.2f} → {after['chrf']:.2f} (sacreBLEU); {effect.changed} of {effect.before.n} "
              f"translations changed."]
@@ -237,15 +237,18 @@ def build(shell: Shell, tab: gr.Tab, on_screen: gr.State) -> tuple[gr.State, lis
     drawn, shown = gr.State(None), gr.State(None)  # drawn: the model key the view on screen was drawn for
     gr.Markdown(INTRO)
     with gr.Row(equal_height=True):
+        # min_width: on a phone the place goes under the parts, not into a sliver beside them.
         part = gr.Radio(list(PART_LABELS), value=next(iter(PART_LABELS)), label="Part to knock out", scale=3,
-                        elem_id="knockout-part")
-        where = gr.Dropdown(**where_options(registry, shell.model.value, FIRST_PART, first), scale=1,
+                        min_width=320, elem_id="knockout-part")
+        where = gr.Dropdown(**where_options(registry, shell.model.value, FIRST_PART, first), scale=1, min_width=260,
                             elem_id="knockout-where")
     claim = gr.Markdown(claim_line(FIRST_PART), elem_id="knockout-claim")
     with gr.Row(equal_height=True):
-        sentence_a = gr.Textbox(label="Sentence A", value=first, scale=3, max_lines=3, elem_id="knockout-a")
-        sentence_b = gr.Textbox(label="Sentence B, to compare (optional)", value=second, scale=3, max_lines=3,
-                                elem_id="knockout-b")
+        # min_width: on a phone one box a line, not two squeezed side by side.
+        sentence_a = gr.Textbox(label="Sentence A", value=first, scale=3, min_width=280, max_lines=3,
+                                elem_id="knockout-a")
+        sentence_b = gr.Textbox(label="Sentence B, to compare (optional)", value=second, scale=3, min_width=280,
+                                max_lines=3, elem_id="knockout-b")
         run = gr.Button("Knock out", variant="primary", scale=0, min_width=130, elem_id="knockout-run")
     notices = gr.Markdown(elem_classes="announce")
     table = gr.Markdown(elem_id="knockout-translations")

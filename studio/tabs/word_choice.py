@@ -126,7 +126,7 @@ def look(registry: ModelRegistry, name: str | None, source: str, reference: str,
         return (*skip, f"**Cannot look:** {md(clip(why, 300))}", gr.skip())
     label = plots.label(str(name))
     at = position if isinstance(position, int) and 0 <= position < len(lens.tokens) else min(1, len(lens.tokens) - 1)
-    foil = foil if str(foil or "").strip() else numbers.runner_up(lens, at)
+    foil = foil if str(foil or "").strip() else plots.shown(numbers.runner_up(lens, at))
     notices = list(lens.notices)
     lens_plot = figures.logit_lens_map(lens, f"{label} · what each decoder layer would write")
     if str(reference or "").strip():
@@ -283,9 +283,10 @@ def build(shell: Shell, tab: gr.Tab, on_screen: gr.State) -> tuple[gr.State, lis
     drawn, shown = gr.State(None), gr.State(None)
     gr.Markdown(INTRO)
     with gr.Row(equal_height=True):
-        source = gr.Textbox(label="Source sentence", value=source_text, scale=3, max_lines=3, elem_id="word-source")
-        reference = gr.Textbox(label="Reference translation (optional)", value=reference_text, scale=3, max_lines=3,
-                               elem_id="word-reference")
+        source = gr.Textbox(label="Source sentence", value=source_text, scale=3, min_width=280, max_lines=3,
+                            elem_id="word-source")
+        reference = gr.Textbox(label="Reference translation (optional)", value=reference_text, scale=3, min_width=280,
+                               max_lines=3, elem_id="word-reference")
         run = gr.Button("Look", variant="primary", scale=0, min_width=110, elem_id="word-run")
     notices = gr.Markdown(elem_classes="announce")
     gr.Markdown(LENS_HOW)

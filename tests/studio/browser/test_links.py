@@ -20,7 +20,9 @@ TABS = {"translate": ("Translate", "#tab-translate", "#tab-translate .js-plotly-
         "positional-encoding": ("Positional encoding", "#tab-positional", None),
         "model": ("Model", "#tab-model", None),
         "compare": ("Compare", "#tab-compare", None),
-        "train": ("Train", "#tab-train", None)}
+        "train": ("Train", "#tab-train", None),
+        "knock-out": ("Knock out", "#tab-knockout", "#tab-knockout .js-plotly-plot .main-svg"),
+        "word-choice": ("Word choice", "#tab-word-choice", "#tab-word-choice .js-plotly-plot .main-svg")}
 pytestmark = [pytest.mark.browser, pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"{CHROMIUM} is missing")]
 
 
