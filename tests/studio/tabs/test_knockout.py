@@ -7,13 +7,17 @@ import json
 
 import gradio as gr
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from studio import app
 from studio.links.address import link_of
 from studio.server.registry import ModelRegistry
 from studio.tabs import knockout as tab
+from tests.helpers.studio import studio_registry
 
 GERMAN, NUMBERS = "multi30k-de-en-small", "numbers-en-de-tiny"
+TINY = studio_registry()
 
 
 def plain(markdown: str) -> str:
@@ -97,3 +101,16 @@ def test_knock_out_through_gradio_client(shipped_registry):
         assert calibrated["models"][0]["model"] == NUMBERS and len(calibrated["models"][0]["bins"]["count"]) == 10
     finally:
         demo.close()
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(first=st.text(st.characters(exclude_categories=()), max_size=120),
+       second=st.text(st.characters(exclude_categories=()), max_size=60),
+       part=st.sampled_from([*tab.PART_LABELS, "wings"]),
+       where=st.one_of(st.none(), st.text(max_size=20),
+                       st.sampled_from(["encoder.0.ffn", "cross.1", "decoder.0", "3"])))
+def test_any_text_part_and_place_get_a_message_not_an_exception(first, second, part, where):
+    """Issue 10's rule for this tab: the studio's tiny model, any Unicode, any part and place."""
+    claim, table, verdict, probabilities, attention, why, notices, shown = tab.knock_out(
+        TINY, "studio-tiny", first, second, part, where)
+    assert isinstance(notices, str) and "<" not in notices and (not isinstance(table, str) or "<" not in plain(table))

@@ -5,12 +5,16 @@ from __future__ import annotations
 
 import gradio as gr
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from studio.links.address import link_of
 from studio.server.registry import ModelRegistry
 from studio.tabs import word_choice as tab
+from tests.helpers.studio import studio_registry
 
 GERMAN, NUMBERS = "multi30k-de-en-small", "numbers-en-de-tiny"
+TINY = studio_registry()
 
 
 def plain(markdown: str) -> str:
@@ -61,3 +65,16 @@ def test_a_link_sets_the_tab():
     source, reference, position, foil, drawn = tab.linked(view)
     assert (source, reference, position.value, foil, drawn) == ("Ein Hund.", "A dog.", 1, "cat", None)
     assert tab.linked(None) == (gr.skip(),) * 5
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(source=st.text(st.characters(exclude_categories=()), max_size=120),
+       reference=st.text(st.characters(exclude_categories=()), max_size=60),
+       position=st.one_of(st.none(), st.integers(-3, 40)),
+       foil=st.text(st.characters(exclude_categories=()), max_size=12))
+def test_any_text_position_and_foil_get_a_message_not_an_exception(source, reference, position, foil):
+    """Issue 10's rule for this tab: the studio's tiny model, any Unicode, any position and foil."""
+    out = tab.look(TINY, "studio-tiny", source, reference, position, foil, "probability difference",
+                   "integrated gradients")
+    assert isinstance(out[8], str) and "<" not in out[8]
+    assert all("<" not in plain(s) for s in (out[1], out[3], out[7]) if isinstance(s, str))
