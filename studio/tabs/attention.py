@@ -12,7 +12,8 @@ import torch
 
 from core.bundle import ModelBundle
 from core.data.tokenizer import BOS_ID, EOS_ID
-from core.explain.hooks import attention_maps, heads_off
+from core.explain.hooks import attention_maps
+from core.explain.knockout import knocked_out
 from core.inference.options import DecodeOptions
 from core.inference.translation import prepare_source, translate_detailed
 from core.model.config import ModelConfig
@@ -260,7 +261,7 @@ def head_choices(registry: ModelRegistry, name: str | None) -> tuple[gr.Checkbox
 
 
 def parse_heads(encoder: list[str], decoder: list[str], cross: list[str]) -> dict[str, dict[int, list[int]]]:
-    """{"cross": ["L1 H3"]} style labels -> core.explain.hooks.heads_off's {"cross": {0: [2]}}, layers and heads in
+    """{"cross": ["L1 H3"]} style labels -> core.explain.knocked_out's heads, {"cross": {0: [2]}}, layers and heads in
     order (the boxes come in the order they were ticked)."""
     spec: dict[str, dict[int, list[int]]] = {}
     for stack, labels in zip(ABLATION_STACKS, (encoder, decoder, cross)):
@@ -313,7 +314,7 @@ def ablate(registry: ModelRegistry, current: Current, picked: str | None, encode
     except UNAVAILABLE as exc:
         return f"**Cannot ablate:** {md(exc)}"
     twin = replace(bundle, model=model)  # the same tokenizers (both, with separate vocabularies)
-    with slots.heavy(), lock, heads_off(model, spec):
+    with slots.heavy(), lock, knocked_out(model, heads=spec):  # the Knock out tab's heads (3.2.2)
         after = translate_detailed(twin, [current.source], current.options or DecodeOptions())[0].text
     before = bundle.target_tokenizer.decode(current.ids)
     off = heads_named(spec, model.config)

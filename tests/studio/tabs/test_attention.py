@@ -124,7 +124,7 @@ def test_attention_and_ablation_read_the_weights_that_translated(registry, curre
     model, _ = registry.ablation_model("studio-tiny", current.bundle)
     assert torch.equal(model.generator.weight, current.bundle.model.generator.weight)
     assert not torch.equal(model.generator.weight, newer.model.generator.weight)
-    monkeypatch.setattr(attention, "heads_off", contextlib.contextmanager(lambda model, heads: (yield)))
+    monkeypatch.setattr(attention, "knocked_out", contextlib.contextmanager(lambda model, **parts: (yield)))
     assert "is unchanged" in attention.ablate(registry, current, "studio-tiny", [], [], ["L1 H1"])  # none off really
 
 
