@@ -4,7 +4,8 @@
 
 On the shipped model and "Zwei Hunde jagen eine Katze.", times core.explain's knockout_effect for every part
 (translation before and after, the tokens scored both ways, the neighbouring attention before and after), the
-logit lens, teacher forcing against free running and a contrast (the median of --runs runs after a warm-up);
+logit lens, teacher forcing against free running and a contrast by integrated gradients, as the studio draws it
+(the median of --runs runs after a warm-up);
 then the first --sentences pairs of Multi30k's validation split (../shared/data/multi30k) knocked out, greedy
 (corpus_effect: both translations and BLEU, chrF), and their calibration. Targets on 2 cores: one sentence's
 knock-out or lens <= 0.5 s; 100 corpus sentences knocked out <= 15 s. Prints the CPU, torch's threads and the load
@@ -74,7 +75,8 @@ def main() -> None:
                ONE_SENTENCE_S)
     report("logit lens", *timed(lambda: logit_lens(bundle, SOURCE), args.runs), ONE_SENTENCE_S)
     report("teacher forcing / free running", *timed(lambda: free_running(bundle, SOURCE, REFERENCE), args.runs), None)
-    report("contrast (dogs / cats)", *timed(lambda: contrast(bundle, SOURCE, 1, "cats"), args.runs), None)
+    report("contrast (dogs / cat, IG 32)", *timed(lambda: contrast(bundle, SOURCE, 1, "cat",
+                                                                   method="integrated_gradients"), args.runs), None)
     if not (DATA / "val.de.gz").is_file():
         print(f"{DATA} is absent: no corpus figures")
         return
