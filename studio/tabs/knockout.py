@@ -7,6 +7,7 @@ The tab opens with positions knocked out of "Zwei Hunde jagen eine Katze." and "
 """
 from __future__ import annotations
 
+from collections import Counter
 from functools import partial
 from typing import Any
 
@@ -104,10 +105,7 @@ def verdict(view: KnockoutView) -> str:
             said = ("A's words reversed are not the same tokens (the tokenizer cuts them differently), so the test "
                     "does not apply to this sentence.")
         if "B" in view.names:
-            b = view.effects[1]
-            said += (" B's words are others too (*jagt*, not *jagen*), so it may still differ; intact the two say who "
-                     "chases whom, knocked out " + ("they come out the same." if b.after.text == a.after.text else
-                                                    "the roles are lost: compare the two lines."))
+            said += " " + _b_against_a(a, view.effects[1])
         return f"{said}  \n{probabilities}"
     if part == "scale":
         before, after = a.entropy
@@ -126,6 +124,16 @@ def verdict(view: KnockoutView) -> str:
         line += (f" No decoder position may look at {md(plots.shown(hidden))} now; where the word still comes out, "
                  f"the encoder's self-attention carried it into its neighbours.")
     return line
+
+
+def _b_against_a(a: Any, b: Any) -> str:
+    """Positions knocked out: what sentence B's line says beside A's."""
+    same = "they come out the same" if a.after.text == b.after.text else "compare the two lines"
+    if Counter(a.source_tokens) == Counter(b.source_tokens):
+        return f"B is A's tokens in another order: knocked out, {same}."
+    others = [plots.shown(t) for t in (Counter(b.source_tokens) - Counter(a.source_tokens))][:3]
+    return (f"B has tokens A has not ({md(', '.join(others))}), so it may differ even without positions; knocked out, "
+            f"{same}.")
 
 
 def _map_name(e: Any) -> str:
