@@ -158,7 +158,8 @@ def test_every_attention_goes_through_the_kernel(monkeypatch):
 # The files of core/ that call a softmax, and of what: eq. 1's is the kernel's alone.
 SOFTMAXES = {"model/scaled_dot_product.py": "eq. 1",
              "training/loss.py": "the logits' (label smoothing's gradient)",
-             "inference/sampling.py": "the logits' (sampling)"}
+             "inference/sampling.py": "the logits' (sampling)",
+             "explain/contrast.py": "the logits' (a contrast of two words' probabilities)"}
 
 
 def calling(name: str) -> set[str]:
