@@ -416,7 +416,9 @@ def test_train_tab_live_run_then_translate(studio):
         assert page.locator("#model-summary").inner_text().lstrip().startswith("studio-tiny ·")
         page.get_by_role("button", name="Use the live model").click()
         page.get_by_role("tab", name="Translate").click()
-        page.get_by_text("live-numbers ·").first.wait_for(timeout=10000)
+        # Every tab redraws for the new model first (a dozen listeners of the picked model's key): on a loaded
+        # machine the status line is seconds behind the click.
+        page.locator("#model-summary").get_by_text("live-numbers ·").wait_for(timeout=30000)
         page.get_by_label("Source sentence").fill("4 2")
         page.get_by_role("button", name="Translate", exact=True).click()
         page.locator("#tab-translate .js-plotly-plot .bars").first.wait_for(timeout=20000)
