@@ -25,6 +25,14 @@ MAX_NOTICES = 8
 # Query parameters Gradio itself reads (the theme, the API page, its own deep links): not the studio's to refuse.
 GRADIO_PARAMS = ("__theme", "view", "deep_link", "ui")
 ALPHA = (0.0, 2.0)
+# What a tab with sentences of its own holds as "drawn" while its link is being set: its other draws (for the model
+# the page load offers) wait, so a draw of the tab's first sentences never lands over the link's.
+LINK_PENDING = "a link will draw this tab"
+
+
+def forget_drawn(drawn: object) -> object:
+    """What a tab's "drawn" becomes when the model changes: None (draw afresh), unless a link is about to draw it."""
+    return drawn if drawn == LINK_PENDING else None
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ from ..tabs import beam, translate
 from ..tabs.attention import STACKS
 from ..text import md
 from . import lesson_panel
-from .address import Shape, View, link_of, read_link
+from .address import LINK_PENDING, Shape, View, link_of, read_link
 from .lesson import Lesson
 
 # The tabs' ids (app.py) by their slug in a link: the label in lower case, spaces as hyphens.
@@ -46,8 +46,9 @@ class Linked:
     attention: tuple[gr.Radio, gr.Slider, gr.Slider]
     arithmetic: tuple[gr.Radio, gr.Slider, gr.Slider, gr.Dropdown, gr.State]  # stack, layer, head, query, chosen
     # Tabs with sentences of their own (Knock out, Word choice), by slug: the View they show (a State: what "Link to
-    # this view" writes) and the steps, each an event's settings taking the link's View, that set and draw them.
-    own_views: dict[str, tuple[gr.State, list[dict]]] = field(default_factory=dict)
+    # this view" writes), what their view on screen was drawn for (a State, LINK_PENDING while a link sets them) and
+    # the steps, each an event's settings taking the link's View, that set and draw them.
+    own_views: dict[str, tuple[gr.State, gr.State, list[dict]]] = field(default_factory=dict)
 
 
 def shape_of(registry: ModelRegistry, name: str) -> Shape | None:
@@ -132,6 +133,11 @@ def link_here(tab_id: str, model: str | None, current: Current | None, presenter
     return link_of(view)
 
 
+def _pending(slug: str, view: View | None) -> str | object:
+    """LINK_PENDING for the tab the link opens (its own steps draw it), else nothing changes."""
+    return LINK_PENDING if view is not None and view.tab == slug else gr.skip()
+
+
 FULL_ADDRESS_JS = "(query) => query ? window.location.origin + window.location.pathname + query : query"
 
 
@@ -151,6 +157,8 @@ def wire(shell: Shell, parts: Linked, notices: gr.Markdown, link_box: gr.Textbox
                                       ar[0], ar[1], ar[2], ar[4], searched.source, searched.beam_size,
                                       searched.alpha],
                              show_progress="hidden")
+    for slug, (_, drawn, _) in parts.own_views.items():  # before the model is offered, whose change redraws them
+        loaded = loaded.then(partial(_pending, slug), inputs=view, outputs=drawn, show_progress="hidden")
     if lesson is not None:
         loaded = loaded.then(partial(lesson_panel.shown, lesson[0]), inputs=view, outputs=lesson[1].outputs,
                              show_progress="hidden")
@@ -161,14 +169,14 @@ def wire(shell: Shell, parts: Linked, notices: gr.Markdown, link_box: gr.Textbox
         guard(slots.in_a_slot(partial(search_linked, registry, len(searched.shown)))),
         inputs=[view, searched.search, searched.choice, *searched.settings],
         outputs=[searched.search, *searched.shown], **HEAVY)
-    for _, steps in parts.own_views.values():  # the link's view first, then the tab's first draw
+    for _, _, steps in parts.own_views.values():  # the link's view first, then the tab's first draw
         chain = loaded.then(guard(steps[0]["fn"]), inputs=view,
                             **{k: v for k, v in steps[0].items() if k not in ("fn", "inputs")})
         for step in steps[1:]:
             chain = chain.then(**step)
     copy.click(link_here, inputs=[parts.on_screen, shell.model, parts.translated.current, parts.presenter,
                                   parts.translated.method, searched.source, searched.search, searched.beam_size,
-                                  searched.alpha, *att, *ar[:4], *(shown for shown, _ in parts.own_views.values())],
+                                  searched.alpha, *att, *ar[:4], *(shown for shown, _, _ in parts.own_views.values())],
                outputs=link_box,
                show_progress="hidden",
                api_visibility="private").then(None, inputs=link_box, outputs=link_box, js=FULL_ADDRESS_JS)

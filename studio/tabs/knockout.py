@@ -18,7 +18,7 @@ from core.explain.knockout import CLAIMS
 
 from .. import plots
 from ..components import Slider
-from ..links.address import View
+from ..links.address import LINK_PENDING, View, forget_drawn
 from ..numbers import comparison
 from ..numbers import knockout as numbers
 from ..numbers.explanations import Refused
@@ -77,8 +77,13 @@ def where_options(registry: ModelRegistry, name: str | None, part: str | None, f
                 label="Which source token (of sentence A)" if part == "hide_source_token" else "Where")
 
 
-def where_update(registry: ModelRegistry, name: str | None, part_label: str, first: str) -> gr.Dropdown:
-    return gr.Dropdown(**where_options(registry, name, PART_LABELS.get(part_label, part_label), first))
+def where_update(registry: ModelRegistry, name: str | None, part_label: str, first: str,
+                 where: str | None = None) -> gr.Dropdown:
+    """The Where box for this model, part and sentence, keeping the place picked where it is still one."""
+    options = where_options(registry, name, PART_LABELS.get(part_label, part_label), first)
+    if where is not None and where in [value for _, value in options["choices"]]:
+        options["value"] = where
+    return gr.Dropdown(**options)
 
 
 def translations(view: KnockoutView) -> str:
@@ -238,8 +243,9 @@ def linked(registry: ModelRegistry, view: View | None) -> tuple:
 
 
 # ----- the tab -------------------------------------------------------------------------------------------
-def build(shell: Shell, tab: gr.Tab, on_screen: gr.State) -> tuple[gr.State, list[dict]]:
-    """Returns the View on screen (for "Link to this view") and the steps that set the tab from a link and draw it."""
+def build(shell: Shell, tab: gr.Tab, on_screen: gr.State) -> tuple[gr.State, gr.State, list[dict]]:
+    """Returns the View on screen (for "Link to this view"), what it was drawn for, and the steps that set the tab
+    from a link and draw it."""
     registry = shell.registry
     first, second = first_sentences(registry, shell.model.value)
     drawn, shown = gr.State(None), gr.State(None)  # drawn: the model key the view on screen was drawn for
@@ -275,20 +281,20 @@ def build(shell: Shell, tab: gr.Tab, on_screen: gr.State) -> tuple[gr.State, lis
                       outputs=[*outputs, drawn], api_visibility="private", **HEAVY)
     tab.select(lambda: TAB_ID, outputs=on_screen, show_progress="hidden", api_visibility="private").then(**first_draw)
     gr.on([run.click, sentence_a.submit, sentence_b.submit, where.input], trigger_mode="always_last", **event)
-    part.input(guard(partial(where_update, registry)), inputs=[shell.model, part, sentence_a], outputs=where,
+    part.input(guard(partial(where_update, registry)), inputs=[shell.model, part, sentence_a, where], outputs=where,
                show_progress="hidden", api_visibility="private").then(**event)
     # Another model: its places, and a fresh draw once on screen. The sentences stay (a link may have just set them).
-    shell.model_key.change(guard(partial(where_update, registry)), inputs=[shell.model, part, sentence_a],
+    shell.model_key.change(guard(partial(where_update, registry)), inputs=[shell.model, part, sentence_a, where],
                            outputs=where, show_progress="hidden", api_visibility="private").then(
-        lambda: None, outputs=drawn, show_progress="hidden", api_visibility="private").then(**first_draw)
+        forget_drawn, inputs=drawn, outputs=drawn, show_progress="hidden", api_visibility="private").then(**first_draw)
     register(registry)
-    return shown, [dict(fn=partial(linked, registry), outputs=[sentence_a, sentence_b, part, where, drawn],
+    return shown, drawn, [dict(fn=partial(linked, registry), outputs=[sentence_a, sentence_b, part, where, drawn],
                         show_progress="hidden", api_visibility="private"), first_draw]
 
 
 def draw_if_new(registry: ModelRegistry, screen: str, drawn: Any, key: Any, *inputs: Any) -> tuple:
     """knock_out's view and the key it was drawn for, when the tab is on screen and not drawn for this model."""
-    if screen != TAB_ID or drawn == key:
+    if screen != TAB_ID or drawn in (key, LINK_PENDING):
         return (gr.skip(),) * 9
     return (*knock_out(registry, *inputs), key)
 

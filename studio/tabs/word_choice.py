@@ -14,7 +14,7 @@ import gradio as gr
 
 from .. import plots
 from ..components import Slider
-from ..links.address import View
+from ..links.address import LINK_PENDING, View, forget_drawn
 from ..numbers import comparison
 from ..numbers import word_choice as numbers
 from ..numbers.explanations import Refused
@@ -276,8 +276,9 @@ def linked(view: View | None) -> tuple:
 
 
 # ----- the tab ----------------------------------------------------------------------------------------------
-def build(shell: Shell, tab: gr.Tab, on_screen: gr.State) -> tuple[gr.State, list[dict]]:
-    """Returns the View on screen (for "Link to this view") and the steps that set the tab from a link and draw it."""
+def build(shell: Shell, tab: gr.Tab, on_screen: gr.State) -> tuple[gr.State, gr.State, list[dict]]:
+    """Returns the View on screen (for "Link to this view"), what it was drawn for, and the steps that set the tab
+    from a link and draw it."""
     registry = shell.registry
     source_text, reference_text, foil_text = first_pair(registry, shell.model.value)
     drawn, shown = gr.State(None), gr.State(None)
@@ -320,16 +321,16 @@ def build(shell: Shell, tab: gr.Tab, on_screen: gr.State) -> tuple[gr.State, lis
                    show_progress="hidden", api_visibility="private").then(**again)
     gr.on([foil.submit, objective.input, method.input], trigger_mode="always_last", **again)
     # Another model: a fresh draw once on screen. The sentences stay (a link may have just set them).
-    shell.model_key.change(lambda: None, outputs=drawn, show_progress="hidden", api_visibility="private").then(
-        **first_draw)
+    shell.model_key.change(forget_drawn, inputs=drawn, outputs=drawn, show_progress="hidden",
+                           api_visibility="private").then(**first_draw)
     register(registry)
-    return shown, [dict(fn=linked, outputs=[source, reference, position, foil, drawn], show_progress="hidden",
+    return shown, drawn, [dict(fn=linked, outputs=[source, reference, position, foil, drawn], show_progress="hidden",
                         api_visibility="private"), first_draw]
 
 
 def draw_if_new(registry: ModelRegistry, screen: str, drawn: Any, key: Any, *inputs: Any) -> tuple:
     """look's views and the key they were drawn for, when the tab is on screen and not drawn for this model."""
-    if screen != TAB_ID or drawn == key:
+    if screen != TAB_ID or drawn in (key, LINK_PENDING):
         return (gr.skip(),) * 11
     return (*look(registry, *inputs), key)
 

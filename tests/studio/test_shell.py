@@ -38,10 +38,11 @@ def test_the_tabs_redraw_on_the_picked_models_registry_key_not_its_name():
     on_key = {name(fn) for fn in fns if (key._id, "change") in fn.targets}
     assert on_key == {"status_line", "defaults", "head_choices", "picked_model_ranges", "example_choices",
                       "examples_update", "model_changed", "settings_changed", "model_width", "learned_view", "refresh",
-                      "model_choices", "<lambda>", "where_update", "corpus_default"}
+                      "model_choices", "<lambda>", "where_update", "corpus_default", "forget_drawn"}
     # <lambda>: the Attention tab's redraw; refresh: Attention arithmetic's and Saliency's; model_choices: Compare's
     # model A; learned_view: the Positional encoding tab's learned positions; where_update: Knock out's places of
-    # a part (the model's layers); corpus_default: Knock out's corpus
+    # a part (the model's layers); corpus_default: Knock out's corpus; forget_drawn: Word choice's redraw (unless a
+    # link is about to draw it)
     train_view = next(fn for fn in fns if fn.api_name == "train_view")
     assert train_view.outputs[-1] is key and train_view.inputs[-2] is key  # a run under the picked name
 

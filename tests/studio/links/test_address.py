@@ -50,3 +50,18 @@ def test_gradios_own_parameters_pass_and_a_flood_of_unknown_ones_is_said_in_a_fe
     view = read_link({"__theme": "dark", "view": "api", "deep_link": "x", **flood}, MODELS)
     assert len(view.notices) == 8 and view.notices[-1] == "… and 23 more ignored or changed"
     assert all(len(notice) < 300 for notice in view.notices) and "__theme" not in " ".join(view.notices)
+
+
+def test_a_tab_a_link_is_setting_keeps_its_pending_mark_when_the_model_is_offered():
+    """The page load offers the model (its key changes) while the link sets the Knock out or Word choice tab: the
+    draw that change starts must wait for the link's (it would draw the tab's first sentences over the link's)."""
+    import gradio as gr
+
+    from studio.links.address import LINK_PENDING, forget_drawn
+    from studio.tabs import knockout, word_choice
+
+    assert forget_drawn(LINK_PENDING) == LINK_PENDING
+    assert forget_drawn(("multi30k-de-en-small", 1)) is None  # another model: drawn afresh
+    for tab in (knockout, word_choice):
+        skipped = tab.draw_if_new(None, tab.TAB_ID, LINK_PENDING, ("multi30k-de-en-small", 1))
+        assert skipped and all(value == gr.skip() for value in skipped)
