@@ -48,12 +48,12 @@ class AttentionArithmetic:
     x: np.ndarray              # (d_model,) what attention reads there: stream, or LayerNorm(stream) if norm_first
     q: np.ndarray              # (d_k,) x W_i^Q (+ bias): the head's query
     keys: np.ndarray           # (keys, d_k) k_j W_i^K (+ bias), k_j the sub-layer input (or encoder output) at j
-    values: np.ndarray         # (keys, d_k) likewise with W_i^V
+    values: np.ndarray         # (keys, d_v) likewise with W_i^V
     dots: np.ndarray           # (keys,) q · k_j
     scaled: np.ndarray         # (keys,) q · k_j / sqrt(d_k)
     mask: np.ndarray           # (keys,) 0 where the query may attend, -inf where it may not (3.2.3)
     weights: np.ndarray        # (keys,) softmax(scaled + mask): core.explain.hooks.attention_maps' row
-    head_output: np.ndarray    # (d_k,) sum_j weights_j v_j
+    head_output: np.ndarray    # (d_v,) sum_j weights_j v_j
     concat: np.ndarray         # (d_model,) Concat(head_1, ..., head_h) at the query
     projected: np.ndarray      # (d_model,) concat W^O (+ bias): the sub-layer's output
     residual: np.ndarray       # (d_model,) stream + projected (dropout is off in eval mode)
@@ -136,15 +136,15 @@ def _head_arithmetic(attention: MultiHeadAttention, x: torch.Tensor, source: tor
                      causal: bool) -> dict[str, torch.Tensor]:
     """Eq. 1 for every head at one query, spelled out: x (T, d_model) the sub-layer's input, source
     (keys, d_model) what keys and values are projected from. Per-head arrays are (h, ...)."""
-    h, d_k = attention.n_heads, attention.d_head
+    h, d_k, d_v = attention.n_heads, attention.d_k, attention.d_head  # Table 3 (B) gives d_k apart from d_v
     if attention.cross:
         w_q, b_q = attention.q_proj.weight, attention.q_proj.bias
-        (w_k, w_v), (b_k, b_v) = attention.kv_proj.weight.chunk(2), _bias_chunks(attention.kv_proj, 2)
+        (w_k, w_v), (b_k, b_v) = _projections(attention.kv_proj, attention.widths[1:])
     else:
-        (w_q, w_k, w_v), (b_q, b_k, b_v) = attention.qkv_proj.weight.chunk(3), _bias_chunks(attention.qkv_proj, 3)
+        (w_q, w_k, w_v), (b_q, b_k, b_v) = _projections(attention.qkv_proj, attention.widths)
     q = F.linear(x[query], w_q, b_q).view(h, d_k)
     keys = F.linear(source, w_k, b_k).view(-1, h, d_k).transpose(0, 1)  # (h, keys, d_k)
-    values = F.linear(source, w_v, b_v).view(-1, h, d_k).transpose(0, 1)
+    values = F.linear(source, w_v, b_v).view(-1, h, d_v).transpose(0, 1)  # (h, keys, d_v)
     dots = (keys @ q[:, :, None]).squeeze(2)
     scaled = dots / math.sqrt(d_k)
     allowed = torch.ones(keys.size(1), dtype=torch.bool, device=x.device)
@@ -154,11 +154,13 @@ def _head_arithmetic(attention: MultiHeadAttention, x: torch.Tensor, source: tor
     # softmax(scaled + mask) and the weighted values as the model computes them, for one sentence and one query.
     head_output, weights = scaled_dot_product.attention(q[None, :, None], keys[None], values[None], allowed,
                                                         need_weights=True)
-    head_output, weights = head_output[0, :, 0], weights[0, :, 0]  # (h, d_k), (h, keys)
+    head_output, weights = head_output[0, :, 0], weights[0, :, 0]  # (h, d_v), (h, keys)
     on = 1.0 if attention.head_mask is None else attention.head_mask[:, None]  # heads switched off: zero
     return {"q": q, "keys": keys, "values": values, "dots": dots, "scaled": scaled, "mask": mask,
             "weights": weights, "head_output": head_output, "concat": (head_output * on).reshape(-1)}
 
 
-def _bias_chunks(linear: torch.nn.Linear, n: int) -> tuple:
-    return linear.bias.chunk(n) if linear.bias is not None else (None,) * n
+def _projections(linear: torch.nn.Linear, widths: tuple[int, ...]) -> tuple[tuple, tuple]:
+    """The weights and biases of the projections a fused linear holds side by side (widths: each one's rows)."""
+    biases = linear.bias.split(widths) if linear.bias is not None else (None,) * len(widths)
+    return linear.weight.split(widths), biases

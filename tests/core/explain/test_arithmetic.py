@@ -122,3 +122,23 @@ def test_bad_indices_are_refused_in_words(shipped):
         attention_arithmetic(shipped, *PAIR, "decoder", 0, 0, "1")
     with pytest.raises(ValueError, match="is empty: there is nothing to attend to"):
         attention_arithmetic(shipped, "", "A dog.", "encoder", 0, 0, 0)
+
+
+@pytest.mark.parametrize("d_k", [4, 32])
+def test_a_model_with_d_k_apart_from_d_v_is_spelled_out_too(d_k):
+    """Table 3's (B) rows give d_k its own size (d_v stays d_model / h): each projection is split by its width."""
+    tokenizer = Tokenizer.train(["a b c"], vocab_size=16, kind="word", min_frequency=1)
+    config = ModelConfig.from_preset("tiny", src_vocab_size=tokenizer.vocab_size, tgt_vocab_size=tokenizer.vocab_size,
+                                     d_k=d_k, attention_bias=True)
+    assert config.d_k != config.d_head
+    with torch.random.fork_rng():
+        torch.manual_seed(2)
+        bundle = ModelBundle(Transformer(config).eval(), tokenizer)
+    pair = prepare_pair(bundle, "a b c", "c b a")
+    maps = attention_maps(bundle.model, pair.src, pair.tgt_in)
+    for stack in STACKS:
+        a = attention_arithmetic(bundle, "a b c", "c b a", stack, 1, 1, 1)
+        assert a.q.shape == (d_k,) and a.values.shape[1] == config.d_head and a.scale == pytest.approx(math.sqrt(d_k))
+        np.testing.assert_allclose(a.weights, maps[stack][1, 1, 1].numpy(), rtol=0, atol=1e-6)
+        np.testing.assert_allclose(a.output, sub_layer_output(bundle, "a b c", "c b a", stack, 1)[1].numpy(),
+                                   atol=1e-5)
