@@ -178,25 +178,31 @@ def attention_view(side: Side, layer: int | None, head: int | None) -> tuple[np.
 
 
 # ----- a corpus score --------------------------------------------------------------------------
-def affordable_pairs(bundles: list[ModelBundle], pairs: list[tuple[str, str]], decoding: str
-                     ) -> tuple[list[tuple[str, str]], float, list[str]]:
-    """The first of pairs that the request's budget affords through every model (each sentence's cost estimated
-    from its tokens), their estimated CPU-seconds, and a notice when that is fewer than asked; Refused when not
-    even one fits."""
-    beam = DECODINGS[decoding].beam_size if DECODINGS[decoding].method == "beam" else 1
-    seconds = [sum(sentence_seconds(b.model.config, *_tokens(b, source, reference), beam) for b in bundles)
-               for source, reference in pairs]
+def affordable_pairs(bundles: list[ModelBundle], pairs: list[tuple[str, str]], *, beam: int = 1, passes: int = 1,
+                     measured: str = "scored", how: str = "") -> tuple[list[tuple[str, str]], float, list[str]]:
+    """The first of pairs that the request's budget affords through every model, each pair passes times (a knock-out
+    translates it twice), each sentence's cost estimated from its tokens; their estimated CPU-seconds, and a notice
+    when that is fewer than asked ("{measured} on the first n ...", how: what the cost counts, in words); Refused
+    when not even one fits."""
+    seconds = [passes * sum(sentence_seconds(b.model.config, *pair_tokens(b, source, reference), beam)
+                            for b in bundles) for source, reference in pairs]
     budget = slots.current_budget()
     n = affordable_sentences(budget, seconds)
     if n == 0:
         raise Refused(f"one sentence would take ~{seconds[0]:.0f} CPU-seconds; {budget_words(budget)}")
+    counted = f" ({how})" if how else ""
     notices = [] if n == len(pairs) else [
-        f"scored on the first {n} of the {len(pairs)} sentences asked: all of them would take ~{sum(seconds):.0f} "
-        f"CPU-seconds ({decoding} decoding, {len(bundles)} models), and {budget_words(budget)}"]
+        f"{measured} on the first {n} of the {len(pairs)} sentences asked: all of them would take ~{sum(seconds):.0f} "
+        f"CPU-seconds{counted}, and {budget_words(budget)}"]
     return pairs[:n], sum(seconds[:n]), notices
 
 
-def _tokens(bundle: ModelBundle, source: str, reference: str) -> tuple[int, int]:
+def first_pairs(described: str, asked: int, kept: int) -> str:
+    """corpus_pairs' words for the pairs, saying how many were kept of those asked."""
+    return described.replace(f"the first {asked} pairs", f"the first {kept} pairs")
+
+
+def pair_tokens(bundle: ModelBundle, source: str, reference: str) -> tuple[int, int]:
     """A pair's source and reference tokens as the model reads them (at most its max_len, <eos> included)."""
     longest = bundle.model.config.max_len
     return (min(len(bundle.tokenizer.encode(source)) + 1, longest),
@@ -207,7 +213,9 @@ def corpus_scores(bundles: list[ModelBundle], pairs: list[tuple[str, str]], deco
                   on_batch: Callable[[int], None] | None = None) -> tuple[list[dict[str, Any]], int, list[str]]:
     """corpus_score of each model on the pairs its budget affords, in one decoding slot: the scores, how many
     pairs were scored, and the notices (fewer pairs than asked, and why)."""
-    pairs, seconds, notices = affordable_pairs(bundles, pairs, decoding)
+    beam = DECODINGS[decoding].beam_size if DECODINGS[decoding].method == "beam" else 1
+    pairs, seconds, notices = affordable_pairs(bundles, pairs, beam=beam,
+                                               how=f"{decoding} decoding, {len(bundles)} models")
     with slots.heavy(seconds) as work:
         def progress(n: int) -> None:
             work.check()

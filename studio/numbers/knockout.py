@@ -21,9 +21,9 @@ from core.inference.options import DecodeOptions
 from core.model.config import ModelConfig
 
 from ..server import slots
-from ..server.limits import affordable_sentences, budget_words, sentence_seconds
+from ..server.limits import sentence_seconds
 from ..server.registry import UNAVAILABLE, ModelRegistry
-from .comparison import PROGRESS_BATCH, corpus_pairs
+from .comparison import PROGRESS_BATCH, affordable_pairs, corpus_pairs, first_pairs
 from .explanations import Refused, finite, floats, source_text
 
 PARTS = tuple(CLAIMS)
@@ -174,31 +174,19 @@ def corpus_view(registry: ModelRegistry, name: str | None, part: object, where: 
     the effect, the pairs in words, and the notices. on_batch(k) after each batch of k sentences, 2n in all."""
     twin, lock = private_twin(registry, name)
     knockout = knockout_of(part, where, twin.model.config)
-    pairs, described, _ = corpus_pairs(corpus, split, n, twin)
-    config, budget = twin.model.config, slots.current_budget()
-    seconds = [2 * sentence_seconds(config, *_lengths(twin, s, t, config), 1) for s, t in pairs]
-    kept = affordable_sentences(budget, seconds)
-    if kept == 0:
-        raise Refused(f"one sentence would take ~{seconds[0]:.0f} CPU-seconds; {budget_words(budget)}")
-    notices = [] if kept == len(pairs) else [
-        f"scored on the first {kept} of the {len(pairs)} sentences asked: all of them, translated twice, would take "
-        f"~{sum(seconds):.0f} CPU-seconds, and {budget_words(budget)}"]
-    described = described.replace(f"the first {len(pairs)} pairs", f"the first {kept} pairs")
-    with slots.heavy(sum(seconds[:kept])) as work, lock:
+    asked, described, _ = corpus_pairs(corpus, split, n, twin)
+    pairs, seconds, notices = affordable_pairs([twin], asked, passes=2, how="each translated intact and knocked out")
+    described = first_pairs(described, len(asked), len(pairs))
+    with slots.heavy(seconds) as work, lock:
         def progress(k: int) -> None:
             work.check()
             if on_batch is not None:
                 on_batch(k)
         try:
-            effect = corpus_effect(twin, pairs[:kept], knockout, replace(GREEDY, batch_size=PROGRESS_BATCH), progress)
+            effect = corpus_effect(twin, pairs, knockout, replace(GREEDY, batch_size=PROGRESS_BATCH), progress)
         except ValueError as exc:
             raise Refused(str(exc)) from None
     return effect, described, notices
-
-
-def _lengths(bundle: ModelBundle, source: str, reference: str, config: ModelConfig) -> tuple[int, int]:
-    return (min(len(bundle.tokenizer.encode(source)) + 1, config.max_len),
-            min(len(bundle.target_tokenizer.encode(reference)) + 1, config.max_len))
 
 
 # ----- JSON (/knock_out) ---------------------------------------------------------------------------------

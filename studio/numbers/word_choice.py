@@ -21,13 +21,10 @@ from ..server import slots
 from ..server.limits import (
     CPU_FLOPS_PER_S,
     MAX_IG_STEPS,
-    affordable_sentences,
-    budget_words,
     forward_flops,
-    sentence_seconds,
 )
 from ..server.registry import UNAVAILABLE, ModelRegistry
-from .comparison import PROGRESS_BATCH, corpus_pairs
+from .comparison import PROGRESS_BATCH, affordable_pairs, corpus_pairs, first_pairs
 from .explanations import Refused, finite, floats, source_text, target_text, whole_number
 
 # The tab's first view (issue 62): where is "dogs" decided, would the model have said "are playing", why "dogs"
@@ -159,23 +156,16 @@ def calibration_view(registry: ModelRegistry, names: Sequence[str | None], corpu
     bundles = [model(registry, name) for name in names]
     if len(names) == 2 and registry.languages(names[0]) != registry.languages(names[1]):
         raise Refused(f"{names[0]} and {names[1]} translate different language pairs: one corpus cannot measure both")
-    pairs, described, _ = corpus_pairs(corpus, split, n, bundles[0])
-    budget = slots.current_budget()
-    seconds = [sum(sentence_seconds(b.model.config, *_lengths(b, s, t), 1) for b in bundles) for s, t in pairs]
-    kept = affordable_sentences(budget, seconds)
-    if kept == 0:
-        raise Refused(f"one sentence would take ~{seconds[0]:.0f} CPU-seconds; {budget_words(budget)}")
-    notices = [] if kept == len(pairs) else [
-        f"measured on the first {kept} of the {len(pairs)} sentences asked: all of them would take "
-        f"~{sum(seconds):.0f} CPU-seconds, and {budget_words(budget)}"]
-    described = described.replace(f"the first {len(pairs)} pairs", f"the first {kept} pairs")
-    with slots.heavy(sum(seconds[:kept])) as work:
+    asked, described, _ = corpus_pairs(corpus, split, n, bundles[0])
+    pairs, seconds, notices = affordable_pairs(bundles, asked, measured="measured")
+    described = first_pairs(described, len(asked), len(pairs))
+    with slots.heavy(seconds) as work:
         def progress(k: int) -> None:
             work.check()
             if on_batch is not None:
                 on_batch(k)
         try:
-            compared = compare_calibration(bundles, pairs[:kept], DecodeOptions(method="greedy",
+            compared = compare_calibration(bundles, pairs, DecodeOptions(method="greedy",
                                                                                 batch_size=PROGRESS_BATCH),
                                            BINS, progress)
         except ValueError as exc:
@@ -183,12 +173,6 @@ def calibration_view(registry: ModelRegistry, names: Sequence[str | None], corpu
     for comparison, name in zip(compared, names):
         comparison.name = name
     return compared, described, notices
-
-
-def _lengths(bundle: ModelBundle, source: str, reference: str) -> tuple[int, int]:
-    longest = bundle.model.config.max_len
-    return (min(len(bundle.tokenizer.encode(source)) + 1, longest),
-            min(len(bundle.target_tokenizer.encode(reference)) + 1, longest))
 
 
 def calibration_json(compared: list[SmoothingComparison], described: str) -> dict[str, Any]:

@@ -142,7 +142,7 @@ def score_corpus(registry: ModelRegistry, name_a: str | None, name_b: str | None
         return gr.skip(), f"**Cannot score:** {md(clip(why, 300))}"
     comparable = comparison.same_target_vocabulary(*bundles)
     if scored < len(pairs):
-        described = described.replace(f"the first {len(pairs)} pairs", f"the first {scored} pairs")
+        described = comparison.first_pairs(described, len(pairs), scored)
     notes = [f"On {described}; {decoding} decoding; BLEU and chrF by sacreBLEU; accuracy and perplexity teacher "
              f"forced, per token of each model's own target vocabulary.", *cut]
     for which, name, bundle in zip("AB", (name_a, name_b), bundles):
@@ -245,7 +245,7 @@ def compare_api(registry: ModelRegistry, model_a: str, model_b: str, source: str
         if corpus and sentences:
             pairs, described, _ = comparison.corpus_pairs(corpus, split, sentences, a.bundle)
             (score_a, score_b), scored, cut = comparison.corpus_scores([a.bundle, b.bundle], pairs, decoding)
-            answer["scores"] = {"on": described.replace(f"the first {len(pairs)} pairs", f"the first {scored} pairs"),
+            answer["scores"] = {"on": comparison.first_pairs(described, len(pairs), scored),
                                 "a": comparison.scores_json(score_a), "b": comparison.scores_json(score_b)}
             answer["notices"] = notices + cut
     except Refused as why:

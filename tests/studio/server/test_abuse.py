@@ -97,7 +97,7 @@ def test_a_corpus_score_keeps_the_sentences_its_budget_affords(monkeypatch):
     whole = compare_tab.compare_api(registry, TINY, "other", SENTENCES[0], "greedy", "synthetic: copy", "test", 40)
     assert whole["scores"]["on"].startswith("the first 40 pairs")
     pairs = compare_tab.comparison.corpus_pairs("synthetic: copy", "test", 40, registry.get(TINY))[0]
-    seconds = compare_tab.comparison.affordable_pairs([registry.get(TINY), registry.get("other")], pairs, "greedy")[1]
+    seconds = compare_tab.comparison.affordable_pairs([registry.get(TINY), registry.get("other")], pairs)[1]
     monkeypatch.setenv("STUDIO_REQUEST_CPU_S", str(seconds / 4))
     cut = compare_tab.compare_api(registry, TINY, "other", SENTENCES[0], "greedy", "synthetic: copy", "test", 40)
     n = cut["scores"]["a"]["sentences"]
