@@ -216,6 +216,11 @@ def add_train(sub: argparse._SubParsersAction) -> None:
     t.add_argument("--resume", action="store_true",
                    help="continue the run in --out from its latest checkpoint, with the run's options (run.json) "
                         "except those given again")
+    t.add_argument("--warm-start", type=Path, metavar="CHECKPOINT",
+                   help="a new run that goes on from a checkpoint's weights whose trainer state is lost (a shipped "
+                        "or averaged model, a run on another machine): its vocabulary and model, the schedule taken "
+                        "up at its step, Adam's moments new and the rate ramped up again over 100 steps; the data "
+                        "and split must be its own. Not an exact resume: --resume is")
     t.add_argument("--recipe", choices=list(RECIPES), metavar="NAME",
                    help="a named set of options (core/training/recipes.py); options given as well override its values. "
                         + "; ".join(f"{r.name}: {r.description} ({' '.join(recipe_options(r))})"

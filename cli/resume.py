@@ -97,12 +97,21 @@ def resumed_bundle(out: Path, plan: RunPlan, record: dict, corpus: ParallelCorpu
         bundle = load_checkpoint(latest)
     check_same_vocabulary_and_direction(plan, corpus, bundle)  # first: a reversed direction swaps the pairs
     check_same_pairs(plan.data, record, data_fingerprint(corpus))
+    check_same_model(plan, bundle, f"--resume: the run in {out}")
+    bundle.info.update(name=out.name, src_lang=corpus.src_lang, tgt_lang=corpus.tgt_lang,
+                       data=corpus.description, examples=corpus.examples())
+    return bundle
+
+
+def check_same_model(plan: RunPlan, bundle: ModelBundle, whose: str) -> None:
+    """The model config the options ask for is the checkpoint's (whose: the checkpoint in words, for the message)."""
+    flag = whose.split(":")[0]
     # A run from before --attention-bias existed has biases without the flag in its run.json: the flag
     # can only add them, so without it the run keeps its own.
     overrides = {"attention_bias": bundle.model.config.attention_bias, **plan.model_overrides}
     if plan.separate_vocab and bundle.model.config.shared_vocab:  # the flag, kept in run.json, can only add it
-        raise CLIError(f"--resume: the run in {out} shares one vocabulary between its languages; leave out "
-                       f"--separate-vocab to keep the run's")
+        raise CLIError(f"{whose} shares one vocabulary between its languages; leave out --separate-vocab to keep "
+                       f"its own")
     wanted = ModelConfig.from_preset(plan.preset, src_vocab_size=bundle.tokenizer.vocab_size,
                                      tgt_vocab_size=bundle.target_tokenizer.vocab_size,
                                      shared_vocab=bundle.model.config.shared_vocab, **overrides)
@@ -110,11 +119,8 @@ def resumed_bundle(out: Path, plan: RunPlan, record: dict, corpus: ParallelCorpu
         given = wanted.to_dict()
         diff = ", ".join(f"{MODEL_FLAGS.get(k, k)} {v} (now {given[k]})"
                          for k, v in bundle.model.config.to_dict().items() if given[k] != v)
-        raise CLIError(f"--resume: the run in {out} has a different model config: it was trained with "
-                       f"{diff}; leave those options out to keep the run's")
-    bundle.info.update(name=out.name, src_lang=corpus.src_lang, tgt_lang=corpus.tgt_lang,
-                       data=corpus.description, examples=corpus.examples())
-    return bundle
+        raise CLIError(f"{whose} has a different model config: it was trained with {diff}; leave those options "
+                       f"out to keep its own ({flag} takes the model as it is)")
 
 
 def restore_trainer(trainer, out: Path, latest: Path, rank: int) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import os
+from functools import partial
 import re
 import sys
 from pathlib import Path
@@ -27,11 +28,14 @@ from .args import command_parser
 from .common import CHECKPOINT_PREFIX, CLIError, check_creatable, run_checkpoints
 from .loop import Saving, train_loop
 from .resume import SPLIT_OPTIONS, check_same_data, restore_trainer, resumed_bundle
+from .warm_start import warm_bundle, warm_up_trainer
 from .run_record import RUN_RECORD, data_fingerprint, run_record, write_run_record
 
 
 def command_train(args: argparse.Namespace) -> None:
     check_out_folder(args.out, args.resume)  # first: a mistyped --resume folder is the problem to name
+    if args.resume and args.warm_start and "warm_start" not in args.from_run:
+        raise CLIError("--resume and --warm-start: a resume goes on from the run's own latest checkpoint; give one")
     record = run_record(args.out) if args.resume else {}
     check_data_given(args, record)
     check_vocabulary_options(args)
@@ -46,7 +50,10 @@ def command_train(args: argparse.Namespace) -> None:
     rank, world, device = setup_distributed()
     plan = run_plan(args)
     latest = run_checkpoints(args.out)[-1] if args.resume else None
+    warm = None if latest else args.warm_start  # a warm-started run resumed goes on from its own checkpoints
     resume = (lambda corpus: resumed_bundle(args.out, plan, record, corpus, latest)) if latest else None
+    if warm:
+        resume = partial(warm_bundle, warm, plan)
     prepared = prepare_run(plan, max_tokens=args.max_tokens, device=device or args.device,
                            info={"name": args.out.name}, resume=resume,
                            learn=lambda corpus, plan: learnt_tokenizers(corpus, plan, rank, world))
@@ -62,6 +69,8 @@ def command_train(args: argparse.Namespace) -> None:
     trainer = Trainer(bundle, train, config, valid_pairs=corpus.valid, valid=valid)
     if latest:
         restore_trainer(trainer, args.out, latest, rank)
+    elif warm:
+        warm_up_trainer(trainer, warm)
     note_slow_cpu(args, trainer, log)
     note_run(args, corpus, trainer, len(train), world, log)
     if rank == 0:

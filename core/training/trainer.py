@@ -44,6 +44,9 @@ from .loss import Objective
 from .schedule import learning_rate
 from .train_config import TrainConfig
 
+# A warm start's steps over which the rate ramps from 0 back to the schedule's (Trainer.warm_start).
+REWARM_STEPS = 100
+
 
 @dataclass
 class StepEvent:
@@ -117,6 +120,7 @@ class Trainer:
         self.scaler = torch.amp.GradScaler(self.device.type, enabled=self.amp_dtype == torch.float16)
         self.step_count = 0
         self.bad_steps = 0
+        self.warm_from: int | None = None  # the step a warm start took the schedule up at (warm_start)
         self._batches: Iterator[Batch] | None = None
         self._lock = threading.Lock()  # held while weights change; snapshot() waits for it
         self._running = threading.Event()
@@ -161,8 +165,20 @@ class Trainer:
     # ----- training ----------------------------------------------------------------
     def lr_at(self, step: int) -> float:
         c = self.config
-        return learning_rate(step, schedule=c.schedule, d_model=self.model.config.d_model, warmup=c.warmup,
+        rate = learning_rate(step, schedule=c.schedule, d_model=self.model.config.d_model, warmup=c.warmup,
                              factor=c.lr_factor, peak_lr=c.peak_lr)
+        if self.warm_from is not None:  # fresh moments: Adam's first updates are each weight's full step, lr
+            rate *= min(1.0, (step - self.warm_from) / REWARM_STEPS)
+        return rate
+
+    def warm_start(self, step: int) -> None:
+        """Go on from weights whose trainer state is lost (a shipped or averaged checkpoint, another machine's run):
+        the schedule taken up at their step, the batches of a later epoch, and Adam's moments new, so the rate ramps
+        up again over REWARM_STEPS steps. Not an exact resume: that needs the state (load_state_dict)."""
+        self.step_count = self.warm_from = int(step)
+        self.batcher.epoch = 1 + step // max(1, len(self.batcher))  # not the first epoch's order over again
+        self.batcher.position = 0
+        self._batches = None
 
     def _next_batches(self) -> list[Batch]:
         """The next `accum` batches of this rank: every rank reads the same stream and keeps
@@ -380,7 +396,7 @@ class Trainer:
         state = {"step": self.step_count, "optimizer": self.optimizer.state_dict(),
                  "scaler": self.scaler.state_dict(), "batcher": self.batcher.state_dict(),
                  "train_config": asdict(self.config), "torch_rng": torch.get_rng_state(),
-                 "python_rng": random.getstate(), "bad_steps": self.bad_steps}
+                 "python_rng": random.getstate(), "bad_steps": self.bad_steps, "warm_from": self.warm_from}
         if self.keeper:
             state["keep_best"] = self.keeper.state_dict()
         if self.device.type == "cuda":
@@ -389,6 +405,7 @@ class Trainer:
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.step_count = int(state["step"])
+        self.warm_from = state.get("warm_from")  # a warm-started run resumed mid-ramp goes on ramping
         self.bad_steps = int(state.get("bad_steps", 0))  # a run saved in a row of NaN steps goes on counting it
         if self.window is not None:
             self.window.resume_run(self.bad_steps)
