@@ -28,6 +28,9 @@ INTRO = ("**Compare** two models on the same sentence: the natural pairs are pos
          "learned positions, 1 head vs 8, or an early vs a late checkpoint of one run. Each model reads and writes "
          "with its own vocabulary. Model A is drawn in blue, model B in orange.")
 LAST, MEAN = "last", "mean of the heads"
+# One click: the caption model against the everyday one on what a person types, a lesson in domain shift (issue 61).
+DOMAIN_SHIFT = ("multi30k-de-en-small", "tatoeba-de-en", "Ich habe heute keine Zeit.")
+DOMAIN_SHIFT_LABEL = "Captions vs everyday German: one sentence, two training sets"
 TABLE3_NOTE = ("*Our Table 3 is not scored yet: `bench/table3.py` writes `docs/table3.csv` once its runs are trained "
                "and scored. The recipe and the paper's figures are in `docs/table3.md`.*")
 
@@ -223,6 +226,14 @@ def pairing_note(registry: ModelRegistry, a: str | None, b: str | None) -> str:
             f"the Train tab, or open one, to compare two.*")
 
 
+def domain_shift(registry: ModelRegistry) -> tuple:
+    """Model A the caption model, B the everyday one, and a sentence no caption holds; then the tab compares them."""
+    a, b, sentence = DOMAIN_SHIFT
+    if not {a, b} <= set(registry.names()):
+        return gr.skip(), gr.skip(), gr.skip(), f"*{a} and {b} are not both offered here.*"
+    return a, b, sentence, pairing_note(registry, a, b)
+
+
 def corpus_default(registry: ModelRegistry, name: str | None) -> str:
     """The corpus model A most likely learnt from (its synthetic task, or Multi30k); else the first offered."""
     try:
@@ -278,6 +289,8 @@ def build(shell: Shell, tab: gr.Tab) -> None:
                             scale=3, placeholder="Type a sentence and press Enter", elem_id="compare-source")
         decoding = gr.Radio(list(DECODINGS), value="greedy", label="Decoding (both models)", scale=1)
         compare_button = gr.Button("Compare", variant="primary", scale=0, min_width=120, elem_id="compare-run")
+    shift = gr.Button(DOMAIN_SHIFT_LABEL, size="sm", elem_id="compare-domain-shift",
+                      visible=set(DOMAIN_SHIFT[:2]) <= set(registry.names()))
     notices = gr.Markdown(pairing_note(registry, first_a, first_b), elem_classes="announce")
     translations = gr.HTML(elem_id="compare-translations")
     probabilities = gr.Plot(label="Output token probabilities, A and B")
@@ -292,6 +305,8 @@ def build(shell: Shell, tab: gr.Tab) -> None:
     compare_event = dict(fn=guard(partial(run, registry)), inputs=[model_a, model_b, source, decoding, layer, head],
                          outputs=[translations, probabilities, attention, layer, head, notices, sides], **HEAVY)
     gr.on([compare_button.click, source.submit], api_visibility="private", **compare_event)
+    shift.click(guard(partial(domain_shift, registry)), outputs=[model_a, model_b, source, notices],
+                show_progress="hidden", api_visibility="private").then(**compare_event)
     gr.on([layer.input, head.input], guard(attention_figure), inputs=[sides, layer, head], outputs=attention,
           api_visibility="private", trigger_mode="always_last")
     tab.select(guard(partial(model_choices, registry, follow=False)), inputs=[model_a, model_b],

@@ -226,3 +226,15 @@ def test_model_b_is_of_model_as_language_pair():
     assert (a.value, b.value, note) == ("de-en-a", "de-en-b", "")
     a, b, note = tab.model_choices(registry, "de-en-a", "en-de", follow=False)  # the tab again: B picked by hand stays
     assert (a.value, b.value) == ("de-en-a", "en-de") and "model B en→de: one sentence cannot be read" in note
+
+
+def test_one_click_sets_the_caption_model_against_the_everyday_one_where_both_are_offered():
+    caption, everyday, sentence = tab.DOMAIN_SHIFT
+    registry = ModelRegistry(None)
+    registry.add(caption, studio_bundle())
+    assert tab.domain_shift(registry)[:3] == (gr.skip(),) * 3  # one of them only: nothing changes, and it says why
+    assert everyday in tab.domain_shift(registry)[3]
+    registry.add(everyday, studio_bundle())
+    for name in (caption, everyday):
+        registry.get(name).info.update(src_lang="de", tgt_lang="en")
+    assert tab.domain_shift(registry) == (caption, everyday, sentence, "")
