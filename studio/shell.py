@@ -15,18 +15,9 @@ import gradio as gr
 from core.bundle import ModelBundle
 from core.inference.options import DecodeOptions
 
-from .server.registry import UNAVAILABLE, ModelRegistry, describe
+from .server.registry import UNAVAILABLE, ModelRegistry, describe, examples_for
 from .text import md
 
-# Multi30k-style German image descriptions for the De→En model, written here: none is a corpus sentence.
-GERMAN_EXAMPLES = [
-    "Ein Mann mit einem orangefarbenen Hut starrt auf etwas.",
-    "Zwei junge Männer spielen Fußball auf einer Wiese.",
-    "Eine Frau in einem roten Kleid geht die Straße entlang.",
-    "Ein kleines Mädchen klettert in ein kleines Holzhaus.",
-    "Ein brauner Hund rennt durch den Schnee.",
-    "Eine Gruppe von Menschen steht vor einem großen Zelt.",
-]
 
 
 @dataclass
@@ -95,15 +86,6 @@ class Current:
 def switched(registry: ModelRegistry, current: Current, picked: str | None) -> bool:
     """Whether the picked model is not the one current was translated with (same name: a new run)."""
     return current.model is not None and current.key != registry.key(picked)
-
-
-def examples_for(bundle: ModelBundle) -> list[str]:
-    """The model's own examples (synthetic tasks keep them in config.json), else German for De→En."""
-    examples = bundle.info.get("examples")
-    if isinstance(examples, list) and examples:
-        return [str(e[0] if isinstance(e, (list, tuple)) else e) for e in examples][:8]
-    langs = " ".join(str(bundle.info.get(k, "")) for k in ("src_lang", "source", "name", "data"))
-    return GERMAN_EXAMPLES if "de" in langs.lower().replace("-", " ").split() or "de-en" in langs.lower() else []
 
 
 def picked_examples(registry: ModelRegistry, name: str | None) -> list[str]:

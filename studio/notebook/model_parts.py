@@ -1,8 +1,8 @@
 """The views of a model's parts, each a line in a notebook: the positional encodings (3.5), where the parameters
 are, the learning-rate schedule (5.3), the label-smoothed target (5.4), the masks (3.2.3), and our Table 3.
 
-The Model tab's four views are drawn by the tab's own functions (studio/tabs/model_view.py), whose module imports
-Gradio: the first of them loads it (a few seconds), the others here never do.
+The Model tab's four views are drawn by the functions the tab draws them with (studio/numbers/model_parts.py), which
+load no Gradio.
 """
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from core.model.positional import encoding_at, sinusoidal_encoding
 
 from .. import plots
 from ..numbers import comparison
+from ..numbers import model_parts as parts
 from ..plots import side_by_side
 from .models import Model, bundle_of
 from .view import View
@@ -63,58 +64,48 @@ def learned_positions(model: Model, *, length: int = 60, part: str = "table") ->
 
 def parameters(model: Model) -> View:
     """Where the parameters are, by kind of part; numbers: every component layer by layer, and the groups."""
-    from ..tabs import model_view
-
     bundle = bundle_of(model)
-    groups = model_view.parameter_groups(bundle)
-    rows = [{"component": name, "parameters": n, "note": note} for name, n, note in model_view.parameter_rows(bundle)]
-    line, _ = model_view.summary(bundle)
+    groups = parts.parameter_groups(bundle)
+    rows = [{"component": name, "parameters": n, "note": note} for name, n, note in parts.parameter_rows(bundle)]
+    line, _ = parts.summary(bundle)
     return View(plots.parameter_shares(groups), {"components": rows, "groups": groups,
                                                  "total": bundle.model.num_parameters()}, line, "parameters")
 
 
 def _trained_with(bundle):
-    from ..tabs import model_view
-
-    return model_view.training_config(bundle) or model_view.PAPER_SCHEDULE
+    return parts.training_config(bundle) or parts.PAPER_SCHEDULE
 
 
 def schedule(model: Model, *, warmup: int | None = None, steps: int | None = None) -> View:
     """The learning-rate schedule the model trained with (its record; the paper's eq. 3 without one), with
     warmup_steps `warmup` (default: its own) over `steps` steps (default: its whole run)."""
-    from ..tabs import model_view
-
     bundle = bundle_of(model)
     trained = _trained_with(bundle)
     warmup = trained.warmup if warmup is None else warmup
     steps = math.ceil(trained.max_steps / 100) * 100 if steps is None else steps
-    figure = model_view.lr_figure(bundle, warmup, steps)
-    return View(figure, {"warmup": warmup, "steps": steps, "schedule": trained.schedule}, model_view.schedule_line(
+    figure = parts.lr_figure(bundle, warmup, steps)
+    return View(figure, {"warmup": warmup, "steps": steps, "schedule": trained.schedule}, parts.schedule_line(
         bundle), "learning-rate schedule")
 
 
 def label_smoothing(model: Model, *, eps: float | None = None) -> View:
     """The label-smoothed target (5.4) the model trained towards for one reference token, with ε `eps` (default:
     its own), on 12 vocabulary entries around it."""
-    from ..tabs import model_view
-
     bundle = bundle_of(model)
     eps = _trained_with(bundle).label_smoothing if eps is None else eps
     if not 0 <= eps < 1:
         raise ValueError(f"eps must be in [0, 1); got {eps}")
-    first = model_view.example_translation(bundle, model_view.example_sentences(bundle))
-    return View(model_view.smoothing_figure(bundle, eps, first.ids), {"eps": eps}, "", "label smoothing")
+    first = parts.example_translation(bundle, parts.example_sentences(bundle))
+    return View(parts.smoothing_figure(bundle, eps, first.ids), {"eps": eps}, "", "label smoothing")
 
 
 def masks(model: Model, sentences: Sequence[str] | None = None) -> View:
     """The masks of a batch of up to three sentences (default: the model's examples): the source padding mask,
     and the decoder's causal mask of the first one's translation."""
-    from ..tabs import model_view
-
     bundle = bundle_of(model)
-    sentences = list(sentences) if sentences else model_view.example_sentences(bundle)
-    first = model_view.example_translation(bundle, sentences)
-    return View(model_view.mask_figure(bundle, sentences, first), {"sentences": sentences[:3]}, "", "masks")
+    sentences = list(sentences) if sentences else parts.example_sentences(bundle)
+    first = parts.example_translation(bundle, sentences)
+    return View(parts.mask_figure(bundle, sentences, first), {"sentences": sentences[:3]}, "", "masks")
 
 
 def table3() -> View:

@@ -20,7 +20,7 @@ from core.inference.stepwise_beam import BeamStepper
 from core.training.loss import smoothed_target_distribution
 
 from .. import plots
-from ..numbers import explanations
+from ..numbers import beam_tree as tree, explanations
 from ..plots import bertviz_offline
 from ..text import md
 from .models import Model, bundle_of
@@ -160,18 +160,15 @@ def arithmetic(model: Model, source: str, *, stack: str = "cross", layer: int = 
 def beam_tree(model: Model, source: str, *, beam_size: int = 4, alpha: float = 0.6, steps: int | None = None
               ) -> View:
     """The Beam search tab's tree after `steps` steps (None: to the end): every hypothesis considered, kept,
-    finished or pruned. numbers: the hypotheses at that step. Loads Gradio on first use: the tree's layout is
-    the tab's own (studio/tabs/beam.py), whose module imports it."""
-    from ..tabs import beam as beam_tab
-
-    stepper = BeamStepper(bundle_of(model), source, beam_tab.decode_options(beam_size, alpha, "gnmt", 50))
+    finished or pruned. numbers: the hypotheses at that step."""
+    stepper = BeamStepper(bundle_of(model), source, tree.decode_options(beam_size, alpha, "gnmt", 50))
     views = [stepper.view]
     while not views[-1].done and (steps is None or len(views) <= steps):
         views.append(stepper.step())
     view = views[-1]
     best = tuple(view.finished[0].ids) if view.done and view.finished else None
-    figure = plots.beam_tree(beam_tab.tree_nodes(views), view.step, best)
-    rows = [dict(zip(("hypothesis", "logprob", "score", "tokens"), row)) for row in beam_tab.table(view)]
+    figure = plots.beam_tree(tree.tree_nodes(views), view.step, best)
+    rows = [dict(zip(("hypothesis", "logprob", "score", "tokens"), row)) for row in tree.table(view)]
     return View(figure, {"step": view.step, "done": view.done, "hypotheses": rows, "notices": stepper.notices},
                 md(view.explanation), "beam search tree")
 

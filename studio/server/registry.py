@@ -25,6 +25,16 @@ CHECKPOINTS = Path(__file__).resolve().parents[2] / "checkpoints"
 # The model the studio opens on: the general German->English one, which translates what a lecturer types (the
 # caption model, multi30k-de-en-small, knows Flickr photos only); the first offered where it is absent.
 DEFAULT_MODEL = "tatoeba-de-en"
+# Multi30k-style German image descriptions for a De→En model without examples of its own, written here: none is a
+# corpus sentence.
+GERMAN_EXAMPLES = [
+    "Ein Mann mit einem orangefarbenen Hut starrt auf etwas.",
+    "Zwei junge Männer spielen Fußball auf einer Wiese.",
+    "Eine Frau in einem roten Kleid geht die Straße entlang.",
+    "Ein kleines Mädchen klettert in ein kleines Holzhaus.",
+    "Ein brauner Hund rennt durch den Schnee.",
+    "Eine Gruppe von Menschen steht vor einem großen Zelt.",
+]
 # What a checkpoint's corpus is, by the folder its record names, for the status line.
 CORPORA = {"multi30k": "Multi30k image captions (the benchmark)", "tatoeba": "Tatoeba's everyday sentences"}
 # What get() raises when a model cannot be offered: no such name, or a checkpoint that no longer loads.
@@ -272,6 +282,15 @@ def same_model(a: ModelBundle, b: ModelBundle) -> bool:
         return False
     theirs = b.model.state_dict()
     return all(torch.equal(t, theirs[k].to(t.device)) for k, t in a.model.state_dict().items())
+
+
+def examples_for(bundle: ModelBundle) -> list[str]:
+    """The model's own examples (synthetic tasks keep them in config.json), else German for De→En."""
+    examples = bundle.info.get("examples")
+    if isinstance(examples, list) and examples:
+        return [str(e[0] if isinstance(e, (list, tuple)) else e) for e in examples][:8]
+    langs = " ".join(str(bundle.info.get(k, "")) for k in ("src_lang", "source", "name", "data"))
+    return GERMAN_EXAMPLES if "de" in langs.lower().replace("-", " ").split() or "de-en" in langs.lower() else []
 
 
 def describe(bundle: ModelBundle) -> dict[str, str]:

@@ -16,12 +16,12 @@ import plotly.graph_objects as go
 
 from core.bundle import ModelBundle
 from core.data.tokenizer import EOS_ID
-from core.inference.options import DecodeOptions
-from core.inference.stepwise_beam import BeamStepper, HypothesisView, StepView
+from core.inference.stepwise_beam import BeamStepper, StepView
 from core.inference.translation import translate_detailed
 
 from .. import plots
 from ..components import Slider, script
+from ..numbers.beam_tree import decode_options, hypotheses, table, tree_nodes
 from ..server import slots
 from ..server.guard import guard
 from ..server.limits import (BEAM_RANGE, DEFAULT_BEAM, HEAVY, beam_search_megabytes, budget_words, clamp_beam,
@@ -30,9 +30,6 @@ from ..server.registry import UNAVAILABLE, ModelRegistry
 from ..shell import Current, Shell, picked_examples
 from ..text import clip, info, md, md_table
 
-# The search tree's pruned children lie within this much of a row below their parent: the upper quarter
-# of the gap, clear of the next row's word, written above its node (at 0.6 a wide beam's marks touched it).
-PRUNED_FAN = 0.25
 TABLE_HEADERS = ["hypothesis", "cumulative log p", "normalised score", "tokens"]
 TABLE_CAPTION = "Hypotheses at this step (live: still growing; finished: ended with <eos>)"
 SETTINGS_CHANGED = ("*Settings changed: Step or Run to end starts a new search with them (shown: the previous "
@@ -67,11 +64,6 @@ class Search:
     @property
     def view(self) -> StepView:
         return self.views[-1]
-
-
-def decode_options(beam_size: int, alpha: float, penalty: str, max_extra: float) -> DecodeOptions:
-    return DecodeOptions(method="beam", beam_size=beam_size, alpha=float(alpha), length_penalty=penalty,
-                         max_len_b=int(max_extra), n_best=1)
 
 
 class Refused(Exception):
@@ -210,57 +202,6 @@ class BeamTab:
 
 
 # ----- what is shown ---------------------------------------------------------------------------
-def tree_nodes(views: list[StepView]) -> list[dict]:
-    """Every hypothesis considered so far as a node with a y position in rows."""
-    root = {"key": (), "step": 0, "token": "<bos>", "status": "root", "token_logprob": 0.0, "logprob": 0.0,
-            "score": 0.0}
-    nodes, children = {(): root}, {(): []}
-    for t in range(1, len(views)):
-        parents = views[t - 1].live
-        for c in views[t].candidates:
-            parent = tuple(parents[c.parent].ids)
-            key = parent + (c.token_id,)
-            nodes[key] = {"key": key, "step": t, "token": c.token, "status": c.status,
-                          "token_logprob": c.token_logprob, "logprob": c.logprob, "score": c.score}
-            children.setdefault(parent, []).append(key)
-            children.setdefault(key, [])
-    y = -1.0
-
-    def place(key: tuple) -> float:
-        """Lay out key's subtree in the rows below those used so far: key sits on its best kept
-        child's line (a chain of kept hypotheses is one straight line), its other kept children
-        below it, each on a row of its own; pruned children, unlabelled, fan out just below key."""
-        nonlocal y
-        kids = sorted(children[key], key=lambda k: -nodes[k]["logprob"])
-        kept = [k for k in kids if nodes[k]["status"] != "pruned"]
-        if kept:
-            nodes[key]["y"] = place(kept[0])
-            for kid in kept[1:]:
-                place(kid)
-        else:
-            y += 1
-            nodes[key]["y"] = y
-        pruned = [k for k in kids if nodes[k]["status"] == "pruned"]
-        for i, kid in enumerate(pruned, 1):
-            nodes[kid]["y"] = nodes[key]["y"] + PRUNED_FAN * i / len(pruned)
-        return nodes[key]["y"]
-
-    place(())
-    for node in nodes.values():
-        node["parent_y"] = nodes[node["key"][:-1]]["y"] if node["key"] else None
-    return list(nodes.values())
-
-
-def _hypotheses(view: StepView) -> list[tuple[str, HypothesisView]]:
-    return [(f"live {i + 1}", h) for i, h in enumerate(view.live)] + \
-           [(f"finished {i + 1}", h) for i, h in enumerate(view.finished)]
-
-
-def table(view: StepView) -> list[list]:
-    return [[name, f"{h.logprob:.4f}", f"{h.score:.4f}",
-             " ".join(plots.shown(t) for t in h.tokens)] for name, h in _hypotheses(view)]
-
-
 def hypotheses_table(view: StepView) -> str:
     return md_table(TABLE_HEADERS, table(view), numeric=(1, 2), caption=TABLE_CAPTION)
 
@@ -269,7 +210,7 @@ def attention_figure(search: Search | None, choice: str | None) -> go.Figure:
     """The cross-attention behind the picked hypothesis's last token (the first hypothesis when none is)."""
     if search is None:
         return plots.empty("Press Step to start the search.")
-    hyps = dict(_hypotheses(search.view))
+    hyps = dict(hypotheses(search.view))
     hyp = hyps.get(choice) or next(iter(hyps.values()), None)
     if hyp is None or hyp.cross_attention is None:
         return plots.empty("No token chosen yet: press Step.")
@@ -324,7 +265,7 @@ def render(registry: ModelRegistry, search: Search | None, choice: str | None = 
                 "*Nothing searched yet.*", gr.Button(interactive=True), gr.Button(interactive=False),
                 gr.Button(interactive=True), gr.skip(), f"**{md(refusal)}**" if refusal else "")
     view = search.view
-    names = [n for n, _ in _hypotheses(view)]
+    names = [n for n, _ in hypotheses(view)]
     choice = choice if choice in names else (names[0] if names else None)
     stale = bool(settings) and not _started_with(search, registry, *settings)  # Back after a change
     mine, theirs, verdict = ("", "", "") if stale else comparison(registry, search)

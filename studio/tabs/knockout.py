@@ -26,8 +26,8 @@ from ..numbers.knockout import PART_NAMES, KnockoutView
 from ..plots import knockout as figures
 from ..server.guard import guard
 from ..server.limits import HEAVY
-from ..server.registry import UNAVAILABLE, ModelRegistry
-from ..shell import Shell, examples_for
+from ..server.registry import UNAVAILABLE, ModelRegistry, examples_for
+from ..shell import Shell
 from ..text import clip, md, refusal
 from .attention import bold_changes
 from .compare import corpus_default, notice_lines

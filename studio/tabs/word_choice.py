@@ -21,8 +21,8 @@ from ..numbers.explanations import Refused
 from ..plots import word_choice as figures
 from ..server.guard import guard
 from ..server.limits import HEAVY
-from ..server.registry import UNAVAILABLE, ModelRegistry
-from ..shell import Shell, examples_for
+from ..server.registry import UNAVAILABLE, ModelRegistry, examples_for
+from ..shell import Shell
 from ..text import clip, md, md_table, refusal
 from .compare import corpus_default, defaults, notice_lines
 

@@ -6,7 +6,7 @@ import gradio as gr
 
 from studio import app, shell
 from studio.server.registry import ModelRegistry
-from tests.helpers.studio import SENTENCES, studio_bundle, studio_registry
+from tests.helpers.studio import studio_bundle, studio_registry
 
 
 def test_status_line_names_model_parameters_vocab_device(registry):
@@ -45,11 +45,3 @@ def test_the_tabs_redraw_on_the_picked_models_registry_key_not_its_name():
     # link is about to draw it)
     train_view = next(fn for fn in fns if fn.api_name == "train_view")
     assert train_view.outputs[-1] is key and train_view.inputs[-2] is key  # a run under the picked name
-
-
-def test_examples_come_from_the_model_or_german_for_de_en():
-    assert shell.examples_for(studio_bundle()) == SENTENCES
-    bundle = studio_bundle()
-    de_en = type(bundle)(bundle.model, bundle.tokenizer, {"name": "multi30k-de-en-small"})
-    assert shell.examples_for(de_en) == shell.GERMAN_EXAMPLES
-    assert shell.examples_for(type(bundle)(bundle.model, bundle.tokenizer, {"name": "x"})) == []

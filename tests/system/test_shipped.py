@@ -74,7 +74,7 @@ def test_multi30k_model_reproduces_its_card_on_100_test_sentences(multi30k, meth
 @pytest.mark.skipif(not SHIPPED.exists(), reason="multi30k-de-en-small is not shipped")
 def test_no_example_sentence_is_a_multi30k_sentence(multi30k):
     # The card says no corpus text is shipped (the captions are licensed for non-commercial use).
-    from studio.shell import GERMAN_EXAMPLES
+    from studio.server.registry import GERMAN_EXAMPLES
 
     corpus = {line.strip() for path in multi30k.glob("*.gz") for line in read_gz(path)}
     examples = load_checkpoint(SHIPPED).info["examples"] + GERMAN_EXAMPLES

@@ -168,6 +168,16 @@ def test_importing_it_loads_no_gradio_starts_nothing_and_takes_little_time():
     assert float(seconds) < 3.0, f"{float(seconds):.1f} s beyond core's own import"
 
 
+def test_no_view_loads_gradio_not_even_those_the_tabs_draw_too():
+    """The Model tab's and the Beam search tab's views are drawn by the tabs' own numbers (studio/numbers/), which
+    import no Gradio: a notebook never waits for it."""
+    code = ("import sys; import studio.notebook as nb; from tests.helpers.studio import SENTENCES, studio_bundle; "
+            "b = studio_bundle(); [view(b) for view in (nb.parameters, nb.schedule, nb.label_smoothing, nb.masks)]; "
+            "nb.beam_tree(b, SENTENCES[0], steps=2); print('gradio' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    assert out.split()[-1] == "False"
+
+
 @pytest.mark.skipif(not SHIPPED.exists(), reason="multi30k-de-en-small is not shipped")
 def test_the_shipped_model_is_named_by_its_folder():
     assert nb.translation(str(SHIPPED), "Ein Hund.").numbers["translation"]

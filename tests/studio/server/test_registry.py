@@ -9,9 +9,9 @@ import pytest
 import torch
 
 from core.checkpoint import save_checkpoint
-from studio.server.registry import ModelRegistry, direction_names, trained_on
+from studio.server.registry import GERMAN_EXAMPLES, ModelRegistry, direction_names, examples_for, trained_on
 from tests.helpers.models import two_way_bundle
-from tests.helpers.studio import studio_bundle
+from tests.helpers.studio import SENTENCES, studio_bundle
 
 
 def test_a_two_way_checkpoint_is_offered_once_per_direction(tmp_path):
@@ -96,3 +96,11 @@ def test_the_status_line_says_what_a_model_learnt_from():
     assert trained_on(both) == "Tatoeba's everyday sentences and Multi30k image captions (the benchmark)"
     assert trained_on({"data": {"source": "synthetic:numbers"}}) == "the synthetic numbers task"
     assert trained_on({}) == trained_on({"data": "odd"}) == ""
+
+
+def test_examples_come_from_the_model_or_german_for_de_en():
+    assert examples_for(studio_bundle()) == SENTENCES
+    bundle = studio_bundle()
+    de_en = type(bundle)(bundle.model, bundle.tokenizer, {"name": "multi30k-de-en-small"})
+    assert examples_for(de_en) == GERMAN_EXAMPLES
+    assert examples_for(type(bundle)(bundle.model, bundle.tokenizer, {"name": "x"})) == []

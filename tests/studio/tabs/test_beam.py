@@ -12,6 +12,7 @@ import torch
 from core.inference.options import DecodeOptions
 from core.inference.translation import translate_detailed
 from studio import plots
+from studio.numbers import beam_tree
 from studio.server import limits
 from studio.tabs import beam
 from tests.helpers.studio import SENTENCES, studio_bundle, studio_registry
@@ -111,7 +112,7 @@ def test_render_draws_tree_table_attention_and_button_states(registry):
     tree, table, choice, attention, explanation, mine, theirs, verdict, step, back, run, box, notices = beam.render(
         registry, search)
     rows = [line for line in table.splitlines() if line.startswith("| ")][2:]  # under the header and alignment
-    nodes = beam.tree_nodes(search.views)
+    nodes = beam_tree.tree_nodes(search.views)
     assert len(nodes) == 1 + sum(len(v.candidates) for v in search.views)
     statuses = {trace.name for trace in tree.data if trace.name}
     assert {"start", "kept (live)", "pruned"} <= statuses
@@ -130,7 +131,7 @@ def test_render_draws_tree_table_attention_and_button_states(registry):
 def test_tree_layout_keeps_words_apart_and_chains_straight(registry):
     """Every written word (kept, finished, the start) has a row of its own in its step's column; a
     hypothesis sits on its best kept child's line; pruned children lie just below their parent."""
-    nodes = beam.tree_nodes(act(registry, "run", None, beam_size=5).views)
+    nodes = beam_tree.tree_nodes(act(registry, "run", None, beam_size=5).views)
     by_key = {n["key"]: n for n in nodes}
     for step in {n["step"] for n in nodes}:
         rows = sorted(n["y"] for n in nodes if n["step"] == step and n["status"] != "pruned")
@@ -142,7 +143,7 @@ def test_tree_layout_keeps_words_apart_and_chains_straight(registry):
             assert n["y"] == max(kept, key=lambda k: k["logprob"])["y"]
         for k in kids:
             if k["status"] == "pruned":
-                assert n["y"] < k["y"] <= n["y"] + beam.PRUNED_FAN < n["y"] + 0.3  # clear of the next row's word
+                assert n["y"] < k["y"] <= n["y"] + beam_tree.PRUNED_FAN < n["y"] + 0.3  # clear of the next row's word
             assert k["parent_y"] == by_key[n["key"]]["y"]
 
 
@@ -156,7 +157,7 @@ def test_once_done_the_tree_marks_the_results_path_instead_of_the_last_step(regi
     done = act(registry, "run", None)
     path, tree = band(done)
     best = done.view.finished[0]
-    by_key = {n["key"]: n for n in beam.tree_nodes(done.views)}
+    by_key = {n["key"]: n for n in beam_tree.tree_nodes(done.views)}
     on_path = [by_key[tuple(best.ids[:i])] for i in range(len(best.ids) + 1)]  # the root, then each token
     assert list(path.x) == [n["step"] for n in on_path] and list(path.y) == [n["y"] for n in on_path]
     assert on_path[-1]["status"] == "finished" and "band: the result" in tree.layout.title.text

@@ -5,14 +5,16 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from studio import plots, shell
+from studio import plots
+from studio.server.registry import examples_for
+from studio.numbers import model_parts
 from studio.tabs import model_view
 from tests.helpers.studio import studio_bundle
 
 
 def test_model_tab_counts_every_parameter_once(registry):
     bundle = studio_bundle()
-    assert sum(n for _, n, _ in model_view.parameter_rows(bundle)) == bundle.model.num_parameters()
+    assert sum(n for _, n, _ in model_parts.parameter_rows(bundle)) == bundle.model.num_parameters()
     summary, shares, table, lr, schedule, smoothing, masks = model_view.render(registry, "studio-tiny", 4000, 20000,
                                                                                0.1)
     assert sum(shares.data[0].x) == bundle.model.num_parameters()  # every parameter in one bar or another
@@ -27,7 +29,7 @@ def test_model_tab_counts_every_parameter_once(registry):
     assert smoothing.layout.yaxis.exponentformat == "power"  # 10^-4, not plotly's SI "100μ"
     # The reference token is a target-language one: the first of the causal mask's translation.
     reference = smoothing.data[0].marker.color.index("#1b6ca8")
-    first = model_view.example_translation(bundle, shell.examples_for(bundle) or ["ein Beispiel ."])
+    first = model_parts.example_translation(bundle, examples_for(bundle) or ["ein Beispiel ."])
     expected = bundle.tokenizer.tokens(first.ids[:1]) or ["<eos>"]
     assert smoothing.layout.xaxis.ticktext[reference] == plots.label(expected[0])
     assert len(masks.data) == 2
