@@ -8,13 +8,16 @@ the presenter and one deep link (address.py) to the view the class should see.
     [Open](?tab=model&model=multi30k-de-en-small)
 
 The link is the step's first Markdown link whose target starts with "?", or a line that is one such query on its
-own. ``read_lesson`` refuses a file that is not of this form with the line that is wrong. No Gradio here.
+own. A step may ask the class a question before its view answers it, with one ``Ask`` line (questions.py).
+``read_lesson`` refuses a file that is not of this form with the line that is wrong. No Gradio here.
 """
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
 from pathlib import Path
+
+from .questions import Question, parse_ask
 
 LINK = re.compile(r"\]\((\?[^)\s]*)\)|^(\?\S+)$")
 ONLY_A_LINK = re.compile(r"\[[^\]]*\]\(\?[^)\s]*\)")
@@ -27,6 +30,7 @@ class Step:
     heading: str
     notes: str  # Markdown; a line that is only the link left out
     link: str  # "?tab=...": a query string
+    question: Question | None = None  # what the class is asked before the view answers it
 
 
 @dataclass(frozen=True)
@@ -56,8 +60,13 @@ def parse_lesson(text: str, name: str = "lesson") -> Lesson:
         if line.startswith("# ") and title is None and current is None:
             title = line[2:].strip()
         elif line.startswith("## "):
-            current = {"heading": line[3:].strip(), "line": number, "notes": [], "links": []}
+            current = {"heading": line[3:].strip(), "line": number, "notes": [], "links": [], "asks": []}
             steps.append(current)
+        elif current is not None and line.startswith("Ask "):
+            try:
+                current["asks"].append((number, parse_ask(line)))
+            except ValueError as exc:
+                raise ValueError(f"{name} line {number}: {exc}") from None
         elif current is not None:
             found = LINK.search(line.strip())
             if found:
@@ -83,5 +92,8 @@ def _step(raw: dict, name: str) -> Step:
         said = f"{len(raw['links'])} links (lines {lines})" if raw["links"] else "no link"
         raise ValueError(f"{name} line {raw['line']}: step '{raw['heading']}' has {said}; it needs exactly one, "
                          f"such as [Open](?tab=attention&source=...)")
+    if len(raw["asks"]) > 1:
+        raise ValueError(f"{name} line {raw['asks'][1][0]}: step '{raw['heading']}' asks twice; a step asks one "
+                         f"question")
     notes = "\n".join(raw["notes"]).strip()
-    return Step(raw["heading"], notes, raw["links"][0][1])
+    return Step(raw["heading"], notes, raw["links"][0][1], raw["asks"][0][1] if raw["asks"] else None)
