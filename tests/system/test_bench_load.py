@@ -14,6 +14,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 
 
+@pytest.mark.slow  # minutes on 2 cores beside the rest: CI skips it, `--runslow` runs it
 @pytest.mark.parametrize("driver", ["http", "async"])
 def test_the_load_benchmark_runs_against_the_studio_it_measures(tmp_path, driver):
     checkpoints = tmp_path / "checkpoints"  # the studio it starts may save its training run there

@@ -31,10 +31,10 @@ def outputs(notebook, kind: str) -> list:
 
 
 def test_the_notebook_runs_every_cell_and_draws_its_figures(monkeypatch):
+    name = kernel_name()  # first: it skips where the notebook extra is missing
     import jupytext
     from nbclient import NotebookClient
 
-    name = kernel_name()
     monkeypatch.setenv("OMP_NUM_THREADS", "1")  # the kernel inherits it: one thread is fastest on a busy CPU
     notebook = jupytext.read(NOTEBOOK)
     started = time.monotonic()

@@ -103,6 +103,7 @@ def test_compiled_options_are_checked():
 
 
 @pytest.mark.skipif(not compiled.compiler_available(), reason="torch.compile's CPU code needs a C++ compiler")
+@pytest.mark.slow  # minutes on 2 cores beside the rest: CI skips it, `--runslow` runs it
 def test_compiled_translations_are_the_eager_ones():
     """One real compile (greedy and beam of short sentences: a few graphs, seconds each): the same outputs."""
     bundle = tiny_bundle()

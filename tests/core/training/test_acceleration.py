@@ -178,6 +178,7 @@ def _gloo_worker(rank: int, world: int, port: int, results) -> None:
         results[rank] = (weights(trainer), [e.measured for e in events], events[-1].loss)
 
 
+@pytest.mark.slow  # minutes on 2 cores beside the rest: CI skips it, `--runslow` runs it
 def test_the_deferred_grid_path_under_ddp_keeps_the_ranks_alike():
     """Two gloo ranks, bucketed batches on the grid, figures read back every 2 steps (and at the last, 3):
     the token count all-reduced on the device, the skip decided alike, the same weights at the end."""

@@ -280,6 +280,7 @@ def test_sentence_pairs_or_a_dict_in_place_of_examples_and_config_are_named():
         new_bundle(["hello world", "hallo welt"], vocab_size=100)  # learnt a vocabulary of letters
 
 
+@pytest.mark.slow  # minutes on 2 cores beside the rest: CI skips it, `--runslow` runs it
 def test_tiny_model_learns_reverse_to_95_percent_exact_match():
     """The lecture promise: the tiny preset learns `reverse` within a fixed step budget."""
     corpus = make_task("reverse", seed=0)

@@ -30,6 +30,7 @@ UNNAMED = """() => {
 }"""
 
 
+@pytest.mark.slow  # minutes on 2 cores beside the rest: CI skips it, `--runslow` runs it
 def test_what_if_keeps_what_is_typed_while_it_scores(studio, browser):
     page = browser.new_page(viewport={"width": 1280, "height": 900})
     page.goto(f"{studio}?model={MODEL}&source={quote(SENTENCE)}")
@@ -44,6 +45,7 @@ def test_what_if_keeps_what_is_typed_while_it_scores(studio, browser):
     page.close()
 
 
+@pytest.mark.slow  # minutes on 2 cores beside the rest: CI skips it, `--runslow` runs it
 def test_a_click_shows_on_its_button_at_once(studio, browser):
     page = browser.new_page(viewport={"width": 1280, "height": 900})
     page.goto(studio)
@@ -68,6 +70,7 @@ def test_every_control_on_every_tab_has_a_name(studio, browser):
     page.close()
 
 
+@pytest.mark.slow  # minutes on 2 cores beside the rest: CI skips it, `--runslow` runs it
 def test_the_what_if_table_fits_a_phone(studio, browser):
     page = browser.new_page(viewport={"width": 390, "height": 844}, is_mobile=True, has_touch=True)
     page.goto(f"{studio}?tab=what-if&model={MODEL}&source={quote(SENTENCE)}")

@@ -276,6 +276,7 @@ def _arithmetic_weights_once_equal(page, row: list, timeout: float = 20.0) -> li
         page.wait_for_timeout(200)
 
 
+@pytest.mark.slow  # minutes on 2 cores beside the rest: CI skips it, `--runslow` runs it
 def test_explaining_tabs_and_a_download(studio):
     """What if (score a target, Show in Attention tab), Attention arithmetic (its weights are the Attention
     tab's), Saliency (another method), and a plot's Download menu, with every request off this machine refused."""
@@ -349,6 +350,7 @@ def test_explaining_tabs_and_a_download(studio):
     assert not errors, f"console errors: {errors}"
 
 
+@pytest.mark.slow  # minutes on 2 cores beside the rest: CI skips it, `--runslow` runs it
 def test_compare_tab(studio):
     """Two models (here the one model twice) on one sentence: both translations, the probabilities and the two
     attention maps on one colour scale, each plot with its Download menu."""

@@ -42,6 +42,7 @@ def studio(lesson_file):
         yield url
 
 
+@pytest.mark.slow  # minutes on 2 cores beside the rest: CI skips it, `--runslow` runs it
 def test_next_and_a_clickers_page_down_move_the_page_through_the_lesson(studio, lesson_file):
     sync_api = pytest.importorskip("playwright.sync_api")
     lesson = read_lesson(lesson_file)

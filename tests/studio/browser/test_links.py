@@ -26,7 +26,9 @@ TABS = {"translate": ("Translate", "#tab-translate", "#tab-translate .js-plotly-
 pytestmark = [pytest.mark.browser, pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"{CHROMIUM} is missing")]
 
 
-@pytest.mark.parametrize("slug", list(TABS))
+# Three tabs in CI (the plain one and the two with views of their own); every tab with --runslow.
+@pytest.mark.parametrize("slug", [slug if slug in ("translate", "knock-out", "word-choice")
+                                  else pytest.param(slug, marks=pytest.mark.slow) for slug in TABS])
 def test_a_link_opens_its_tab_with_the_sentence_computed(studio, browser, slug):
     tab, there, drawn = TABS[slug]
     page = browser.new_page(viewport={"width": 1280, "height": 900})
@@ -41,6 +43,7 @@ def test_a_link_opens_its_tab_with_the_sentence_computed(studio, browser, slug):
     page.close()
 
 
+@pytest.mark.slow  # minutes on 2 cores beside the rest: CI skips it, `--runslow` runs it
 def test_a_link_sets_the_arithmetic_query_and_the_decoding(studio, browser):
     page = browser.new_page(viewport={"width": 1280, "height": 900})
     page.goto(f"{studio}?tab=attention-arithmetic&model={MODEL}&source={quote(SENTENCE)}&stack=cross&layer=2&head=2"
@@ -56,6 +59,7 @@ def test_a_link_sets_the_arithmetic_query_and_the_decoding(studio, browser):
     page.close()
 
 
+@pytest.mark.slow  # minutes on 2 cores beside the rest: CI skips it, `--runslow` runs it
 def test_a_beam_search_link_sets_its_boxes_and_its_copy_names_the_step(studio, browser):
     page = browser.new_page(viewport={"width": 1280, "height": 900})
     page.goto(f"{studio}?tab=beam-search&model={MODEL}&source={quote(SENTENCE)}&step=3&beam=2&alpha=0.8")
@@ -76,6 +80,7 @@ def copied_link(page) -> str:
     return page.locator("#link-address textarea, #link-address input").first.input_value()
 
 
+@pytest.mark.slow  # minutes on 2 cores beside the rest: CI skips it, `--runslow` runs it
 def test_a_copied_link_reopens_the_same_view_and_a_bad_value_is_said(studio, browser):
     page = browser.new_page(viewport={"width": 1280, "height": 900})
     page.goto(f"{studio}?tab=attention&model={MODEL}&source={quote(SENTENCE)}&stack=cross&layer=2&head=9&colour=red")

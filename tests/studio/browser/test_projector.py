@@ -42,6 +42,7 @@ def _download(page, plot_label: str, kind: str) -> str:
     return Path(got.value.path()).read_text(encoding="utf-8")
 
 
+@pytest.mark.slow  # minutes on 2 cores beside the rest: CI skips it, `--runslow` runs it
 def test_a_class_reads_the_grid_and_the_arithmetic_on_a_projector(studio):
     sync_api = pytest.importorskip("playwright.sync_api")
     shots = Path(tempfile.mkdtemp(prefix="studio-projector-shots-"))

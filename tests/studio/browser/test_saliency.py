@@ -22,6 +22,7 @@ def _agreement(page) -> str:
     return line.inner_text()
 
 
+@pytest.mark.slow  # minutes on 2 cores beside the rest: CI skips it, `--runslow` runs it
 def test_saliency_counts_agreement_in_words_and_its_map_says_the_sign(studio):
     sync_api = pytest.importorskip("playwright.sync_api")
     shots = Path(tempfile.mkdtemp(prefix="studio-saliency-shots-"))

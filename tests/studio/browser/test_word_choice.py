@@ -16,6 +16,7 @@ from tests.helpers.browser import CHROMIUM, MODEL, shown, wait_until_ready, watc
 pytestmark = [pytest.mark.browser, pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"{CHROMIUM} is missing")]
 
 
+@pytest.mark.slow  # minutes on 2 cores beside the rest: CI skips it, `--runslow` runs it
 def test_word_choice_opens_on_where_dogs_is_decided(studio):
     sync_api = pytest.importorskip("playwright.sync_api")
     shots = Path(tempfile.mkdtemp(prefix="studio-word-choice-shots-"))
