@@ -5,7 +5,7 @@ the current translation) lives in studio/shell.py; this module lays out the page
 picker, and serves the page from the command line:
 
     python -m studio [--host 127.0.0.1] [--port 7860] [--checkpoint PATH] [--checkpoints-dir DIR]
-                     [--share] [--public] [--threads N]
+                     [--share] [--public] [--lesson FILE] [--class] [--threads N]
 """
 from __future__ import annotations
 
@@ -26,7 +26,8 @@ import torch  # noqa: E402
 
 from . import plots  # noqa: E402
 from .components import script, stylesheet  # noqa: E402
-from .links import deep_links, lesson_panel  # noqa: E402
+from .links import class_panel, deep_links, lesson_panel  # noqa: E402
+from .links.classroom import Classroom  # noqa: E402
 from .links.lesson import Lesson, read_lesson  # noqa: E402
 from .server import api, compiled_models, sessions  # noqa: E402
 from .server.guard import guard  # noqa: E402
@@ -69,7 +70,7 @@ THEME = gr.themes.Default().set(
     color_accent="*primary_700", body_text_color_subdued="*neutral_500", input_placeholder_color="*neutral_500",
     input_placeholder_color_dark="*neutral_400", checkbox_border_color="*neutral_500",
     checkbox_border_color_dark="*neutral_500", input_border_color_dark="*neutral_500")
-CSS = stylesheet("studio.css") + stylesheet("compare.css") + attention.HEAD_COUNT_CSS
+CSS = stylesheet("studio.css") + stylesheet("compare.css") + stylesheet("classroom.css") + attention.HEAD_COUNT_CSS
 LESSON = Path(__file__).resolve().parent / "links" / "lessons" / "attention-is-all-you-need.md"  # --lesson's default
 # Where a newcomer begins among ten tabs: three steps, each a tab, from a translation to the model's insides.
 START_HERE = ("**Start here:** ① *Translate* a sentence (or click an example) → ② *Attention* shows where each "
@@ -86,26 +87,31 @@ def page_js() -> str:
     """The scripts run once when the page loads (launch(js=...) takes one function)."""
     scripts = [script("clamp_numbers.js"), beam.STEP_KEYS_JS, script("page_plots.js", NARROW_PX=plots.NARROW_PX),
                script("accessible_names.js"), script("keep_focus.js"), script("bertviz_height.js"),
-               script("downloads.js"), script("lesson_keys.js"), script("click_feedback.js")]
+               script("downloads.js"), script("lesson_keys.js"), script("click_feedback.js"),
+               script("class_follow.js", PERIOD_MS=class_panel.FOLLOW_POLL_MS)]
     # Marked once they have run: what a test (or any script driving the page) waits on before it clicks.
     ready = "document.documentElement.dataset.studioScripts = 'ready';"
     return "() => { " + " ".join(f"({function})();" for function in scripts) + f" {ready} }}"
 
 
 def build_app(registry: ModelRegistry, selected: str | None = None, checkpoints_dir: Path | None = None,
-              public: bool = False, lesson: Lesson | None = None) -> gr.Blocks:
+              public: bool = False, lesson: Lesson | None = None, classroom: Classroom | None = None) -> gr.Blocks:
     """checkpoints_dir: where the Train tab saves (default: the repository's checkpoints/);
     public: visitors share the one training run, which is bounded and controlled only by its starter;
-    lesson: the lesson the Lesson panel presents (none: no panel)."""
+    lesson: the lesson the Lesson panel presents (none: no panel); classroom: its classes (none: no classes)."""
     selected = selected if selected in registry.names() else registry.default()
     # Uploaded files are copied by the callbacks that use them; Gradio's copies older than two
     # hours are deleted (checked hourly), so visitors' uploads cannot fill the disk over time.
     with gr.Blocks(title="Transformer Studio", analytics_enabled=False, delete_cache=(3600, 7200)) as demo:
         gr.Markdown("## Transformer Studio — “Attention Is All You Need”, opened up", elem_id="studio-title")
+        # A class's box first, where a student's phone shows its question (the routes followers poll: main()'s).
+        in_class = class_panel.build(class_panel.Room(classroom, lesson, registry)) if lesson and classroom else None
         gr.Markdown(START_HERE, elem_id="start-here")
         shell, status, presenter = _header(registry, selected, demo)
         link_row = _link_row()
-        presented = (lesson, lesson_panel.build(lesson)) if lesson else None
+        presented = (lesson, lesson_panel.build(lesson, in_class is not None)) if lesson else None
+        if in_class is not None:
+            class_panel.wire(demo, in_class, presented[1].start_class)
         upload = _upload_box()
         # One job for the whole process: every browser session sees (and controls) the same run.
         job = training.TrainingJob(registry, checkpoints_dir or CHECKPOINTS, public)
@@ -238,6 +244,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                              "says how to write one); default: the shipped one, which walks the paper")
     parser.add_argument("--no-lesson", dest="lesson", action="store_const", const=None,
                         help="no Lesson panel (links still open their views)")
+    parser.add_argument("--class", dest="start_class", action="store_true",
+                        help="start a class of the lesson at once: prints the students' link and the lecturer's")
     parser.add_argument("--threads", type=_int_in(1, 1024), default=1,
                         help="torch CPU threads (default 1: one-sentence decoding is 2-10x slower with more "
                              "threads on a busy 2-core machine; concurrent users get a thread each)")
@@ -264,7 +272,12 @@ def main(argv: list[str] | None = None) -> None:
         lesson = read_lesson(args.lesson) if args.lesson else None
     except (ValueError, FileNotFoundError) as exc:
         sys.exit(f"error: --lesson {args.lesson}: {exc}")
-    demo = build_app(registry, selected, args.checkpoints_dir, args.public, lesson)
+    if args.start_class and lesson is None:
+        sys.exit("error: --class follows a lesson; leave out --no-lesson")
+    classroom = Classroom() if lesson else None
+    demo = build_app(registry, selected, args.checkpoints_dir, args.public, lesson, classroom)
+    if args.start_class:
+        print(class_panel.started_here(classroom, lesson, args.host, args.port), flush=True)
     if args.compiled and compiled_models.COMPILED.warm(registry.get(name) for name in registry.names()) is None:
         print("--compiled: no C++ compiler (g++, c++ or clang++) found; decoding stays eager", file=sys.stderr)
     with demo:  # sessions idle or closed are forgotten: memory stays bounded however many come
@@ -272,7 +285,8 @@ def main(argv: list[str] | None = None) -> None:
     try:
         demo.queue(max_size=QUEUE_SIZE, default_concurrency_limit=DEFAULT_CONCURRENCY, status_update_rate=1).launch(
             server_name=args.host, server_port=args.port, share=args.share, css=CSS, js=page_js(), theme=THEME,
-            show_error=False, max_file_size=MAX_UPLOAD_BYTES, i18n=STATUS_WORDS)
+            show_error=False, max_file_size=MAX_UPLOAD_BYTES, i18n=STATUS_WORDS,
+            app_kwargs=class_panel.app_kwargs(classroom, lesson))
     except OSError as exc:  # the port is taken, or the host is not an address of this machine
         reason = str(exc).split(". ")[0]  # Gradio goes on about launch() parameters
         sys.exit(f"error: cannot serve on {args.host}:{args.port}: {reason}; choose another --port or --host")

@@ -1,6 +1,7 @@
 """The Lesson panel (issue 53): the studio's lesson (lesson.py) one step at a time. Each step is a deep link;
 Next and Previous open the step's address, so the whole page moves to its view, and the panel shows the step's
-notes to the presenter. In presenter mode a clicker's Page Down and Page Up press them (static/lesson_keys.js)."""
+notes to the presenter. In presenter mode a clicker's Page Down and Page Up press them (static/lesson_keys.js).
+With classes on (class_panel.py), "Start a class" makes the room's pages follow this one."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -26,23 +27,26 @@ class LessonPanel:
     next: gr.Button
     previous_link: gr.Textbox
     next_link: gr.Textbox
+    start_class: gr.Button | None  # None: the studio serves no classes
 
     @property
     def outputs(self) -> list:
         return [self.panel, self.step, self.notes, self.previous_link, self.next_link, self.previous, self.next]
 
 
-def build(lesson: Lesson) -> LessonPanel:
-    """The panel, folded until a page is opened on one of the lesson's steps."""
+def build(lesson: Lesson, classes: bool = False) -> LessonPanel:
+    """The panel, folded until a page is opened on one of the lesson's steps; classes: with "Start a class"."""
     with gr.Accordion(f"Lesson: {lesson.title}", open=False, elem_id="lesson-panel") as panel:
         step = gr.Markdown(f"{len(lesson.steps)} steps. **Next** opens the first.", elem_id="lesson-step")
         notes = gr.Markdown(elem_id="lesson-notes")
         with gr.Row():
             previous = gr.Button("◀ Previous", size="sm", interactive=False, elem_id="lesson-previous")
             following = gr.Button("Next ▶", size="sm", variant="primary", elem_id="lesson-next")
+            start = gr.Button("Start a class: the room's pages follow this one", size="sm",
+                              elem_id="lesson-class-start") if classes else None
         previous_link = gr.Textbox(visible=False)
         next_link = gr.Textbox(lesson_link(lesson, 0), visible=False)
-    parts = LessonPanel(panel, step, notes, previous, following, previous_link, next_link)
+    parts = LessonPanel(panel, step, notes, previous, following, previous_link, next_link, start)
     previous.click(None, inputs=previous_link, js=OPEN_JS)
     following.click(None, inputs=next_link, js=OPEN_JS)
     return parts
