@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import logging
 from typing import Any, Callable
 
 import gradio as gr
@@ -77,10 +78,11 @@ def publish_only(demo: gr.Blocks) -> None:
 
 
 def plain_input_errors(demo: gr.Blocks) -> None:
-    """Gradio answers a call with too few values, or a value a component cannot read ("x" for a slider's number),
-    with {"error": null} (show_error is off: other errors could tell a stranger too much) and a traceback in the
-    log. Here both are one-line errors naming the value, before anything is run; a REST call to a named endpoint
-    that leaves out its optional parameters gets their defaults, as gradio_client fills them in."""
+    """Gradio answers a call with too few values, or a value a component cannot read ("x" for a slider's number, a
+    string for a file, a file's address it cannot fetch), with {"error": null} (show_error is off: other errors could
+    tell a stranger too much) and a traceback in the log. Here each is a one-line error naming the value, before
+    anything is run; a REST call to a named endpoint that leaves out its optional parameters gets their defaults, as
+    gradio_client fills them in."""
     preprocess = demo.preprocess_data
 
     async def checked(block_fn: Any, inputs: list, state: Any, explicit_call: bool = False) -> Any:
@@ -99,6 +101,9 @@ def plain_input_errors(demo: gr.Blocks) -> None:
             if not exc.print_exception:
                 raise
             raise refusal(f"{endpoint}: {clip(exc.message, 300)}") from None
+        except Exception as exc:  # pydantic's ValidationError for a file that is not one, a ValueError for an address
+            logging.getLogger("studio").warning("%s refused: %s", endpoint, clip(exc, 200))
+            raise refusal(_unreadable(endpoint, block_fn.inputs, names, inputs, exc)) from None
 
     demo.preprocess_data = checked
 
@@ -112,16 +117,31 @@ def _parameters(block_fn: Any) -> tuple[list[str], dict[int, Any]]:
     return [p.name for p in parameters], {i: p.default for i, p in enumerate(parameters) if p.default is not p.empty}
 
 
-def _unreadable(endpoint: str, components: list, names: list[str], inputs: list) -> str:
-    """Which value a component could not read, in words (the first number that is not one)."""
+def _unreadable(endpoint: str, components: list, names: list[str], inputs: list, error: Exception | None = None) -> str:
+    """Which value a component could not read, in words: the first number that is not one, the first file that is
+    not one, or (error: what Gradio raised) the file it could not fetch."""
     for i, (component, value) in enumerate(zip(components, inputs)):
+        what = f"{endpoint}: value {i + 1} ({clip(names[i], 60)})"
         if isinstance(component, (gr.Slider, gr.Number)) and not _is_number(value):
-            return f"{endpoint}: value {i + 1} ({names[i]}) must be a number; got {clip(repr(value), 40)}"
-    return f"{endpoint}: one of its values cannot be read ({', '.join(names)} expected)"
+            return f"{what} must be a number; got {clip(repr(value), 40)}"
+        if isinstance(component, gr.File) and not _is_file(value):
+            return (f"{what} must be a file, {{\"path\": ...}} as gradio_client's handle_file sends it (or a list of "
+                    f"them); got {clip(repr(value), 40)}")
+    files = [i for i, c in enumerate(components) if isinstance(c, gr.File) and i < len(inputs) and inputs[i]]
+    if error is not None and files:  # files of the right form, one of them not fetched (an address, a lost upload)
+        return f"{endpoint}: value {files[0] + 1} ({clip(names[files[0]], 60)}) cannot be read: {clip(error, 120)}"
+    return f"{endpoint}: one of its values cannot be read ({', '.join(clip(n, 60) for n in names)} expected)"
 
 
 def _is_number(value: object) -> bool:
     return value is None or (isinstance(value, (int, float)) and not isinstance(value, bool))
+
+
+def _is_file(value: object) -> bool:
+    """A file as Gradio's File reads it: none, {"path": ...} or {"url": ...}, or a list of those."""
+    if isinstance(value, list):
+        return all(_is_file(v) and v is not None for v in value)
+    return value is None or (isinstance(value, dict) and isinstance(value.get("path") or value.get("url"), str))
 
 
 def training_status(job: TrainingJob) -> dict:

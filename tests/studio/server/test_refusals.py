@@ -87,3 +87,15 @@ def test_a_value_outside_a_dropdowns_choices_is_refused_without_a_traceback(publ
     event, error = answer(post(public, "translate", data))
     assert event == "error" and html.unescape(error["error"]).startswith(said) and "\n" not in error["error"]
     assert "Traceback" not in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("api, data, said", [
+    ("open_checkpoint", [SENTENCES[0], TINY], "/open_checkpoint: value 1 (A checkpoint: config.json, "),
+    ("open_checkpoint", [[{"url": "http://127.0.0.1:9/config.json", "meta": {"_type": "gradio.FileData"}}], TINY],
+     "/open_checkpoint: value 1 (A checkpoint: config.json, ")])
+def test_a_file_that_is_not_one_is_refused_in_words(public, api, data, said, capsys):
+    """Issue 67: a string where a file goes (pydantic's ValidationError), or a file's address Gradio cannot fetch,
+    answered {"error": null} and logged a traceback."""
+    event, error = answer(post(public, api, data))
+    assert event == "error" and error["error"] and error["error"].startswith(said) and "\n" not in error["error"]
+    assert "Traceback" not in capsys.readouterr().err
