@@ -10,6 +10,7 @@ are computed once a step and model (questions.py), however many pages ask.
 from __future__ import annotations
 
 import io
+import json
 import socket
 import threading
 from dataclasses import dataclass, field
@@ -35,6 +36,7 @@ from .lesson import Lesson
 from .questions import Asked, answer_label, asked, checked, tally
 
 TICK_S = 1.0  # the lecturer's counts redrawn this often (when an answer came)
+MAX_MOVE_BYTES = 200  # a move's JSON: a 22-character key and a step
 FOLLOW_POLL_MS = 1000  # a follower's page reads the class's state this often: the lecturer's step within ~1 s
 # The page's fragment read when the page loads: the class's code, the lecturer's key, the page's own address.
 FRAGMENT_JS = ("() => { const h = new URLSearchParams(window.location.hash.slice(1)); "
@@ -351,7 +353,8 @@ def wire(demo: gr.Blocks, panel: ClassPanel, start: gr.Button) -> None:
 # ----- the routes followers poll -------------------------------------------------------------------------------
 def routes(classroom: Classroom, lesson: Lesson) -> list[Route]:
     """GET /class/CODE: the class's link, which opens the lecturer's step; GET /class/CODE/state: what followers
-    poll (a few dozen bytes, no session, no queue)."""
+    poll (a few dozen bytes, no session, no queue); POST /class/CODE/step: the lecturer's page moving the class (its
+    key in the body, never in an address)."""
     async def state(request: Request) -> JSONResponse:
         code = request.path_params["code"].upper()
         now = classroom.state(code) if is_code(code) else None
@@ -361,6 +364,22 @@ def routes(classroom: Classroom, lesson: Lesson) -> list[Route]:
         return JSONResponse({**now, "link": lesson_panel.lesson_link(lesson, now["step"] - 1)},
                             headers={"Cache-Control": "no-store"})
 
+    async def step(request: Request) -> JSONResponse:
+        """The lecturer's page's Next or Previous (static/lesson_open.js): {"key": ..., "step": N}."""
+        code = request.path_params["code"].upper()
+        length = request.headers.get("content-length", "")
+        if not length.isdigit() or int(length[:6]) > MAX_MOVE_BYTES:  # no body read past the bound
+            return JSONResponse({"error": f"a move is at most {MAX_MOVE_BYTES} bytes of JSON"}, status_code=413)
+        try:
+            asked = json.loads(await request.body())
+            moved = classroom.move(code, asked["key"], int(asked["step"])) if is_code(code) else None
+        except (ValueError, KeyError, TypeError, OverflowError):
+            moved = None
+        if moved is None:
+            return JSONResponse({"error": "only the lecturer's page moves this class (or it has ended)"},
+                                status_code=403)
+        return JSONResponse({"step": moved})
+
     async def join(request: Request) -> RedirectResponse:
         code = request.path_params["code"].upper()
         now = classroom.state(code) if is_code(code) else None
@@ -368,7 +387,8 @@ def routes(classroom: Classroom, lesson: Lesson) -> list[Route]:
         # Relative to /class/CODE: the studio's own root, behind a proxy's prefix too.
         return RedirectResponse(f"../{link}#class={code if is_code(code) else ''}", status_code=303)
 
-    return [Route("/class/{code}/state", state), Route("/class/{code}", join)]
+    return [Route("/class/{code}/state", state), Route("/class/{code}/step", step, methods=["POST"]),
+            Route("/class/{code}", join)]
 
 
 def app_kwargs(classroom: Classroom | None, lesson: Lesson | None) -> dict[str, Any] | None:

@@ -8,14 +8,13 @@ from dataclasses import dataclass
 
 import gradio as gr
 
+from ..components import script
 from ..text import md
 from .address import View
 from .lesson import Lesson
 
-# A button opens the address its hidden box holds ("" leaves the page as it is), in presenter mode still if the
-# page was (each step is a page of its own).
-OPEN_JS = ("(query) => { if (!query) return; const keep = document.body.classList.contains('presenter') && "
-           "!query.includes('presenter=') ? '&presenter=1' : ''; window.location.search = query + keep; }")
+# A button opens the address its hidden box holds, telling a class the lecturer's page leads (static/lesson_open.js).
+OPEN_JS = script("lesson_open.js")
 
 
 @dataclass

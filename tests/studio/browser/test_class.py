@@ -1,4 +1,4 @@
-"""A class in headless Chromium (issue 64): one lecturer's page and three students' phones. The lecturer starts a
+"""A class in headless Chromium (issue 64): one lecturer's page and two students' phones. The lecturer starts a
 class from the Lesson panel; the students open its link and follow each step; they answer the step's question,
 the lecturer's page counts them, and Reveal shows the model's answer on every page. A student who steps away
 stays where they are until "Follow the lecturer"."""
@@ -81,7 +81,7 @@ def test_students_follow_the_lecturer_answer_and_see_the_reveal(studio, lesson_f
         start.wait_for(state="hidden", timeout=20_000)  # one class a page
         snap(lecturer, "lecturer-started")
 
-        students = [browser.new_page(viewport={"width": 390, "height": 844}) for _ in range(3)]
+        students = [browser.new_page(viewport={"width": 390, "height": 844}) for _ in range(2)]
         for student in students:
             student.goto(link)
             on_step(student, 1)
@@ -96,30 +96,30 @@ def test_students_follow_the_lecturer_answer_and_see_the_reveal(studio, lesson_f
             on_step(student, 2)
             shown(student, "#class-question", "Which translation will beam search keep?")
         wrong = next(option for option in expected.options if option != expected.answer)
-        for student, pick in zip(students, [expected.answer, expected.answer, wrong]):
+        picks = [expected.answer, wrong]
+        for student, pick in zip(students, picks):
             student.locator("#class-choice").get_by_label(pick, exact=True).check()
             student.locator("#class-send").click()
             shown(student, "#class-said", "Your answer is in")
         snap(students[0], "student-answered")
-        shown(lecturer, "#class-answers", "The room's answers: 3 pages")  # counted as they came, each once
+        shown(lecturer, "#class-answers", "The room's answers: 2 pages")  # counted as they came, each once
         snap(lecturer, "lecturer-counts")
 
         lecturer.locator("#class-reveal").click()
         for page in [lecturer, *students]:
             shown(page, "#class-result", f"The model: {expected.answer}")
-            shown(page, "#class-result", "2 of 3 (67%)")
-        for student, pick in zip(students, [expected.answer, expected.answer, wrong]):
+            shown(page, "#class-result", f"1 of 2 (50%) said {expected.answer}")
+        for student, pick in zip(students, picks):
             shown(student, "#class-said", f"Your answer: {pick}")
         snap(lecturer, "lecturer-revealed")
-        snap(students[2], "student-revealed")
+        snap(students[1], "student-revealed")
 
-        away, following = students[0], students[1:]
+        away, following = students
         away.get_by_role("tab", name="Attention", exact=True).click()  # exploring: the page stops following
         shown(away, "#class-follow", "You stepped away")
         lecturer.locator("#lesson-next").click()
         on_step(lecturer, 3)
-        for student in following:
-            on_step(student, 3)
+        on_step(following, 3)
         shown(away, "#class-follow", "The lecturer is on step 3 of 3")
         assert "lesson=2" in away.url
         away.locator("#class-follow-button").click()
@@ -128,6 +128,6 @@ def test_students_follow_the_lecturer_answer_and_see_the_reveal(studio, lesson_f
 
         lecturer.locator("#class-end").click()
         shown(lecturer, "#class-heading", "has ended")
-        assert "key=" not in lecturer.url
+        lecturer.wait_for_function("() => !window.location.hash.includes('key=')", timeout=20_000)  # key dropped
         shown(away, "#class-follow", "The class has ended")
         browser.close()

@@ -86,6 +86,21 @@ def test_followers_poll_a_few_bytes_and_the_class_link_opens_the_lecturers_step(
     assert client.get("/class/ZZZZZ").headers["location"] == "../#class=ZZZZZ"  # the page says it has ended
 
 
+def test_only_the_key_moves_the_class_through_its_route(room):
+    client = TestClient(Starlette(routes=routes(room.classroom, LESSON)))
+    lesson_class = room.classroom.start(len(LESSON.steps))
+    at = f"/class/{lesson_class.code}/step"
+    for body in ({"key": "wrong", "step": 2}, {"step": 2}, {"key": ["x"], "step": 2}, [1, 2], "not json",
+                 {"key": lesson_class.key, "step": "two"}):
+        sent_body = body if isinstance(body, str) else None
+        answer = client.post(at, content=sent_body) if sent_body else client.post(at, json=body)
+        assert answer.status_code == 403 and room.classroom.state(lesson_class.code)["step"] == 1, body
+    assert client.post(at, content=b'{"key": "' + b"x" * 300 + b'"}').status_code == 413
+    assert client.post("/class/ZZZZZ/step", json={"key": lesson_class.key, "step": 2}).status_code == 403
+    assert client.post(at, json={"key": lesson_class.key, "step": 2}).json() == {"step": 2}
+    assert room.classroom.state(lesson_class.code)["step"] == 2
+
+
 def test_the_command_lines_class_prints_both_links(room):
     printed = class_panel.started_here(room.classroom, LESSON, "127.0.0.1", 7860)
     assert "Students open:   http://127.0.0.1:7860/class/" in printed and "#class=" in printed and "&key=" in printed
