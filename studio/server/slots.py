@@ -90,6 +90,11 @@ class Work:
 _WORK: ContextVar[Work | None] = ContextVar("studio_work", default=None)
 
 
+def working() -> Work | None:
+    """The heavy work this thread does now (None outside heavy())."""
+    return _WORK.get()
+
+
 def current_budget() -> Budget:
     """The budget of the request this thread serves (the local one outside Gradio)."""
     work = _WORK.get()
@@ -120,16 +125,18 @@ class Slots:
         self._changed = threading.Condition()
         self._waiting: list[_Ask] = []
         self._running: list[_Ask] = []
+        self._riding: list[_Ask] = []  # requests in a batch, which holds a slot for them all
         self._arrivals = itertools.count()
 
     @contextmanager
-    def hold(self, session: str | None, long: bool, work: Work) -> Iterator[None]:
-        """A slot for the duration (NotServed while waiting if work must stop, or its session has too many)."""
-        if session is None and work.budget.public:  # calls without a session take turns as one visitor's
-            session = SESSIONLESS
-        ask = _Ask(session, long, work.budget.public, next(self._arrivals))
+    def hold(self, session: str | None, long: bool, work: Work, batch: bool = False) -> Iterator[None]:
+        """A slot for the duration (NotServed while waiting if work must stop, or its session has too many). batch:
+        for a batch of requests (batching.py), whose members are counted by riding(): it takes turns with no
+        session's requests."""
+        ask = _Ask(None, long, False, next(self._arrivals)) if batch else self._ask(session, long, work)
         with self._changed:
             self._admit(ask)
+            self._waiting.append(ask)
             try:
                 while not self._may_start(ask):
                     self._changed.wait(WAIT_CHECK_S)
@@ -145,18 +152,37 @@ class Slots:
                 self._running.remove(ask)
                 self._changed.notify_all()
 
+    @contextmanager
+    def riding(self, session: str | None, work: Work) -> Iterator[None]:
+        """A request decoded in a batch, counted among its session's requests in flight while it waits for its batch
+        and rides it (the batch holds the slot: hold(..., batch=True)); NotServed if its session has too many."""
+        ask = self._ask(session, False, work)
+        with self._changed:
+            self._admit(ask)
+            self._riding.append(ask)
+        try:
+            yield
+        finally:
+            with self._changed:
+                self._riding.remove(ask)
+
     def running(self) -> int:
         """How many slots are held now."""
         with self._changed:
             return len(self._running)
 
+    def _ask(self, session: str | None, long: bool, work: Work) -> _Ask:
+        if session is None and work.budget.public:  # calls without a session take turns as one visitor's
+            session = SESSIONLESS
+        return _Ask(session, long, work.budget.public, next(self._arrivals))
+
     def _admit(self, ask: _Ask) -> None:
-        in_flight = sum(a.session == ask.session for a in self._waiting + self._running)
+        """NotServed when ask's session (public) has SESSION_REQUESTS requests in flight already."""
+        in_flight = sum(a.session == ask.session for a in self._waiting + self._running + self._riding)
         if ask.one_per_session and ask.session is not None and in_flight >= SESSION_REQUESTS:
             who = "Calls without a session already have" if ask.session == SESSIONLESS else "This session already has"
             raise NotServed(f"{who} {in_flight} requests running or waiting; a public studio "
                             f"serves each visitor's heavy requests one at a time. Wait for their answers.")
-        self._waiting.append(ask)
 
     def _may_start(self, ask: _Ask) -> bool:
         if len(self._running) >= self.count:

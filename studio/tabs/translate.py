@@ -17,7 +17,7 @@ from core.training.loss import smoothed_target_distribution
 from .. import plots
 from ..components import Slider, TypedSlider, script
 from ..server import batching
-from ..server.guard import guard
+from ..server.guard import NotServed, guard
 from ..server.limits import BATCHED, BEAM_RANGE, DEFAULT_BEAM, clamp_beam, clean_input
 from ..server.registry import UNAVAILABLE, ModelRegistry
 from ..shell import Current, Shell, picked_examples, switched
@@ -118,8 +118,8 @@ def translate(registry: ModelRegistry, name: str | None, text: str, method: str,
         return cannot_translate(exc)
     try:  # decoded with the requests that arrive meanwhile for this model and these settings
         t = batching.translate(bundle, text, opts, key)
-    except ValueError as exc:  # an option the model cannot take: a beam as wide as a tiny vocabulary
-        return cannot_translate(exc)
+    except (ValueError, NotServed) as exc:  # an option the model cannot take (a beam as wide as a tiny vocabulary),
+        return cannot_translate(exc)  # more than a request may cost, or turned away or stopped by the decoding slots
     if method != "sample":
         cleaned = cleaned + unsure(t, bundle)
     if opts.dtype != "fp32":  # the studio says which arithmetic gave this translation

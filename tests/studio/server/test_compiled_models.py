@@ -23,8 +23,8 @@ def test_with_compiled_steps_a_lone_sentence_goes_compiled_and_a_group_batched(m
     static = []
     monkeypatch.setattr(compiled, "static_cache", lambda *a, real=compiled.static_cache: static.append(1) or real(*a))
     options = DecodeOptions(beam_size=4, max_len_b=10)
-    [alone] = batching._translate_group(bundle, SENTENCES[:1], options)
+    [alone] = batching._translate_group(bundle, SENTENCES[:1], options, lambda: None)
     assert static and alone.ids == batching.decode_alone(bundle, SENTENCES[0], options).ids
     static.clear()
-    batching._translate_group(bundle, SENTENCES, options)
+    batching._translate_group(bundle, SENTENCES, options, lambda: None)
     assert not static  # several sentences: the batched eager decoders
