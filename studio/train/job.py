@@ -1,11 +1,11 @@
 """The Train tab's training job: one per app process, shared by every browser session.
 
-``TrainingJob.start(settings)`` reads the corpus, builds a fresh model and runs core's
-Trainer in a thread of its own; the UI only reads ``view()`` (a copy of the job's state,
-taken under a lock) on a timer, so closing the browser tab changes nothing and a
-reconnecting session sees the run as it is. The model being trained is offered in the
-model picker as a consistent CPU snapshot, refreshed at each evaluation, at the end and
-on ``refresh()``. No Gradio here: the tests drive this module directly.
+``TrainingJob.start(settings)`` reads the corpus, builds a fresh model and runs core's Trainer in a thread of its
+own, the preparation too (at the training's low priority, inside a public run's time limit, stopped by Stop between
+its stages; Stop also ends an evaluation under way); the UI only reads ``view()`` (a copy of the job's state, taken
+under a lock) on a timer, so closing the browser tab changes nothing and a reconnecting session sees the run as it
+is. The model being trained is offered in the model picker as a consistent CPU snapshot, refreshed at each
+evaluation, at the end and on ``refresh()``. No Gradio here: the tests drive this module directly.
 """
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ from ..server import limits, priority
 from ..server.registry import CHECKPOINTS, ModelRegistry
 from .downloads import Downloads
 from .saving import folder_bytes, make_room, safe_name, write_checkpoint
-from .setup import Settings, check_size, cross_attention, prepare
+from .setup import PreparationStopped, Settings, check_size, cross_attention, prepare
 
 TRAINING = ("running", "paused", "stopping")  # a run with a trainer (preparing: not yet)
 ACTIVE = ("preparing", *TRAINING)
@@ -122,6 +122,9 @@ class _Run:
     started: float = field(default_factory=time.monotonic)
     owner: str | None = None  # the session that started it (public studio)
     time_up: bool = False  # stopped by limits.PUBLIC_MAX_MINUTES
+    # Set by Stop and the time limit: an evaluation under way ends at once (_interruptible).
+    interrupt: threading.Event = field(default_factory=threading.Event)
+    preparation: "_Preparing | None" = None  # how it began
     paused_total: float = 0.0
     paused_since: float | None = None
     ended: float | None = None
@@ -129,6 +132,47 @@ class _Run:
     def elapsed(self) -> float:
         now = self.paused_since or self.ended or time.monotonic()
         return now - self.started - self.paused_total
+
+
+@dataclass
+class _Preparing:
+    """A run being prepared in the training thread (its corpus read, its vocabulary learnt, its model built): inside
+    its time limit, which starts at Start, and stopped by Stop between the stages (issue 67: a 100 MB line kept BPE
+    on both cores for 10 minutes, at normal priority, and Stop answered "Nothing is training")."""
+
+    settings: Settings
+    owner: str | None
+    started: float = field(default_factory=time.monotonic)
+    stop: threading.Event = field(default_factory=threading.Event)
+    time_up: bool = False
+    done: threading.Event = field(default_factory=threading.Event)
+    failure: BaseException | None = None  # why it did not become a run
+
+    def check(self) -> None:
+        """PreparationStopped once Stop was pressed or the time is up."""
+        if self.stop.is_set():
+            raise PreparationStopped(f"{self.settings.name} was stopped while it was being prepared"
+                                     + (f" (this public studio's {limits.PUBLIC_MAX_MINUTES:.0f}-minute limit)"
+                                        if self.time_up else "") + "; nothing was trained.")
+
+
+class _Interrupted(Exception):
+    """An evaluation stopped half-way: the run was stopped meanwhile."""
+
+
+def _interruptible(run: _Run) -> None:
+    """Stop ends an evaluation under way (issue 67: Stop waited 39 s for one that nothing would look at): every layer
+    of the run's model raises _Interrupted once run.interrupt is set, in eval mode only (evaluations and attention
+    frames; a training step, in train mode, ends whole). Trainer.snapshot's deep copies carry the hook, which leaves
+    them alone: it acts on these layers only, and holds the event, not the run."""
+    model, interrupt = run.trainer.model, run.interrupt
+    layers = frozenset(id(layer) for layer in (*model.encoder_layers, *model.decoder_layers))
+
+    def hook(module: torch.nn.Module, _inputs: object) -> None:
+        if interrupt.is_set() and not module.training and id(module) in layers:
+            raise _Interrupted()
+    for layer in (*model.encoder_layers, *model.decoder_layers):
+        layer.register_forward_pre_hook(hook)
 
 
 class TrainingJob:
@@ -141,6 +185,7 @@ class TrainingJob:
         # Saves one at a time: two under one name at once took the same folder, and one answered FileNotFoundError.
         self._saving = threading.Lock()
         self._run: _Run | None = None
+        self._preparing: _Preparing | None = None  # the run being prepared, while one is
         self._state = "idle"
         self._message = ""
         self._version = 0
@@ -148,57 +193,84 @@ class TrainingJob:
         self._thread: threading.Thread | None = None
         self._names: set[str] = set()  # picker entries this job made (a new run may replace them)
         self._downloads = Downloads()
+        if public:  # BPE's own worker threads (Rust's) would learn at normal priority, on every core: it learns in
+            os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")  # the training thread alone, at its priority
 
     # ----- control ------------------------------------------------------------------------
     def start(self, settings: Settings, session: str | None = None) -> str:
-        """Prepare the run (corpus, model, trainer) here, train in a thread; returns the model's
-        name in the picker. JobBusy while a run is going; ValueError for bad settings. session:
-        the browser session starting it (the only one that controls it on a public studio)."""
+        """Prepare the run (corpus, model, trainer) and train it in a thread of its own, at low priority; returns the
+        model's name in the picker once it trains. JobBusy while a run is going; ValueError for bad settings, or a
+        run stopped while it was prepared. session: the browser session starting it (the only one that controls it
+        on a public studio). A public run's time limit counts from here, its preparation included."""
         check_size(settings, self.public)
         with self._lock:
             if self._state in ACTIVE:
-                ending = f" {_ends_by_itself(self._run)}" if self.public and self._run else ""
+                current = self._preparing or self._run
+                ending = f" {_ends_by_itself(current)}" if self.public and current else ""
                 raise JobBusy(f"A training run is {self._state} (one at a time): stop it before starting another."
                               + ending)
             if settings.name in self.registry.names() and settings.name not in self._names:
                 raise ValueError(f"Cannot start: a model called {settings.name!r} is already in the picker; "
                                  f"choose another name.")
             before = (self._state, self._message)
+            preparing = self._preparing = _Preparing(settings, session)
             self._set("preparing", f"Reading the data and building {settings.name}…")
+        self._thread = threading.Thread(target=self._prepare_and_train, args=(preparing, before),
+                                        name="studio-training", daemon=True)
+        self._thread.start()
+        if self.public:
+            timer = threading.Timer(limits.PUBLIC_MAX_MINUTES * 60, self._time_up, args=(preparing,))
+            timer.daemon = True
+            timer.start()
+        preparing.done.wait()
+        exc = preparing.failure
+        if isinstance(exc, (ValueError, FileNotFoundError, MemoryError, RuntimeError, PreparationStopped)):
+            raise ValueError(f"Cannot start: {exc}") from None
+        if exc is not None:
+            raise exc
+        return settings.name
+
+    def _prepare_and_train(self, preparing: _Preparing, before: tuple[str, str]) -> None:
+        """The training thread: at low priority, prepare the run, then train it."""
+        _lower_priority()
         try:
-            prepared = prepare(settings, self.public)
-            run = _Run(settings, prepared.trainer, prepared.example, prepared.facts,
-                       frame_every=max(1, settings.attention_every))
-            run.frames.append(Frame(0, cross_attention(run.trainer.model, *run.example)))
-            first = run.trainer.snapshot()
-        except Exception as exc:
+            run = self._prepared(preparing)
+        except BaseException as exc:  # handed to start(), which says it
+            preparing.failure = exc
             with self._lock:
-                self._set(*before)
-            if isinstance(exc, (ValueError, FileNotFoundError, MemoryError, RuntimeError)):
-                raise ValueError(f"Cannot start: {exc}") from None
-            raise
-        run.owner = session
+                self._preparing = None
+                self._set(*before) if not isinstance(exc, PreparationStopped) else self._set(before[0], str(exc))
+            preparing.done.set()
+            return
+        preparing.done.set()
+        self._train(run)
+
+    def _prepared(self, preparing: _Preparing) -> _Run:
+        """The run, prepared and in the picker, running."""
+        settings = preparing.settings
+        prepared = prepare(settings, self.public, preparing.check)
+        run = _Run(settings, prepared.trainer, prepared.example, prepared.facts,
+                   frame_every=max(1, settings.attention_every), started=preparing.started, preparation=preparing)
+        run.frames.append(Frame(0, cross_attention(run.trainer.model, *run.example)))
+        first = run.trainer.snapshot()
+        _interruptible(run)
+        preparing.check()
         if self.public:  # one visitor's runs do not pile up in everyone's picker (saved ones stay)
             for name in self._names - {settings.name}:
                 self.registry.remove(name)
             self._names &= {settings.name}
         self._publish(run, first, new_model=True)
         with self._lock:
-            self._run, self._runs = run, self._runs + 1
+            run.owner = preparing.owner
+            self._run, self._runs, self._preparing = run, self._runs + 1, None
             ending = f" {_ends_by_itself(run)}" if self.public else ""
             self._set("running", f"Training {settings.name} on {run.facts['device']}.{ending}")
-        self._thread = threading.Thread(target=self._train, args=(run,), name="studio-training", daemon=True)
-        self._thread.start()
-        if self.public:
-            timer = threading.Timer(limits.PUBLIC_MAX_MINUTES * 60, self._time_up, args=(run,))
-            timer.daemon = True
-            timer.start()
-        return settings.name
+        return run
 
     def _check_owner(self, session: str | None, action: str) -> None:
         """On a public studio, only the page (Gradio session) that started the run may `action` it,
         while it is open: once it closes or reloads (release()), any visitor may."""
-        run = self._run
+        run = self._preparing or self._run
         if self.public and run is not None and run.owner is not None and session != run.owner:
             ending = f" {_ends_by_itself(run)}" if self._state in ACTIVE else ""
             raise ValueError(f"This run was started on another page; only that page can {action} it while it is "
@@ -208,16 +280,24 @@ class TrainingJob:
         """The page that started the run has closed or reloaded: nobody owns the run now, so any
         visitor may pause, stop or save it (before, it went on unsaved and unstoppable to its end)."""
         with self._lock:
-            if self._run is not None and session is not None and self._run.owner == session:
-                self._run.owner = None
-                self._version += 1  # every page's buttons come alive
+            for run in (self._preparing, self._run):
+                if run is not None and session is not None and run.owner == session:
+                    run.owner = None
+                    self._version += 1  # every page's buttons come alive
 
-    def _time_up(self, run: _Run) -> None:
+    def _time_up(self, preparing: _Preparing) -> None:
+        """The time limit of the run that began as preparing: it stops, whether it trains or is still prepared."""
         with self._lock:
-            if self._run is not run or self._state not in ("running", "paused"):
+            run = self._run if self._run is not None and self._run.preparation is preparing else None
+            if self._preparing is preparing:
+                preparing.time_up = True
+                preparing.stop.set()
+            elif run is not None and self._state in ("running", "paused"):
+                run.time_up = True
+                run.trainer.stop()  # wakes a paused run too
+                run.interrupt.set()
+            else:
                 return
-            run.time_up = True
-            run.trainer.stop()  # wakes a paused run too
             self._set("stopping", f"Stopping: runs on this public studio end {limits.PUBLIC_MAX_MINUTES:.0f} minutes "
                                   f"after they start.")
 
@@ -245,9 +325,15 @@ class TrainingJob:
     def stop(self, session: str | None = None) -> None:
         with self._lock:
             self._check_owner(session, "stop")
+            if self._state == "preparing" and self._preparing is not None:
+                self._preparing.stop.set()
+                self._set("stopping", "Stopping: the preparation stops after the stage under way (reading the data, "
+                                      "learning the vocabulary or building the model)…")
+                return
             if self._state not in ("running", "paused"):
                 raise ValueError("Nothing is training, so nothing to stop.")
             self._run.trainer.stop()
+            self._run.interrupt.set()  # an evaluation under way ends too
             self._set("stopping", "Stopping after the current step…")
 
     def wait(self, timeout: float | None = None) -> bool:
@@ -259,7 +345,7 @@ class TrainingJob:
     def refresh(self) -> ModelBundle | None:
         """Put the newest weights in the picker now (e.g. when the user selects the model)."""
         with self._lock:  # not while preparing: _run is still the last run then
-            run = self._run if self._state in TRAINING else None
+            run = self._run if self._state in TRAINING and self._preparing is None else None
         return None if run is None else self._publish_latest(run)
 
     def save(self, name: str = "", session: str | None = None, which: str = "latest") -> Path:
@@ -333,9 +419,11 @@ class TrainingJob:
             run = self._run
             if run is not None and self._message == PAUSING and self._state == "paused" and run.trainer.waiting:
                 self._set("paused", f"Paused after step {run.trainer.step_count:,}; press Resume to go on.")
-            if run is None or self._state == "preparing":  # the last run's figures are not the new one's
+            preparing = self._preparing
+            if run is None or preparing is not None:  # the last run's figures are not the new one's
+                owner = preparing.owner if self.public and preparing is not None else None
                 return JobView(self._version, self._state, self._message, None, {}, 0, 0, 0.0, None, [], [], [],
-                               None, None, run=self._runs)
+                               None, None, owner, self._runs)
             bundle = run.trainer.bundle
             src, tgt_in = run.example
             example = (bundle.target_tokenizer.tokens(tgt_in[1:]) + ["<eos>"], bundle.tokenizer.tokens(src))
@@ -417,9 +505,10 @@ class TrainingJob:
             self._version += 1
 
     def _train(self, run: _Run) -> None:
-        _lower_priority()
         try:
             run.trainer.run(lambda event: self._on_step(run, event))
+        except _Interrupted:  # stopped during an evaluation (or an attention frame): ends as a stop does
+            pass
         except TrainingStopped as exc:
             self._fail(run, f"{exc}.")
             return

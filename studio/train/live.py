@@ -25,7 +25,7 @@ STATE_WORDS = {"idle": "No training yet", "preparing": "Preparing", "running": "
                "stopping": "Stopping", "stopped": "Stopped", "finished": "Finished", "failed": "Failed"}
 # The buttons (in the row's order) that make sense in each state of the job; the others are greyed out.
 BUTTONS = ("start", "pause", "resume", "stop", "save")
-ALLOWED = {"idle": {"start"}, "preparing": set(), "running": {"pause", "stop", "save"},
+ALLOWED = {"idle": {"start"}, "preparing": {"stop"}, "running": {"pause", "stop", "save"},
            "paused": {"resume", "stop", "save"}, "stopping": {"save"}, "stopped": {"start", "save"},
            "finished": {"start", "save"}, "failed": {"start", "save"}}
 

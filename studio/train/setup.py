@@ -7,7 +7,7 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 import torch
@@ -18,7 +18,7 @@ from core.explain.hooks import attention_maps
 from core.model.config import ModelConfig
 from core.model.transformer import Transformer
 from core.training.keep_best import check_keep_best
-from core.training.prepare import RunNotes, RunPlan, prepare_run
+from core.training.prepare import RunNotes, RunPlan, learn_tokenizers, prepare_run
 from core.training.trainer import TrainConfig, Trainer
 
 from ..server import limits
@@ -194,16 +194,30 @@ def cpu_notice(params: int, device: torch.device) -> str:
             f"live demonstration, stop it and choose fewer layers or a smaller d_model or d_ff.")
 
 
-def prepare(settings: Settings, public: bool = False) -> Prepared:
+class PreparationStopped(Exception):
+    """Stop was pressed, or the run's time ran out, while the run was being prepared."""
+
+
+def prepare(settings: Settings, public: bool = False, check: Callable[[], None] = lambda: None) -> Prepared:
     """Corpus, tokenizer, model (checked to fit in memory first) and trainer for settings; the model built
-    is checked against the limits again (public: PUBLIC_MAX_PARAMETERS) before a trainer allocates for it."""
+    is checked against the limits again (public: PUBLIC_MAX_PARAMETERS) before a trainer allocates for it.
+    check() between the stages (reading, learning the vocabulary, building): it raises PreparationStopped once the
+    run must stop (core's stages take no callback within them; a public corpus's caps keep each short)."""
     check_hf_cached(settings.data)
     # "train" as a saved checkpoint has it: the Model tab draws the live model's own lr schedule.
     info = {"name": settings.name, "train": asdict(settings.train_config())}
+
+    def learn(corpus: Any, plan: RunPlan) -> Any:
+        check()
+        learnt = learn_tokenizers(corpus, plan)
+        check()
+        return learnt
     try:
-        run = prepare_run(settings.plan(), max_tokens=settings.max_tokens, device=settings.device, info=info)
+        run = prepare_run(settings.plan(), max_tokens=settings.max_tokens, device=settings.device, info=info,
+                          learn=learn)
     except ValueError as exc:
         raise ValueError(in_users_words(str(exc))) from None
+    check()
     bundle, notes = run.bundle, run.notes
     # check_size saw the vocabulary asked for; the one learnt is what the model has (a tokenizer that
     # outgrew it would have let a "9-entry" vocabulary build a 26M-parameter model past --public's cap).

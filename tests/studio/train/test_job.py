@@ -5,6 +5,8 @@ public studio's bounded runs controlled by their starter, the time left, saved f
 from __future__ import annotations
 
 import math
+import os
+import threading
 import time
 from dataclasses import replace
 
@@ -13,6 +15,9 @@ import pytest
 import torch
 
 from core.checkpoint import load_checkpoint
+from core.inference.translation import translate_detailed
+from core.training.prepare import learn_tokenizers
+from core.training.trainer import Trainer
 from studio.server.registry import ModelRegistry
 from studio.tabs import model_view
 from studio.train import job as training
@@ -252,3 +257,91 @@ def test_a_saved_checkpoints_folder_name_keeps_to_the_name_limit(job):
     first, second = job.save("n" * MAX_NAME_CHARS), job.save("n" * MAX_NAME_CHARS)  # the second: a "-2" on the clash
     assert first != second and max(len(first.name), len(second.name)) <= MAX_NAME_CHARS
     assert first.name.startswith("nnnn") and first.name.endswith(f"-step{job.view().step}")
+
+
+# ----- issue 67: a run's preparation bounded, and Stop that waits for no evaluation --------------------------------
+class SlowVocabulary:
+    """run_setup.learn_tokenizers' stand-in: it learns once the test lets it (a long BPE), and says where it ran."""
+
+    def __init__(self, monkeypatch):
+        self.learning, self.release, self.where = threading.Event(), threading.Event(), {}
+        real = learn_tokenizers
+
+        def learn(corpus, plan):
+            native = threading.get_native_id()
+            self.where.update(thread=threading.current_thread().name,
+                              nice=os.getpriority(os.PRIO_PROCESS, native) if hasattr(os, "getpriority") else None)
+            self.learning.set()
+            self.release.wait(30)
+            return real(corpus, plan)
+        monkeypatch.setattr(run_setup, "learn_tokenizers", learn, raising=False)
+
+
+def start_in_background(job: TrainingJob, settings, session: str | None = None) -> dict:
+    """job.start in a thread of its own: what it returned or raised, under "said", once it has."""
+    outcome: dict = {}
+
+    def start() -> None:
+        try:
+            outcome["said"] = job.start(settings, session)
+        except ValueError as exc:
+            outcome["said"] = exc
+    outcome["thread"] = threading.Thread(target=start, daemon=True)
+    outcome["thread"].start()
+    return outcome
+
+
+def test_a_runs_preparation_trains_at_low_priority_and_stops_when_asked(job, monkeypatch):
+    vocabulary = SlowVocabulary(monkeypatch)
+    outcome = start_in_background(job, replace(QUICK, max_steps=10_000))
+    assert vocabulary.learning.wait(20)
+    assert vocabulary.where["thread"] == "studio-training"  # not the request's: the training thread's priority
+    if vocabulary.where["nice"] is not None:
+        assert vocabulary.where["nice"] >= training.TRAIN_NICE
+    assert enabled(live.buttons(job.view())) == {"stop"}
+    job.stop()  # not "Nothing is training"
+    assert job.view().state == "stopping"
+    vocabulary.release.set()
+    outcome["thread"].join(60)
+    assert isinstance(outcome["said"], ValueError)
+    assert str(outcome["said"]) == "Cannot start: live-numbers was stopped while it was being prepared; nothing " \
+                                   "was trained."
+    view = job.view()
+    assert view.state == "idle" and "stopped while it was being prepared" in view.message
+    assert "live-numbers" not in job.registry.names()
+    assert job.start(replace(QUICK, max_steps=2)) == "live-numbers"  # the next Start is served
+    assert wait_for(job, lambda v: v.state == "finished").step == 2
+
+
+def test_a_public_runs_time_limit_counts_its_preparation(tmp_path, monkeypatch):
+    monkeypatch.setattr(training.threading, "Timer", ManualTimer)
+    vocabulary = SlowVocabulary(monkeypatch)
+    job = TrainingJob(ModelRegistry(None), tmp_path / "checkpoints", public=True)
+    outcome = start_in_background(job, QUICK, "lecturer")
+    assert vocabulary.learning.wait(20)
+    with pytest.raises(ValueError, match="started on another page; only that page can stop it"):
+        job.stop("visitor")
+    ManualTimer.made[-1].fire()  # its 15 minutes are up before it trains
+    vocabulary.release.set()
+    outcome["thread"].join(60)
+    assert "stopped while it was being prepared (this public studio's 15-minute limit)" in str(outcome["said"])
+    assert job.view().state == "idle"
+
+
+def test_stop_does_not_wait_for_an_evaluation_under_way(job, monkeypatch):
+    evaluating, real = threading.Event(), Trainer.validation_loss
+
+    def endless_evaluation(trainer):  # a validation that would take a minute (each pass a forward of the model)
+        evaluating.set()
+        began = time.monotonic()
+        while time.monotonic() - began < 60:
+            real(trainer)
+        return real(trainer)
+    monkeypatch.setattr(Trainer, "validation_loss", endless_evaluation)
+    job.start(replace(QUICK, max_steps=10_000, eval_every=3))
+    assert evaluating.wait(60)
+    job.stop()
+    assert wait_for(job, lambda v: v.state == "stopped", 10).step == 3
+    job.wait(10)
+    assert job.view().state == "stopped"
+    assert translate_detailed(job.registry.get("live-numbers"), ["4 2"], method="greedy")  # its snapshot still serves

@@ -141,7 +141,7 @@ def test_while_preparing_the_view_shows_no_figures_of_the_last_run(job, monkeypa
     wait_for(job, lambda v: v.state == "finished")
     release, real_prepare = threading.Event(), training.prepare
     monkeypatch.setattr(training, "prepare",
-                        lambda settings, public=False: release.wait(10) and real_prepare(settings, public))
+                        lambda settings, public, check: release.wait(10) and real_prepare(settings, public, check))
     starting = threading.Thread(target=job.start, args=(replace(QUICK, name="second", max_steps=5),))
     starting.start()
     view = wait_for(job, lambda v: v.state == "preparing")
