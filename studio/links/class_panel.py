@@ -54,7 +54,7 @@ class Room:
     classroom: Classroom
     lesson: Lesson
     registry: ModelRegistry
-    _asked: dict = field(default_factory=dict)
+    _asked: dict = field(default_factory=dict)  # step -> (the model's registry key, its Asked)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def asked(self, step: int) -> Asked | None:
@@ -65,17 +65,17 @@ class Room:
         view = read_link(dict(parse_qsl(self.lesson.steps[step - 1].link[1:])), self.registry.names())
         if view.model is None:
             raise ValueError(f"step {step} asks a question, but its model is not on offer here")
-        key = (step, self.registry.key(view.model))
+        key = self.registry.key(view.model)
         with self._lock:  # the first page to ask computes it; the rest wait for it, then read it
-            if key not in self._asked:
-                self._asked[key] = asked(self.registry.get(view.model), question, view)
-            return self._asked[key]
+            if self._asked.get(step, (None,))[0] != key:  # one answer a step: the model's newest version
+                self._asked[step] = (key, asked(self.registry.get(view.model), question, view))
+            return self._asked[step][1]
 
 
 @dataclass
 class ClassPanel:
     room: Room
-    box: gr.Group
+    box: gr.Column
     heading: gr.Markdown
     qr_fold: gr.Accordion
     qr: gr.Image
@@ -134,7 +134,7 @@ def _nothing() -> tuple:
 def _notice(text: str) -> tuple:
     """The box with one line in it (a class that ended, a mistyped code), nothing else."""
     hidden = gr.update(visible=False)
-    return (gr.Group(visible=True), text, gr.Accordion(visible=False), gr.skip(), "", hidden, hidden, hidden, "",
+    return (gr.Column(visible=True), text, gr.Accordion(visible=False), gr.skip(), "", hidden, hidden, hidden, "",
             hidden, "", hidden, hidden, gr.Timer(active=False), None, gr.Button(visible=True))
 
 
@@ -203,7 +203,7 @@ def shown(room: Room, code: str, key: str, origin: str, step: int | None, page: 
         qr = (gr.Accordion(visible=False), gr.skip())
     asks, out = prompt != "", state["revealed"] and at == state["step"]
     student_line = _own_answer(room, code, page, at) if out and asks else line
-    return (gr.Group(visible=True), heading, *qr, prompt, choice, number, send,
+    return (gr.Column(visible=True), heading, *qr, prompt, choice, number, send,
             "" if lecturer else student_line, figure, line if lecturer or out else "",
             gr.Button(visible=lecturer and asks, interactive=not out), gr.Button(visible=lecturer),
             gr.Timer(active=lecturer and asks and not out), seen, gr.Button(visible=False))
@@ -295,7 +295,8 @@ def _page(request: gr.Request | None) -> str:
 def build(room: Room) -> ClassPanel:
     """The class box, hidden until a page is in a class (wire() then connects it)."""
     hidden = dict(visible=False)
-    with gr.Group(visible=False, elem_id="class-box") as box:
+    # A column, not a group: a group's gaps take the border colour, which presenter mode darkens to #333.
+    with gr.Column(visible=False, elem_id="class-box") as box:
         heading = gr.Markdown(elem_id="class-heading")
         with gr.Accordion("QR code of the class link", open=False, visible=False, elem_id="class-qr") as qr_fold:
             qr = gr.Image(show_label=False, interactive=False, height=320, buttons=["fullscreen"],

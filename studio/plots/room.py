@@ -27,11 +27,21 @@ def room_answers(names: Sequence[str], counts: Sequence[int], model_answer: str 
                       textposition="outside", hovertemplate="%{y}: %{x}<extra></extra>")
         fig = go.Figure(bars)
         fig.update_yaxes(autorange="reversed", automargin=True)
-        fig.update_xaxes(title="pages", rangemode="tozero", dtick=max(1, (max(counts, default=0) + 4) // 5))
+        fig.update_xaxes(title="pages", range=[0, _headroom(counts)], dtick=_tick(counts))
         return styled(fig, title, 120 + 48 * len(names))
     bars = go.Bar(x=shown, y=list(counts), marker_color=colours, text=text, textposition="outside",
                   hovertemplate="%{x}: %{y}<extra></extra>")
     fig = go.Figure(bars)
-    fig.update_yaxes(title="pages", rangemode="tozero", dtick=max(1, (max(counts, default=0) + 4) // 5))
+    fig.update_yaxes(title="pages", range=[0, _headroom(counts)], dtick=_tick(counts))
     fig.update_xaxes(type="category", automargin=True)
-    return styled(fig, title, 340)
+    return styled(fig, title, 300)
+
+
+def _headroom(counts: Sequence[int]) -> float:
+    """The count axis's end: room above the longest bar for its number."""
+    return max(max(counts, default=0), 1) * 1.15
+
+
+def _tick(counts: Sequence[int]) -> int:
+    """Whole pages, about five ticks."""
+    return max(1, (max(counts, default=0) + 4) // 5)
