@@ -10,6 +10,9 @@ import pytest
 
 import core
 import train_cli
+from tests.helpers.shipped import SHIPPED
+
+CAPTIONS = ["--checkpoint", str(SHIPPED)]  # the `shipped` fixture's model (the CLI's default is the general one)
 
 SOURCES = ["Ein Hund läuft.", "Zwei junge Männer spielen Fußball.", ""]
 REFERENCES = ["A dog runs.", "Two young men are playing soccer.", "Something."]
@@ -36,7 +39,7 @@ def one_line_error(capsys, argv, *needles) -> None:
 
 def test_score_writes_a_tsv_row_per_pair(shipped, files, capsys):
     src, ref = files
-    assert train_cli.main(["score", "--source-file", str(src), "--reference-file", str(ref)]) == 0
+    assert train_cli.main(["score", *CAPTIONS, "--source-file", str(src), "--reference-file", str(ref)]) == 0
     captured = capsys.readouterr()
     header, *rows = [line.split("\t") for line in captured.out.splitlines()]
     assert header == ["line", "logprob", "mean_logprob", "perplexity", "mean_rank", "tokens"] and len(rows) == 3
@@ -52,8 +55,8 @@ def test_score_writes_a_tsv_row_per_pair(shipped, files, capsys):
 def test_score_writes_json_lines_with_each_token(shipped, files, tmp_path, capsys):
     src, ref = files
     out = tmp_path / "scores.jsonl"
-    assert train_cli.main(["score", "--source-file", str(src), "--reference-file", str(ref), "--format", "jsonl",
-                           "--top-k", "2", "--limit", "2", "--output", str(out)]) == 0
+    assert train_cli.main(["score", *CAPTIONS, "--source-file", str(src), "--reference-file", str(ref), "--format",
+                           "jsonl", "--top-k", "2", "--limit", "2", "--output", str(out)]) == 0
     assert capsys.readouterr().out == ""
     records = [json.loads(line) for line in out.read_text().splitlines()]
     [expected, _] = core.score(shipped, SOURCES[:2], REFERENCES[:2], top_k=2)
@@ -72,7 +75,7 @@ def test_an_empty_source_is_null_in_json(files, capsys):
 
 
 def test_score_reads_a_corpus_split(multi30k, capsys):
-    assert train_cli.main(["score", "--data", f"files:{multi30k}", "--split", "test", "--limit", "4"]) == 0
+    assert train_cli.main(["score", *CAPTIONS, "--data", f"files:{multi30k}", "--split", "test", "--limit", "4"]) == 0
     captured = capsys.readouterr()
     assert len(captured.out.splitlines()) == 5 and "scoring the test split" in captured.err
 
@@ -116,8 +119,8 @@ def test_a_prefix_the_model_cannot_write_is_refused_before_reading_stdin(capsys)
 
 
 def test_print_alignment_adds_fairseqs_pairs_in_a_column(shipped, capsys):
-    assert train_cli.main(["translate", "--method", "greedy", "--print-alignment", "Zwei junge Männer spielen Fußball.",
-                           ""]) == 0
+    assert train_cli.main(["translate", *CAPTIONS, "--method", "greedy", "--print-alignment",
+                           "Zwei junge Männer spielen Fußball.", ""]) == 0
     first, empty = capsys.readouterr().out.splitlines()
     text, pairs = first.split("\t")
     [translation] = core.translate_detailed(shipped, [SOURCES[1]], method="greedy")
