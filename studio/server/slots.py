@@ -1,7 +1,9 @@
-"""Heavy work (beam search, attention maps, saliency, compare; issue 55) in fair decoding slots. It runs inside
-``heavy()``: it takes one of the decoding slots (``Slots``: short requests first, at most LONG_AT_ONCE long ones, and
-on a public studio one per session at a time) and carries a ``Work``, which its loops ask whether to stop: its client
-has gone, or its deadline has passed. Gradio only tells which session and event a callback serves (``this_event``).
+"""Heavy work (beam search, attention maps, saliency, compare; issue 55; translations, issue 67) in fair decoding
+slots. A batch of translations (batching.py) takes one as a whole (``hold(..., batch=True)``), each of its requests
+counted in its session's (``riding()``). Heavy work runs inside ``heavy()``: it takes one of the decoding slots
+(``Slots``: short requests first, at most LONG_AT_ONCE long ones, and on a public studio one per session at a time)
+and carries a ``Work``, which its loops ask whether to stop: its client has gone, or its deadline has passed. Gradio
+only tells which session and event a callback serves (``this_event``).
 """
 from __future__ import annotations
 
