@@ -41,6 +41,9 @@ def guard(fn: Callable) -> Callable:
         except Exception as exc:
             import gradio as gr
 
+            if isinstance(exc, (gr.Error, NotServed)) and not str(getattr(exc, "message", exc) or "").strip():
+                # Gradio sends a gr.Error's message as it is: None answered {"error": null}, which says nothing
+                raise refusal(f"{getattr(fn, '__name__', 'this request')} was refused (no reason was given)") from None
             if isinstance(exc, gr.Error):
                 raise
             if isinstance(exc, NotServed):

@@ -4,7 +4,7 @@ from __future__ import annotations
 import gradio as gr
 import pytest
 
-from studio.server.guard import guard
+from studio.server.guard import NotServed, guard
 
 
 def test_guard_turns_surprises_into_readable_errors():
@@ -13,3 +13,14 @@ def test_guard_turns_surprises_into_readable_errors():
 
     with pytest.raises(gr.Error, match="RuntimeError.*boom"):
         guard(broken)()
+
+
+@pytest.mark.parametrize("raised", [gr.Error(None), gr.Error(""), NotServed()])
+def test_a_refusal_without_a_message_still_says_one(raised):
+    """Gradio answers a gr.Error's message as it is: None went out as {"error": null}."""
+    def refuse():
+        raise raised
+
+    with pytest.raises(gr.Error) as refused:
+        guard(refuse)()
+    assert refused.value.message == "refuse was refused (no reason was given)"
