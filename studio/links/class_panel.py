@@ -366,7 +366,7 @@ def routes(classroom: Classroom, lesson: Lesson) -> list[Route]:
                             headers={"Cache-Control": "no-store"})
 
     async def step(request: Request) -> JSONResponse:
-        """The lecturer's page's Next or Previous (static/lesson_open.js): {"key": ..., "step": N}."""
+        """The lecturer's page's Next or Previous (static/class_lead.js): {"key": ..., "step": N}."""
         code = request.path_params["code"].upper()
         length = request.headers.get("content-length", "")
         if not length.isdigit() or int(length[:6]) > MAX_MOVE_BYTES:  # no body read past the bound

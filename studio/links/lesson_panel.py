@@ -13,7 +13,7 @@ from ..text import md
 from .address import View
 from .lesson import Lesson
 
-# A button opens the address its hidden box holds, telling a class the lecturer's page leads (static/lesson_open.js).
+# A button opens the address its hidden box holds (static/lesson_open.js).
 OPEN_JS = script("lesson_open.js")
 
 
