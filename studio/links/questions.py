@@ -31,7 +31,6 @@ from ..server import slots
 from .address import View
 
 ASK = re.compile(r'^Ask (token|choice|number)(?: "([^"]{1,40})")?: (.{1,300})$')
-KINDS = ("token", "choice", "number")
 NUMBER_BINS = 10  # a number's answers drawn in bins of 10 percentage points
 DEFAULT_BEAM, DEFAULT_ALPHA = 4, 0.6  # what a link without beam or alpha translates with (the Translate tab's)
 
