@@ -123,7 +123,9 @@ def qr_image(link: str) -> Image.Image:
 
 
 def class_link(origin: str, code: str) -> str:
-    return f"{origin.rstrip('/')}/class/{code}"
+    """The students' link on the address the lecturer's page was opened at (as its own script read it: bounded, and
+    no backquote to end the code span it is shown in)."""
+    return f"{origin[:200].replace('`', '').rstrip('/')}/class/{code}"
 
 
 def _nothing() -> tuple:
