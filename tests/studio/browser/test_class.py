@@ -61,6 +61,7 @@ def on_step(page, step: int) -> None:
     page.wait_for_function("() => document.documentElement.dataset.studioScripts === 'ready'", timeout=40_000)
 
 
+@pytest.mark.slow  # three pages through a lesson: minutes on 2 cores (test_class_panel.py covers the routes)
 def test_students_follow_the_lecturer_answer_and_see_the_reveal(studio, lesson_file):
     sync_api = pytest.importorskip("playwright.sync_api")
     lesson = read_lesson(lesson_file)
