@@ -337,7 +337,8 @@ def add_evaluate(sub: argparse._SubParsersAction) -> None:
     e = sub.add_parser("evaluate", help="BLEU and chrF (sacreBLEU) of a checkpoint",
                        description="BLEU and chrF (sacreBLEU, detokenized) of a checkpoint's translations.",
                        formatter_class=HelpFormatter, epilog=EXAMPLES["evaluate"])
-    e.add_argument("--checkpoint", type=Path, default=DEFAULT_CHECKPOINT, help="checkpoint folder")
+    e.add_argument("--checkpoint", type=Path, default=DEFAULT_CHECKPOINT,
+                   help="checkpoint folder (default: checkpoints/tatoeba-de-en, German<->English)")
     e.add_argument("--data", help="a corpus spec as for train (with --split)")
     e.add_argument("--split", choices=("valid", "test"), default="test",
                    help="which part of --data (a corpus without splits: the 1%% carved out as in training)")
@@ -364,7 +365,8 @@ def add_translate(sub: argparse._SubParsersAction) -> None:
                         formatter_class=HelpFormatter, epilog=EXAMPLES["translate"])
     tr.add_argument("sentences", nargs="*",
                     help="sentences to translate, each in quotes (default: --input, else stdin)")
-    tr.add_argument("--checkpoint", type=Path, default=DEFAULT_CHECKPOINT, help="checkpoint folder")
+    tr.add_argument("--checkpoint", type=Path, default=DEFAULT_CHECKPOINT,
+                   help="checkpoint folder (default: checkpoints/tatoeba-de-en, German<->English)")
     tr.add_argument("--input", type=Path, help="input file, one sentence per line (default: stdin)")
     tr.add_argument("--tgt", help="for a model serving both directions (tatoeba-en-es): the language to translate "
                                   "into (default: its first direction's)")
@@ -389,7 +391,8 @@ def add_score(sub: argparse._SubParsersAction) -> None:
                                     "token (<eos> included), perplexity = exp(-mean) and the mean rank of its tokens\n"
                                     "among the model's choices (1: the model's own top choice).",
                         formatter_class=HelpFormatter, epilog=EXAMPLES["score"])
-    sc.add_argument("--checkpoint", type=Path, default=DEFAULT_CHECKPOINT, help="checkpoint folder")
+    sc.add_argument("--checkpoint", type=Path, default=DEFAULT_CHECKPOINT,
+                   help="checkpoint folder (default: checkpoints/tatoeba-de-en, German<->English)")
     sc.add_argument("--data", help="a corpus spec as for train (with --split)")
     sc.add_argument("--split", choices=("valid", "test"), default="test",
                     help="which part of --data (a corpus without splits: the 1%% carved out as in training)")
@@ -424,7 +427,8 @@ def add_export(sub: argparse._SubParsersAction) -> None:
                        description=EXPORT_HELP, formatter_class=HelpFormatter, epilog=EXAMPLES["export"])
     x.add_argument("out", type=Path, help="folder to write (refused if it exists)")
     x.add_argument("--format", choices=("ctranslate2", "transformers"), required=True, help="the engine")
-    x.add_argument("--checkpoint", type=Path, default=DEFAULT_CHECKPOINT, help="checkpoint folder")
+    x.add_argument("--checkpoint", type=Path, default=DEFAULT_CHECKPOINT,
+                   help="checkpoint folder (default: checkpoints/tatoeba-de-en, German<->English)")
     x.add_argument("--check-input", type=Path,
                    help="sentences, one per line, that the export must translate as ours (the first 4; default: "
                         "the checkpoint's examples, else words of its vocabulary)")

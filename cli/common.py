@@ -14,7 +14,9 @@ from core.model.config import INT64_MAX
 
 from .run_record import RUN_RECORD
 
-DEFAULT_CHECKPOINT = Path(__file__).resolve().parents[1] / "checkpoints" / "multi30k-de-en-small"
+# German is translated by the general model (Tatoeba's everyday sentences and Multi30k's captions, both ways):
+# the caption model, checkpoints/multi30k-de-en-small, knows Flickr photos only.
+DEFAULT_CHECKPOINT = Path(__file__).resolve().parents[1] / "checkpoints" / "tatoeba-de-en"
 
 CHECKPOINT_PREFIX = "step-"
 

@@ -144,7 +144,7 @@ def test_the_library_snippet_runs_from_the_repository_root(monkeypatch, capsys):
     snippet = section.split("```python\n", 1)[1].split("\n```", 1)[0]
     monkeypatch.chdir(ROOT)
     exec(compile(snippet, "README.md", "exec"), {})
-    assert "dog" in capsys.readouterr().out
+    assert "station" in capsys.readouterr().out  # "Wo ist der Bahnhof?" in English
 
 
 def test_each_recipe_the_readme_names_takes_the_time_its_recipe_says():
