@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import argparse
 import os
-from functools import partial
 import re
 import sys
+from functools import partial
 from pathlib import Path
 
 import torch
@@ -28,8 +28,8 @@ from .args import command_parser
 from .common import CHECKPOINT_PREFIX, CLIError, check_creatable, run_checkpoints
 from .loop import Saving, train_loop
 from .resume import SPLIT_OPTIONS, check_same_data, restore_trainer, resumed_bundle
-from .warm_start import warm_bundle, warm_up_trainer
 from .run_record import RUN_RECORD, data_fingerprint, run_record, write_run_record
+from .warm_start import warm_bundle, warm_up_trainer
 
 
 def command_train(args: argparse.Namespace) -> None:
