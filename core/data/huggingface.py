@@ -9,8 +9,7 @@ On this machine, with ``datasets``' own readers and no network, as a ``datasets.
   without setting HF_HUB_OFFLINE): ``cached_datasets()`` lists them, ``find_cached`` finds one by name.
 
 From the Hub, ``hf:NAME[:CONFIG]``, when no cached copy exists: without a network this fails within seconds
-with a clear message (a stalled DNS lookup would otherwise hang); with HF_HUB_OFFLINE=1, datasets looks in its
-caches itself.
+with a clear message (a stalled DNS lookup would otherwise hang); with HF_HUB_OFFLINE=1 at once.
 """
 from __future__ import annotations
 
@@ -225,7 +224,10 @@ def load_hf(name: str, config: str | None = None, src_lang: str | None = None, t
         except Exception as exc:  # arrow's errors of many types: a damaged or half-deleted cache entry
             raise ValueError(f"{spec}: the cached copy in {cached.folder} cannot be read ({type(exc).__name__}: "
                              f"{exc}); delete that folder to download it again") from None
-    elif not hub_offline() and not hub_reachable(HUB_PROBE_S):
+    elif hub_offline():  # datasets' Hub client reads HF_HUB_OFFLINE once, at import: set later, it retried for 23 s
+        raise ValueError(f"{spec}: HF_HUB_OFFLINE is set and the local cache ({datasets_cache()}) holds no copy; "
+                         f"{hint}")
+    elif not hub_reachable(HUB_PROBE_S):
         raise ValueError(f"{spec}: huggingface.co is unreachable and the local cache ({datasets_cache()}) holds no "
                          f"copy; {hint}")
     else:
