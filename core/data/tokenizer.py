@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Callable, Iterable, Sequence
 
 from tokenizers import AddedToken, decoders, models, normalizers, pre_tokenizers, trainers
 from tokenizers import Tokenizer as HFTokenizer
@@ -25,6 +25,7 @@ PAD_ID, BOS_ID, EOS_ID, UNK_ID = range(4)
 MAX_VOCAB = 1_000_000
 # A language tag token, e.g. <2es> (core/data/directions.py writes them before a source).
 LANGUAGE_TAG_TOKEN = re.compile(r"<2[A-Za-z_]+>")
+CHECK_EVERY = 1_000  # Tokenizer.train's check(): often enough to stop within a moment, rarely enough to cost nothing
 
 
 class Tokenizer:
@@ -65,12 +66,13 @@ class Tokenizer:
 
     @classmethod
     def train(cls, texts: Iterable[str], vocab_size: int = 8000, kind: str = "bpe",
-              min_frequency: int = 2) -> "Tokenizer":
+              min_frequency: int = 2, check: Callable[[], None] | None = None) -> "Tokenizer":
         """Learn a vocabulary of at most vocab_size entries (specials included) from texts. BPE keeps
         only the vocab_size - 4 most frequent characters (the rest read as <unk>): it used to keep every
         character it saw, so ~80k distinct CJK characters made vocabulary 9 come out 79,845 entries and
         the model thrice the size its limits were checked on. For a shared vocabulary pass both
-        languages' sentences."""
+        languages' sentences. check() is called every CHECK_EVERY texts as they are read: what it raises
+        ends the training (the studio's Stop; the merges after the last text run in Rust, uninterrupted)."""
         if kind not in KINDS:
             raise ValueError(f"unknown tokenizer kind {kind!r}; allowed: {', '.join(KINDS)}")
         if not isinstance(vocab_size, int) or isinstance(vocab_size, bool):
@@ -106,6 +108,8 @@ class Tokenizer:
 
         def counted(texts: Iterable[str]) -> Iterable[str]:
             for i, text in enumerate(texts):
+                if check is not None and i % CHECK_EVERY == 0:
+                    check()
                 if not isinstance(text, str):
                     raise TypeError(f"texts[{i}] must be a str, got {type(text).__name__}")
                 characters.update(text)

@@ -135,20 +135,24 @@ def read_corpus(plan: RunPlan) -> ParallelCorpus:
     return corpus
 
 
-def learn_tokenizers(corpus: ParallelCorpus, plan: RunPlan) -> tuple[Tokenizer, Tokenizer | None]:
+def learn_tokenizers(corpus: ParallelCorpus, plan: RunPlan,
+                     check: Callable[[], None] | None = None) -> tuple[Tokenizer, Tokenizer | None]:
     """The vocabularies, learnt from the training pairs: (one for both languages, None), section 5.1's shared
-    BPE; or with plan.separate_vocab (the source's, the target's), each from its own side."""
+    BPE; or with plan.separate_vocab (the source's, the target's), each from its own side. check: Tokenizer.train's,
+    called as the texts are read (what it raises stops the learning)."""
     pairs = [checked_pair(pair, i) for i, pair in enumerate(corpus.train)]
     if plan.both_directions:  # every sentence is a source once and a target once: learn from each once, untagged
         tags = [language_tag(lang) for lang in (corpus.src_lang, corpus.tgt_lang)]
-        tokenizer = Tokenizer.train((untagged(pair[0]) for pair in pairs), plan.vocab_size - len(tags), plan.tokenizer)
+        tokenizer = Tokenizer.train((untagged(pair[0]) for pair in pairs), plan.vocab_size - len(tags), plan.tokenizer,
+                                    check=check)
         return tokenizer.add_language_tags(tags), None
     if not plan.separate_vocab:
-        return Tokenizer.train((text for pair in pairs for text in pair), plan.vocab_size, plan.tokenizer), None
+        return Tokenizer.train((text for pair in pairs for text in pair), plan.vocab_size, plan.tokenizer,
+                               check=check), None
     (src_size, tgt_size), learnt = plan.vocab_sizes, []
     for side, size, texts in (("src", src_size, [s for s, _ in pairs]), ("tgt", tgt_size, [t for _, t in pairs])):
         try:
-            learnt.append(Tokenizer.train(texts, size, plan.tokenizer))
+            learnt.append(Tokenizer.train(texts, size, plan.tokenizer, check=check))
         except ValueError as exc:  # Tokenizer.train names its vocab_size: say which side's it was
             raise ValueError(re.sub(r"^vocab_size\b", f"{side}_vocab_size", str(exc))) from None
     return learnt[0], learnt[1]

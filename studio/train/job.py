@@ -137,7 +137,8 @@ class _Run:
 @dataclass
 class _Preparing:
     """A run being prepared in the training thread (its corpus read, its vocabulary learnt, its model built): inside
-    its time limit, which starts at Start, and stopped by Stop between the stages (issue 67: a 100 MB line kept BPE
+    its time limit, which starts at Start, and stopped by Stop between the stages and while the vocabulary is learnt
+    (issue 67: a 100 MB line kept BPE
     on both cores for 10 minutes, at normal priority, and Stop answered "Nothing is training")."""
 
     settings: Settings
@@ -327,8 +328,8 @@ class TrainingJob:
             self._check_owner(session, "stop")
             if self._state == "preparing" and self._preparing is not None:
                 self._preparing.stop.set()
-                self._set("stopping", "Stopping: the preparation stops after the stage under way (reading the data, "
-                                      "learning the vocabulary or building the model)…")
+                self._set("stopping", "Stopping: the preparation stops at once while it learns the vocabulary, or "
+                                      "once the data is read or the model built…")
                 return
             if self._state not in ("running", "paused"):
                 raise ValueError("Nothing is training, so nothing to stop.")

@@ -201,15 +201,16 @@ class PreparationStopped(Exception):
 def prepare(settings: Settings, public: bool = False, check: Callable[[], None] = lambda: None) -> Prepared:
     """Corpus, tokenizer, model (checked to fit in memory first) and trainer for settings; the model built
     is checked against the limits again (public: PUBLIC_MAX_PARAMETERS) before a trainer allocates for it.
-    check() between the stages (reading, learning the vocabulary, building): it raises PreparationStopped once the
-    run must stop (core's stages take no callback within them; a public corpus's caps keep each short)."""
+    check() between the stages (reading, learning the vocabulary, building) and, while the vocabulary is learnt,
+    every 1,000 sentences it reads: it raises PreparationStopped once the run must stop (reading and building take
+    no callback within them; a public corpus's caps keep them short)."""
     check_hf_cached(settings.data)
     # "train" as a saved checkpoint has it: the Model tab draws the live model's own lr schedule.
     info = {"name": settings.name, "train": asdict(settings.train_config())}
 
     def learn(corpus: Any, plan: RunPlan) -> Any:
         check()
-        learnt = learn_tokenizers(corpus, plan)
+        learnt = learn_tokenizers(corpus, plan, check)
         check()
         return learnt
     try:

@@ -162,3 +162,24 @@ def test_encode_with_unknown_is_encode_and_unknown_pieces_in_one_pass(subword, t
     assert counting.calls == (1 if text.strip() else 0)
     assert (source.ids, source.notices) == (expected.ids, expected.notices)
     assert source.ids == (source_ids(subword, text) if text.strip() else [])
+
+
+def test_what_check_raises_stops_the_learning_as_the_texts_are_read():
+    from core.data.tokenizer import CHECK_EVERY
+
+    class Stopped(Exception):
+        pass
+    calls, read = [], []
+
+    def check() -> None:
+        calls.append(1)
+        if len(calls) == 3:
+            raise Stopped()
+
+    def texts():
+        for i in range(10 * CHECK_EVERY):
+            read.append(i)
+            yield f"satz {i} und noch einer"
+    with pytest.raises(Stopped):
+        Tokenizer.train(texts(), vocab_size=100, check=check)
+    assert len(calls) == 3 and len(read) <= 2 * CHECK_EVERY + 1  # stopped at the third check, not at the end

@@ -261,19 +261,25 @@ def test_a_saved_checkpoints_folder_name_keeps_to_the_name_limit(job):
 
 # ----- issue 67: a run's preparation bounded, and Stop that waits for no evaluation --------------------------------
 class SlowVocabulary:
-    """run_setup.learn_tokenizers' stand-in: it learns once the test lets it (a long BPE), and says where it ran."""
+    """run_setup.learn_tokenizers' stand-in: it learns once the test lets it (a long BPE), says where it ran, and
+    whether the learning itself was stopped (by the check it was given, as it read the texts)."""
 
     def __init__(self, monkeypatch):
         self.learning, self.release, self.where = threading.Event(), threading.Event(), {}
+        self.stopped_inside = False
         real = learn_tokenizers
 
-        def learn(corpus, plan):
+        def learn(corpus, plan, check=None):
             native = threading.get_native_id()
             self.where.update(thread=threading.current_thread().name,
                               nice=os.getpriority(os.PRIO_PROCESS, native) if hasattr(os, "getpriority") else None)
             self.learning.set()
             self.release.wait(30)
-            return real(corpus, plan)
+            try:
+                return real(corpus, plan, check)
+            except run_setup.PreparationStopped:
+                self.stopped_inside = True
+                raise
         monkeypatch.setattr(run_setup, "learn_tokenizers", learn, raising=False)
 
 
@@ -306,6 +312,7 @@ def test_a_runs_preparation_trains_at_low_priority_and_stops_when_asked(job, mon
     assert isinstance(outcome["said"], ValueError)
     assert str(outcome["said"]) == "Cannot start: live-numbers was stopped while it was being prepared; nothing " \
                                    "was trained."
+    assert vocabulary.stopped_inside  # Tokenizer.train's own check, not the one after its stage
     view = job.view()
     assert view.state == "idle" and "stopped while it was being prepared" in view.message
     assert "live-numbers" not in job.registry.names()
