@@ -2,7 +2,7 @@
 
     python bench/load.py [--seconds 60] [--clients 50] [--checkpoints-dir checkpoints] [--model NAME]
                          [--mix translate,attention,beam] [--method beam] [--driver gradio_client|http|async]
-                         [--no-train] [--idle-sessions 1000] [--json]
+                         [--no-train] [--idle-sessions 1000] [--session per-visitor|none|both] [--json]
 
 Starts `python -m studio` on 127.0.0.1 (a free port; nothing else is contacted), starts a training run
 through the Train tab's API (`/train_start`, the lecture defaults with a step count that outlasts the test)
@@ -19,6 +19,9 @@ made and again once the studio has had time to forget them (studio/server/sessio
 client CPU: on a 2-core box 40 gradio_client clients otherwise use more CPU than the studio); `--driver async`
 runs every visitor as a task of one event loop in this one process (httpx), the lightest load generator. Goal
 on 2 CPU cores (issue 54): 40 visitors translating with beam 4, 0 errors and p95 <= 1.5 s.
+`--session none` (async driver) sends no session_hash, as Gradio's curl examples do: Gradio makes each call a
+session of its own; `--session both` runs the class each way, one after the other, and prints the ratios (issue 64:
+every client served alike, CPU a request and translations/s within a few per cent).
 """
 from __future__ import annotations
 
@@ -201,7 +204,8 @@ def count_failure(results: Results, exc: Exception) -> None:
 
 # ----- --driver async: every visitor a task of one event loop, over Gradio's REST and queue API ------------------
 async def async_class(url: str, n: int, model: str, sentences: list[str], method: str, mix: list[str],
-                      seconds: float, results: Results) -> tuple[int, list[float], Counter, float]:
+                      seconds: float, results: Results,
+                      sessions: bool = True) -> tuple[int, list[float], Counter, float]:
     """n visitors connecting at once (GET /config, as a browser does), then calling back to back for `seconds`,
     all in this one thread: the generator's own CPU is a small fraction of the studio's, so that 40 visitors on
     the studio's two cores measure the studio. (connected, seconds each took to connect, failures, elapsed)."""
@@ -221,17 +225,18 @@ async def async_class(url: str, n: int, model: str, sentences: list[str], method
         failures = Counter(f"{type(e).__name__}: {str(e)[:80]}" for e in made if isinstance(e, BaseException))
         t0 = time.monotonic()
         deadline = t0 + seconds
-        await asyncio.gather(*(async_visitor(http, model, sentences, method, mix, deadline, results, i)
+        await asyncio.gather(*(async_visitor(http, model, sentences, method, mix, deadline, results, i, sessions)
                                for i in range(len(seconds_each))))
         return len(seconds_each), seconds_each, failures, time.monotonic() - t0
 
 
 async def async_visitor(http, model: str, sentences: list[str], method: str, mix: list[str], deadline: float,
-                        results: Results, index: int) -> None:
-    """One visitor's session: POST /gradio_api/call/NAME, then read its event stream to the result."""
+                        results: Results, index: int, sessions: bool = True) -> None:
+    """One visitor's session (sessions=False: none, each call Gradio's new one): POST /gradio_api/call/NAME, then
+    read its event stream to the result."""
     import asyncio
 
-    session, n = secrets.token_hex(8), index
+    session, n = secrets.token_hex(8) if sessions else None, index
     while time.monotonic() < deadline:
         text, kind = sentences[n % len(sentences)], mix[n % len(mix)]
         n += 1
@@ -248,8 +253,9 @@ async def async_visitor(http, model: str, sentences: list[str], method: str, mix
             results.kinds[kind] += 1
 
 
-async def async_predict(http, api_name: str, data: list, session: str) -> None:
-    posted = await http.post(f"/gradio_api/call{api_name}", json={"data": data, "session_hash": session})
+async def async_predict(http, api_name: str, data: list, session: str | None) -> None:
+    body = {"data": data} if session is None else {"data": data, "session_hash": session}
+    posted = await http.post(f"/gradio_api/call{api_name}", json=body)
     if posted.status_code != 200:
         raise RuntimeError(posted.text[:200])  # 503: "Queue is full..."
     event = ""
@@ -379,7 +385,8 @@ def run(args: argparse.Namespace) -> dict:
             import asyncio
 
             connected, connect_s, connect_failures, elapsed = asyncio.run(async_class(
-                url, args.clients, model, sentences, args.method, args.mix, args.seconds, results))
+                url, args.clients, model, sentences, args.method, args.mix, args.seconds, results,
+                args.session != "none"))
         else:
             connected, connect_s, connect_failures, elapsed = threaded_class(url, args, model, sentences, results)
         studio_cpu, client_cpu = cpu_seconds(proc.pid) - cpu0, own_cpu_seconds() - own0
@@ -393,7 +400,8 @@ def run(args: argparse.Namespace) -> dict:
         lat = results.latencies
         steps = (step_after - step_before) if None not in (step_before, step_after) else None
         return {
-            "clients": args.clients, "driver": args.driver, "seconds": round(elapsed, 1), "model": model,
+            "clients": args.clients, "driver": args.driver, "session": args.session, "seconds": round(elapsed, 1),
+            "model": model,
             "method": args.method, "mix": args.mix, "connected": connected,
             "connect_failures": dict(connect_failures),
             "connect_p50_s": round(percentile(connect_s, 0.5), 2), "connect_max_s": round(max(connect_s, default=0), 2),
@@ -432,7 +440,8 @@ def report(r: dict) -> str:
         "no training"
     if r["training"]:
         training += f", {r['training_steps_per_s_before']} steps/s before, {r['training_steps_per_s_during']} during"
-    lines = [f"{r['clients']} clients ({r['driver']}) x {r['seconds']} s, {'+'.join(r['mix'])} ({r['method']}) on "
+    lines = [f"{r['clients']} clients ({r['driver']}, session: {r['session']}) x {r['seconds']} s, "
+             f"{'+'.join(r['mix'])} ({r['method']}) on "
              f"{r['model']}, {training}",
              f"connected {r['connected']} of {r['clients']} at once (p50 {r['connect_p50_s']} s, max "
              f"{r['connect_max_s']} s) · failed {sum(r['connect_failures'].values())}",
@@ -468,6 +477,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--driver", default="gradio_client", choices=["gradio_client", "http", "async"],
                         help="gradio_client (default); http: a thread a visitor on Gradio's REST API (far less client "
                              "CPU); async: every visitor a task of one event loop (the least)")
+    parser.add_argument("--session", default="per-visitor", choices=["per-visitor", "none", "both"],
+                        help="async driver: a session_hash per visitor (as a page has), none (as curl sends), or "
+                             "both, one run each, with their ratios")
     parser.add_argument("--no-train", dest="train", action="store_false", help="no training run meanwhile")
     parser.add_argument("--json", action="store_true", help="also print the figures as one JSON line")
     args = parser.parse_args(argv)
@@ -475,10 +487,23 @@ def main(argv: list[str] | None = None) -> None:
         parser.error("keep it bounded: 1-200 clients, 1-600 seconds, 0-5000 idle sessions")
     if set(args.mix) - set(MIX) or not args.mix:
         parser.error(f"--mix takes {', '.join(MIX)}, comma-separated")
-    result = run(args)
-    print(report(result))
-    if args.json:
-        print(json.dumps(result))
+    if args.session != "per-visitor" and args.driver != "async":
+        parser.error("--session none|both needs --driver async")
+    runs = [run(argparse.Namespace(**{**vars(args), "session": way}))
+            for way in (("per-visitor", "none") if args.session == "both" else (args.session,))]
+    for result in runs:
+        print(report(result))
+        if args.json:
+            print(json.dumps(result))
+    if len(runs) == 2:
+        with_one, without = runs
+        print(f"without a session / with one: CPU a request "
+              f"{ratio(without, with_one, 'studio_cpu_ms_per_request')}x, translations/s "
+              f"{ratio(without, with_one, 'translations_per_s')}x, p95 {ratio(without, with_one, 'p95_s')}x")
+
+
+def ratio(a: dict, b: dict, key: str) -> str:
+    return f"{a[key] / b[key]:.2f}" if b.get(key) else "n/a"
 
 
 if __name__ == "__main__":

@@ -259,6 +259,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     sessions.limit_malloc_arenas()  # before the server's threads: forgotten sessions' memory goes back
+    sessions.light_sessions()  # a session-less REST call no longer copies the configuration of 456 blocks
     remove_stale_copies()  # upload copies a crashed studio left in the temporary folder
     torch.set_num_threads(args.threads)
     registry = ModelRegistry(args.checkpoints_dir) if args.checkpoints_dir else ModelRegistry()

@@ -7,6 +7,11 @@ whose states all still hold their first values (it was loaded, nothing more: a p
 the page telling) has nothing to keep and goes after API_IDLE_S too: its next event would start it afresh the
 same. With a session go Gradio's per-session messages and caches (Queue.pending_messages_per_session keeps up to
 2,000 sessions' undelivered answers, plots and pages included).
+
+A session also begins lighter (issue 64): Gradio's SessionState copies every block's configuration when it is made,
+57 ms and 680 KB for this page's 456 blocks, so a REST call without a session_hash (each its own new session, as
+Gradio's curl examples make it) cost 89 ms of server CPU against 33 ms with one. Gradio reads that copy only to save a
+gr.DeepLinkButton's snapshot; LightSession makes each block's copy when it is first asked for.
 """
 from __future__ import annotations
 
@@ -16,14 +21,46 @@ import datetime
 import gc
 import threading
 import time
-from typing import Any
+from typing import Any, Iterator
 
 import gradio as gr
+import gradio.state_holder
+from gradio.state_holder import SessionState
 
 CLOSED_S = 60  # a closed (or reloaded) page's session: Gradio's own wait is an hour
 PAGE_IDLE_S = 30 * 60  # an open page, untouched through a long explanation, keeps its translation and search
 API_IDLE_S = 120  # a script's session: forgotten a few minutes after its last call
 SWEEP_EVERY_S = 15.0
+
+
+class LightSession(SessionState):
+    """Gradio's SessionState less its up-front copy of every block's configuration: a block's copy is made when an
+    event first updates it (as before) or when the whole page is asked for (`components`: Gradio's deep-link
+    snapshot), from the session's blocks as they are then, which is what the up-front copy would hold by then."""
+
+    def __init__(self, blocks: gr.Blocks):
+        super().__init__(_Unlisted(blocks))  # the same session, the comprehension over no blocks
+        self._page_blocks = blocks.blocks
+
+    @property
+    def components(self) -> Iterator[dict]:
+        for key, block in self.blocks_config.blocks.items():
+            if key in self._page_blocks and key not in self.config_values:
+                self.config_values[key] = self.blocks_config.config_for_block(key, [], block)
+        return super().components
+
+
+class _Unlisted:
+    """The Blocks as SessionState's constructor reads it, with no blocks listed to copy the configuration of."""
+
+    def __init__(self, blocks: gr.Blocks):
+        self.default_config, self.blocks = blocks.default_config, {}
+
+
+def light_sessions() -> None:
+    """Every session Gradio makes from now on in this process is a LightSession (Gradio's StateHolder makes them by
+    this module-level name)."""
+    gradio.state_holder.SessionState = LightSession
 
 
 class Forgetter:

@@ -1,15 +1,19 @@
 """Issue 43's bounded memory: sessions whose page closed, pages idle for long, and scripts' sessions idle
 for a few minutes are forgotten (studio.server.sessions), their State freed; issue 55's: a page with nothing to keep
-goes as a script's session does, and Gradio's records of forgotten sessions go with them."""
+goes as a script's session does, and Gradio's records of forgotten sessions go with them; issue 64's: a session begins
+without a copy of every block's configuration, and shows Gradio the same page as Gradio's own would."""
 from __future__ import annotations
 
 import datetime
 import platform
 
 import gradio as gr
+import gradio.state_holder
 import pytest
 
+from studio import app
 from studio.server import sessions
+from tests.helpers.studio import studio_registry
 
 
 @pytest.fixture
@@ -73,3 +77,38 @@ def test_a_page_with_nothing_to_keep_goes_as_a_scripts_session_does(served):
 @pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="mallopt is glibc's")
 def test_the_studio_limits_malloc_arenas_on_glibc():
     assert sessions.limit_malloc_arenas()
+
+
+def _page(state) -> list[dict]:
+    return sorted(state.components, key=lambda config: config["id"])
+
+
+def test_a_light_session_makes_no_copy_until_asked_and_then_shows_gradios_page():
+    """On the studio's own page (456 blocks): the same configurations as Gradio's SessionState, before and after an
+    event updates a block's value and replaces another block (a gr.update), as Gradio's deep-link snapshot reads
+    them."""
+    demo = app.build_app(studio_registry())
+    gradios, light = gradio.state_holder.SessionState(demo), sessions.LightSession(demo)
+    assert len(gradios.config_values) > 400 and light.config_values == {}
+    assert _page(light) == _page(gradios)
+    textbox, markdown = (next(b for b in demo.blocks.values() if isinstance(b, kind))
+                         for kind in (gr.Textbox, gr.Markdown))
+    for state in (gradios, light := sessions.LightSession(demo)):
+        state._update_value_in_config(textbox._id, "ein neuer Satz")
+        state[markdown._id] = gr.Markdown("replaced", elem_id="a-replaced-block")
+    assert len(light.config_values) == 2
+    assert _page(light) == _page(gradios)
+    assert any(c["props"].get("value") == "ein neuer Satz" for c in _page(light) if c["id"] == textbox._id)
+
+
+def test_a_rest_call_without_a_session_gets_a_light_one(served, monkeypatch):
+    httpx = pytest.importorskip("httpx")
+    monkeypatch.setattr(gradio.state_holder, "SessionState", gradio.state_holder.SessionState)  # put back after
+    sessions.light_sessions()
+    demo = served[0]
+    with httpx.Client(base_url=demo.local_url, timeout=60) as http:
+        event = http.post("/gradio_api/call/echo", json={"data": ["no session"]}).json()["event_id"]
+        answer = http.get(f"/gradio_api/call/echo/{event}").text
+    assert "no session" in answer
+    made = [state for state in demo.state_holder.session_data.values() if isinstance(state, sessions.LightSession)]
+    assert made and all(len(state.config_values) <= 2 for state in made)  # the echo's box, not the whole page
