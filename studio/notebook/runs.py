@@ -104,14 +104,15 @@ class Run:
     def watch(self, every_s: float = 1.0) -> None:
         """Redraw the run until it ends; the kernel's stop button stops it after the step under way. It waits
         by sleeping, which an interrupt may cut anywhere (a thread's join, cut, could end its wait too soon)."""
-        live = _Live()
-        try:
+        live = None
+        try:  # the live output made inside too: its first imports take a moment, and the button may come then
+            live = _Live()
             while self.training:
                 live.show(self.view)
                 time.sleep(every_s)
         except KeyboardInterrupt:
             self.stop()
-        live.show(self.view)
+        (live or _Live()).show(self.view)
 
     def stop(self) -> None:
         """Stop after the step under way, and wait for it (a second interrupt meanwhile is ignored)."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import signal
 import threading
+import time
 
 import pytest
 
@@ -26,7 +27,13 @@ def test_a_run_trains_to_its_end_and_saves_a_checkpoint_that_loads(tmp_path, cap
 
 def test_the_stop_button_stops_the_run_between_two_steps_and_it_saves_whole(tmp_path):
     run = nb.train(max_steps=100_000, out=tmp_path, name="stopped", watch=False)
-    press = threading.Timer(1.5, signal.raise_signal, [signal.SIGINT])  # the kernel's interrupt: SIGINT
+
+    def press_once_it_trains() -> None:  # the kernel's interrupt (SIGINT), while watch() waits: never before it
+        deadline = time.monotonic() + 120
+        while run.view.step < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        signal.raise_signal(signal.SIGINT)
+    press = threading.Thread(target=press_once_it_trains, daemon=True)
     press.start()
     run.watch(every_s=0.1)  # returns once the interrupt has stopped the run
     view = run.view
