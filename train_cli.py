@@ -10,7 +10,9 @@ The commands live in the cli/ package; run `python train_cli.py COMMAND --help` 
 """
 import sys
 
+import cli.loop
 from cli.main import main
 
 if __name__ == "__main__":
+    cli.loop.IGNORE_STOPS_TO_EXIT = True
     sys.exit(main())

@@ -21,6 +21,10 @@ LOG_EVERY = 100  # steps between the lines of a training log without a progress 
 LOG_SECONDS = 60  # ...and seconds: a run of slow steps shows its pace within a minute, not after 100 steps
 # What stops a run, saving it first: Ctrl-C, and what `timeout`, a Space's restart or a cluster's preemption send.
 STOP_SIGNALS = {signal.SIGINT: "interrupted (Ctrl-C)", signal.SIGTERM: "terminated (SIGTERM)"}
+# train_cli.py as a program sets this: after a stop's save the process ends, and further presses stay ignored to the
+# end (one would print a traceback from the interpreter's shutdown). Called in-process (a notebook, a test), the
+# handlers come back as they were, or the kernel's stop button would be ignored from then on.
+IGNORE_STOPS_TO_EXIT = False
 BEST = "best"  # the folder of a run's best checkpoint (--keep-best)
 
 
@@ -93,8 +97,7 @@ def train_loop(trainer, saving: Saving, rank: int) -> None:
     received = []
 
     def on_stop_signal(signum, frame) -> None:
-        # Ignored from here to the exit: a second Ctrl-C would lose the run's work, and one after the save
-        # would print a traceback from the interpreter's shutdown.
+        # Ignored while the run saves (a second Ctrl-C would lose its work), and as a program to its exit.
         for stop in STOP_SIGNALS:
             signal.signal(stop, signal.SIG_IGN)
         received.append(signum)
@@ -125,7 +128,7 @@ def train_loop(trainer, saving: Saving, rank: int) -> None:
                   f"{saving.out.resolve()} --resume", file=sys.stderr)
         raise SystemExit(128 + (received[0] if received else signal.SIGINT)) from None  # the shell's way
     finally:
-        if not trainer.stopped:
+        if not (trainer.stopped and IGNORE_STOPS_TO_EXIT):
             for stop, handler in previous.items():
                 signal.signal(stop, handler)
         bar.close()
