@@ -2,12 +2,14 @@
 to be more unsure, but improves accuracy and BLEU score."
 
     python bench/calibration.py runs/table3/base/final runs/table3/D-nols/final [--sentences 1014] [--split valid]
+                                [--figure docs/calibration.png]
     python bench/table3.py --only base,D-nols     # first, if those runs are gone: ~35 min each on one core
 
 For each checkpoint on the first --sentences pairs of Multi30k's split (../shared/data/multi30k, in the model's
 direction): its ε_ls (as config.json records it), the expected calibration error and the reliability bins of its
 token probabilities (teacher forced), mean confidence, top-1 accuracy, perplexity and greedy BLEU
-(core.explain.compare_calibration), then whether the claim holds between the two.
+(core.explain.compare_calibration), then whether the claim holds between the two. --figure writes the Word choice
+tab's reliability diagram of them (PNG through kaleido, or .html), titled with each one's perplexity and BLEU.
 """
 from __future__ import annotations
 
@@ -35,6 +37,7 @@ def main() -> None:
     parser.add_argument("--split", default="valid", choices=("valid", "test", "train"))
     parser.add_argument("--sentences", type=int, default=1014)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--figure", type=Path, help="write the reliability diagram here (.png or .html)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     bundles = [core.load_checkpoint(path) for path in args.checkpoints]
@@ -59,6 +62,24 @@ def main() -> None:
         holds = "holds" if worse and better else "does not hold"
         print(f"with smoothing: perplexity {'higher' if worse else 'not higher'}, BLEU "
               f"{'higher' if better else 'not higher'}: section 5.4's claim {holds} here")
+
+    if args.figure:
+        write_figure(args.figure, args.checkpoints, compared, len(pairs))
+
+
+def write_figure(path: Path, checkpoints: list[Path], compared: list, pairs: int) -> None:
+    from studio.plots.word_choice import reliability_diagram  # the studio's figure; plotly, no Gradio
+
+    names = [f"{p.parent.name if p.name == 'final' else p.name} (ε_ls "
+             f"{'not recorded' if c.label_smoothing is None else format(c.label_smoothing, 'g')})"
+             for p, c in zip(checkpoints, compared)]
+    summary = "; ".join(f"{n}: PPL {c.calibration.perplexity:.2f}, BLEU {c.bleu.bleu:.2f}"
+                        for n, c in zip(names, compared))
+    fig = reliability_diagram(list(zip(names, (c.calibration for c in compared))),
+                              f"Label smoothing and calibration, {pairs} dev sentences<br>{summary}")
+    fig.write_html(path) if path.suffix == ".html" else fig.write_image(path, width=900, height=560)
+    print(f"wrote {path}")
+
 
 if __name__ == "__main__":
     main()
