@@ -379,6 +379,7 @@ def _train_step(page) -> int:
     return int(text.split()[1].replace(",", ""))
 
 
+@pytest.mark.slow  # 28 s in CI's set; the Train tab's run, buttons and live view are covered by tests/studio/train/
 def test_train_tab_live_run_then_translate(studio):
     """Issue 8: start a tiny run on a synthetic task, watch the loss curve grow, stop it, see the
     stopped run from a fresh page (state lives in the server), translate with the new model."""

@@ -78,6 +78,7 @@ def test_knock_out_opens_on_positions_and_tests_the_claim(studio):
     assert not errors, f"console errors: {errors}"
 
 
+@pytest.mark.slow  # 10 s; test_links.py's knock-out link (CI's set) opens the tab from a link too
 def test_a_link_opens_the_knock_out_it_names(studio):
     sync_api = pytest.importorskip("playwright.sync_api")
     with sync_api.sync_playwright() as p:

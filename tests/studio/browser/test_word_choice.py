@@ -60,6 +60,7 @@ def test_word_choice_opens_on_where_dogs_is_decided(studio):
     assert not errors, f"console errors: {errors}"
 
 
+@pytest.mark.slow  # 13 s; test_links.py's word-choice link (CI's set) opens the tab from a link too
 def test_a_link_opens_the_contrast_it_names(studio):
     sync_api = pytest.importorskip("playwright.sync_api")
     with sync_api.sync_playwright() as p:

@@ -26,7 +26,16 @@ def test_a_run_trains_to_its_end_and_saves_a_checkpoint_that_loads(tmp_path, cap
     assert run.attention(layer=2, head=0).figure.data
 
 
-def test_the_stop_button_stops_the_run_between_two_steps_and_it_saves_whole(tmp_path):
+@pytest.fixture
+def kernels_sigint():
+    """SIGINT as a kernel handles it (KeyboardInterrupt in the main thread), whatever an earlier test left; put back
+    after."""
+    before = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, before)
+
+
+def test_the_stop_button_stops_the_run_between_two_steps_and_it_saves_whole(tmp_path, kernels_sigint):
     run = nb.train(max_steps=100_000, out=tmp_path, name="stopped", watch=False)
 
     def press_once_it_trains() -> None:  # the kernel's interrupt (SIGINT), while watch() waits: never before it
