@@ -243,11 +243,6 @@ def opened(room: Room, code: str, key: str, origin: str, step_text: str, page: s
     return place + shown(room, code, key, origin, step, page)
 
 
-def refreshed(room: Room, code: str, key: str, origin: str, step_text: str, page: str = "") -> tuple:
-    """The box drawn again (a follower's page, when the class's version changed: a reveal)."""
-    return shown(room, code, key, origin, page_step(step_text), page) if is_code(code) else _nothing()
-
-
 def started(room: Room, origin: str, step_text: str) -> tuple:
     """Start a class on the page's step: the lecturer's fragment (code and key), its code and key, and the box."""
     lesson = room.classroom.start(len(room.lesson.steps), page_step(step_text) or 1)
@@ -332,9 +327,6 @@ def wire(demo: gr.Blocks, panel: ClassPanel, start: gr.Button) -> None:
     def open_page(code: str, key: str, origin: str, step_text: str, request: gr.Request) -> tuple:
         return opened(room, code, key, origin, step_text, _page(request))
 
-    def refresh_page(code: str, key: str, origin: str, step_text: str, request: gr.Request) -> tuple:
-        return refreshed(room, code, key, origin, step_text, _page(request))
-
     def send(code: str, step_text: str, choice: str | None, number: float, request: gr.Request) -> str:
         return sent(room, code, step_text, choice, number, _page(request))
 
@@ -350,7 +342,9 @@ def wire(demo: gr.Blocks, panel: ClassPanel, start: gr.Button) -> None:
         None, inputs=panel.kept, js=KEEP_JS)
     panel.timer.tick(guard(partial(ticked, room)), inputs=[panel.code, panel.key, panel.step, panel.seen],
                      outputs=[panel.figure, panel.result, panel.seen], **fast)
-    panel.refresh.click(guard(refresh_page), inputs=place, outputs=panel.shown, **fast)
+    # A follower's page, when the class's version changed (a reveal) or it followed the lecturer to another step in
+    # place (class_follow.js): the box drawn again for the address's step.
+    panel.refresh.click(guard(open_page), inputs=place, outputs=place + panel.shown, js=FRAGMENT_JS, **fast)
 
 
 # ----- the routes followers poll -------------------------------------------------------------------------------

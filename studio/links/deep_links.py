@@ -1,14 +1,17 @@
 """Deep links on the page (issue 53): a page opened on ``?tab=attention&model=...&source=...`` shows that view for
 that sentence, already computed; "Link to this view" gives the address of what is on screen.
 
-The link is read once, when the page loads (address.py parses it); the tabs' own events then draw the view,
-as they do after a click: the model is picked, the sentence translated on the Translate tab (every explaining tab
-reads that translation), the tab selected and told it is on screen, its controls set from the link.
+The link is read when the page loads (address.py parses it), and again when a class's page follows the lecturer to
+another step (static/class_follow.js changes the address in place and presses the hidden #open-this-address: the
+page is not loaded again, issue 64); the tabs' own events then draw the view, as they do after a click: the model is
+picked, the sentence translated on the Translate tab (every explaining tab reads that translation), the tab selected
+and told it is on screen, its controls set from the link.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from functools import partial
+from urllib.parse import parse_qsl
 
 import gradio as gr
 
@@ -60,9 +63,14 @@ def shape_of(registry: ModelRegistry, name: str) -> Shape | None:
     return Shape(c.encoder_layers, c.decoder_layers, c.n_heads)
 
 
-def opened(registry: ModelRegistry, picked: str | None, request: gr.Request) -> tuple:
-    """On load: the page's link read into a View, and every part it sets (gr.skip() where it names nothing)."""
-    params = dict(request.query_params) if request is not None else {}
+# The page's address as the page has it now (on load, the address it was loaded at; after class_follow.js, the step's).
+ADDRESS_JS = "(picked, query) => [picked, window.location.search]"
+
+
+def opened(registry: ModelRegistry, picked: str | None, query: str, request: gr.Request | None = None) -> tuple:
+    """On load or on #open-this-address: the page's link (its query; the request's where none is sent) read into a
+    View, and every part it sets (gr.skip() where it names nothing)."""
+    params = dict(parse_qsl(query.lstrip("?"))) if query else dict(request.query_params) if request is not None else {}
     if not params:
         return (None, *(gr.skip(),) * 17)
     view = read_link(params, registry.names(), lambda name: shape_of(registry, name) or Shape(10_000, 10_000, 10_000))
@@ -147,16 +155,18 @@ def wire(shell: Shell, parts: Linked, notices: gr.Markdown, link_box: gr.Textbox
     then the view), and "Link to this view"."""
     registry, view = shell.registry, gr.State(None)
     att, ar, searched = parts.attention, parts.arithmetic, parts.searched
+    address = gr.Textbox(elem_classes="class-offscreen")  # the address's query, as ADDRESS_JS reads it
+    open_address = gr.Button("Open this address", elem_id="open-this-address", elem_classes="class-offscreen")
 
-    def open_page(picked: str | None, request: gr.Request) -> tuple:  # Gradio passes the request by its type
-        return opened(registry, picked, request)
+    def open_page(picked: str | None, query: str, request: gr.Request) -> tuple:  # Gradio passes it by its type
+        return opened(registry, picked, query, request)
 
-    loaded = shell.demo.load(guard(open_page), inputs=shell.model,
-                             outputs=[view, parts.tabs, parts.on_screen, shell.model, parts.presenter,
-                                      parts.translated.source, parts.translated.method, notices, *att,
-                                      ar[0], ar[1], ar[2], ar[4], searched.source, searched.beam_size,
-                                      searched.alpha],
-                             show_progress="hidden")
+    loaded = gr.on([shell.demo.load, open_address.click], guard(open_page), inputs=[shell.model, address],
+                   js=ADDRESS_JS, api_visibility="private",
+                   outputs=[view, parts.tabs, parts.on_screen, shell.model, parts.presenter, parts.translated.source,
+                            parts.translated.method, notices, *att, ar[0], ar[1], ar[2], ar[4], searched.source,
+                            searched.beam_size, searched.alpha],
+                   show_progress="hidden")
     for slug, (_, drawn, _) in parts.own_views.items():  # before the model is offered, whose change redraws them
         loaded = loaded.then(partial(_pending, slug), inputs=view, outputs=drawn, show_progress="hidden")
     if lesson is not None:

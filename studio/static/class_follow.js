@@ -1,14 +1,17 @@
 // Run once when the page loads (app.page_js).
 // A student's page in a class (its address ends in #class=CODE, without the lecturer's key) follows the lecturer:
 // it polls the class's tiny state (GET class/CODE/state, no Gradio session, no queue) every PERIOD_MS and, while
-// following, opens the lecturer's step as Next does (the fragment kept). Changing anything on the page (typing,
+// following, opens the lecturer's step in place: the address becomes the step's (the fragment kept) and the page reads
+// it again (#open-this-address: deep_links.py) without loading the page again, which took 2-6 s on a busy 2-core
+// machine (a page of 456 blocks, its configuration fetched anew); then the class box redraws for the step
+// (#class-refresh). Changing anything on the page (typing,
 // picking a tab) steps away from the class; the bar's button follows again. When the class's version changes on
 // the page's own step (a reveal), the page asks for its class box again (the hidden #class-refresh button).
 () => {
   const fragment = new URLSearchParams(window.location.hash.slice(1));
   const code = (fragment.get('class') || '').toUpperCase();
   if (!/^[2-9A-HJ-NP-Z]{5}$/.test(code) || fragment.get('key')) return;  // no class, or the lecturer's own page
-  const here = Number(new URLSearchParams(window.location.search).get('lesson') || 0);
+  let here = Number(new URLSearchParams(window.location.search).get('lesson') || 0);
   const memory = 'studio-class-away-' + code;  // stepping away lasts across this tab's reloads
   let away = sessionStorage.getItem(memory) === '1', seen = null, last = null;
   const bar = document.createElement('div'), text = document.createElement('span');
@@ -28,8 +31,18 @@
     text.textContent = away ? `You stepped away. The lecturer is on step ${last.step} of ${last.steps}.`
       : `Following the lecturer: step ${last.step} of ${last.steps}`;
   }
-  function open(state) {
-    window.location.assign(window.location.pathname + state.link + '#class=' + code);
+  function open(state) {  // whether the page stays (false: it is being loaded anew)
+    const address = window.location.pathname + state.link + '#class=' + code;
+    const opener = document.getElementById('open-this-address');
+    if (!opener) {  // a page without the in-place opener
+      window.location.assign(address);
+      return false;
+    }
+    history.replaceState(null, '', address);
+    here = state.step;
+    opener.click();
+    document.getElementById('class-refresh')?.click();
+    return true;
   }
   function stepAway(event) {
     if (away || bar.contains(event.target) || event.target.closest?.('#class-box')) return;
@@ -40,7 +53,7 @@
   button.addEventListener('click', () => {
     away = false;
     sessionStorage.removeItem(memory);
-    if (last && last.step !== here) open(last); else show();
+    if (!last || last.step === here || open(last)) show();
   });
   document.addEventListener('input', stepAway, true);
   document.addEventListener('click', (event) => { if (event.target.closest?.('[role=tab]')) stepAway(event); }, true);
@@ -55,8 +68,9 @@
         return;  // polling stops with the class
       }
       last = await answer.json();
-      if (!away && last.step !== here) return open(last);
-      if (last.step === here && (seen === null ? last.revealed : last.version !== seen)) {
+      if (!away && last.step !== here) {
+        if (!open(last)) return;
+      } else if (last.step === here && (seen === null ? last.revealed : last.version !== seen)) {
         document.getElementById('class-refresh')?.click();
       }
       seen = last.version;

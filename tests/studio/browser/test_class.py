@@ -76,6 +76,7 @@ def test_students_follow_the_lecturer_answer_and_see_the_reveal(studio, lesson_f
         start.wait_for(timeout=40_000)
         start.click()
         shown(lecturer, "#class-heading", "Students open")
+        lecturer.wait_for_function("() => window.location.hash.includes('key=')", timeout=20_000)  # Start's last step
         assert "key=" in lecturer.url and "class=" in lecturer.url  # the key stays with this page only
         link = lecturer.locator("#class-heading code").inner_text()
         lecturer.locator("#class-qr-image img").wait_for(timeout=20_000)
@@ -90,12 +91,16 @@ def test_students_follow_the_lecturer_answer_and_see_the_reveal(studio, lesson_f
             assert "key=" not in student.url
         snap(students[0], "student-following")
 
+        for student in students:  # gone if the page were loaded again
+            student.evaluate("() => { window.stillThisPage = true; }")
         lecturer.locator("#lesson-next").click()  # the page moves, and the class with it
         on_step(lecturer, 2)
         shown(lecturer, "#class-question", "Which translation will beam search keep?")
         for student in students:
             on_step(student, 2)
             shown(student, "#class-question", "Which translation will beam search keep?")
+            student.get_by_role("tab", name="Beam search", selected=True).wait_for(timeout=40_000)  # the step's view
+            assert student.evaluate("() => window.stillThisPage === true")  # followed in place
         wrong = next(option for option in expected.options if option != expected.answer)
         picks = [expected.answer, wrong]
         for student, pick in zip(students, picks):
