@@ -1,6 +1,6 @@
 """`train --warm-start`: a new run goes on from a checkpoint whose trainer state is lost (a shipped or averaged
-model): the schedule taken up at its step, the rate ramped back in over REWARM_STEPS, and only from a checkpoint of
-the same model, vocabulary and data split."""
+model): the schedule taken up at its step, Adam's new moments gathered at rate 0, the rate ramped back in over
+REWARM_STEPS, and only from a checkpoint of the same model, vocabulary and data split."""
 from __future__ import annotations
 
 import json
@@ -10,7 +10,7 @@ import pytest
 
 import train_cli
 from core.training.schedule import learning_rate
-from core.training.trainer import REWARM_STEPS
+from core.training.trainer import GATHER_STEPS, REWARM_STEPS
 from tests.helpers.cli import one_line_error
 
 TRAIN = ["train", "--data", "synthetic:copy", "--preset", "tiny", "--max-steps", "20", "--max-tokens", "512",
@@ -33,19 +33,20 @@ def averaged(tmp_path_factory) -> Path:
 
 def test_a_warm_start_takes_the_schedule_up_at_the_checkpoints_step_and_ramps_the_rate_in(averaged, tmp_path):
     out = tmp_path / "more"
-    assert train_cli.main(TRAIN + ["--max-steps", "30", "--warm-start", str(averaged), "--out", str(out)]) == 0
+    last = 20 + GATHER_STEPS + 10
+    assert train_cli.main(TRAIN + ["--max-steps", str(last), "--warm-start", str(averaged), "--out", str(out)]) == 0
     records = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     lr = {r["step"]: r["lr"] for r in records if "lr" in r}
-    assert min(lr) == 21 and max(lr) == 30  # steps 21..30: on from the checkpoint's step 20
-    for step in (21, 25, 30):  # eq. 3 at that step, times the ramp of new Adam moments
-        assert lr[step] == pytest.approx(eq3(step)
-                                         * (step - 20) / REWARM_STEPS)
-    info = json.loads((out / "step-0000030" / "config.json").read_text())
+    assert min(lr) == 21 and max(lr) == last  # on from the checkpoint's step 20
+    assert all(lr[step] == 0 for step in range(21, 21 + GATHER_STEPS))  # new Adam moments gathered, nothing moved
+    for step in (21 + GATHER_STEPS, 25 + GATHER_STEPS, last):  # eq. 3 at that step, times the ramp
+        assert lr[step] == pytest.approx(eq3(step) * (step - 20 - GATHER_STEPS) / REWARM_STEPS)
+    info = json.loads((out / f"step-{last:07d}" / "config.json").read_text())
     assert info["warm_started_from"] == {"checkpoint": str(averaged), "step": 20}
     # The new run resumes exactly (its own trainer state), still ramping.
-    assert train_cli.main(["train", "--out", str(out), "--resume", "--max-steps", "32"]) == 0
+    assert train_cli.main(["train", "--out", str(out), "--resume", "--max-steps", str(last + 2)]) == 0
     lr = {r["step"]: r["lr"] for r in map(json.loads, (out / "metrics.jsonl").read_text().splitlines()) if "lr" in r}
-    assert lr[31] == pytest.approx(eq3(31) * 11 / REWARM_STEPS)
+    assert lr[last + 1] == pytest.approx(eq3(last + 1) * 11 / REWARM_STEPS)
 
 
 def test_a_warm_start_needs_the_checkpoints_model_split_and_step(averaged, capsys, tmp_path):
