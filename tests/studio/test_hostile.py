@@ -544,8 +544,10 @@ def test_a_full_queue_answers_busy_at_once(monkeypatch):
                 assert b"Queue is full" in exc.read()
                 return exc.code
 
-        with ThreadPoolExecutor(8) as pool:
-            codes = list(pool.map(post, range(8)))  # /call/ answers once the request is queued, or refused
+        # /translate runs BATCHED's concurrency_limit at once (they leave the queue), then 2 wait: more are refused
+        n = limits.BATCHED["concurrency_limit"] + 2 + 4
+        with ThreadPoolExecutor(n) as pool:
+            codes = list(pool.map(post, range(n)))  # /call/ answers once the request is queued, or refused
         assert codes.count(503) >= 1 and codes.count(200) >= 2, codes
     finally:
         release.set()
