@@ -2,10 +2,10 @@
 that sentence, already computed; "Link to this view" gives the address of what is on screen.
 
 The link is read when the page loads (address.py parses it), and again when a class's page follows the lecturer to
-another step (static/class_follow.js changes the address in place and presses the hidden #open-this-address: the
-page is not loaded again, issue 64); the tabs' own events then draw the view, as they do after a click: the model is
-picked, the sentence translated on the Translate tab (every explaining tab reads that translation), the tab selected
-and told it is on screen, its controls set from the link.
+another step or the Lesson panel's Next opens one (class_follow.js and lesson_open.js change the address in place
+and press the hidden #open-this-address: the page is not loaded again, issue 64); the tabs' own events then draw
+the view, as they do after a click: the model is picked, the sentence translated on the Translate tab (every
+explaining tab reads that translation), the tab selected and told it is on screen, its controls set from the link.
 """
 from __future__ import annotations
 
