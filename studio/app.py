@@ -88,7 +88,8 @@ def page_js() -> str:
     scripts = [script("clamp_numbers.js"), beam.STEP_KEYS_JS, script("page_plots.js", NARROW_PX=plots.NARROW_PX),
                script("accessible_names.js"), script("keep_focus.js"), script("bertviz_height.js"),
                script("downloads.js"), script("lesson_keys.js"), script("click_feedback.js"),
-               script("class_follow.js", PERIOD_MS=class_panel.FOLLOW_POLL_MS), script("class_lead.js")]
+               script("open_in_place.js"), script("class_follow.js", PERIOD_MS=class_panel.FOLLOW_POLL_MS),
+               script("class_lead.js")]
     # Marked once they have run: what a test (or any script driving the page) waits on before it clicks.
     ready = "document.documentElement.dataset.studioScripts = 'ready';"
     return "() => { " + " ".join(f"({function})();" for function in scripts) + f" {ready} }}"

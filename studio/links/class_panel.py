@@ -94,7 +94,7 @@ class ClassPanel:
     origin: gr.Textbox
     step: gr.Textbox  # the page's lesson step, as its address says ("" off the lesson)
     kept: gr.Textbox  # what the lecturer's fragment holds
-    refresh: gr.Button  # pressed by class_follow.js when the class's version changes (a reveal)
+    refresh: gr.Button  # pressed on a reveal (class_follow.js) and on a step opened in place
     seen: gr.State  # the answers the lecturer's figure was drawn with
     start: gr.Button | None = None  # the Lesson panel's "Start a class" (wire() sets it): hidden while in a class
 
@@ -342,8 +342,8 @@ def wire(demo: gr.Blocks, panel: ClassPanel, start: gr.Button) -> None:
         None, inputs=panel.kept, js=KEEP_JS)
     panel.timer.tick(guard(partial(ticked, room)), inputs=[panel.code, panel.key, panel.step, panel.seen],
                      outputs=[panel.figure, panel.result, panel.seen], **fast)
-    # A follower's page, when the class's version changed (a reveal) or it followed the lecturer to another step in
-    # place (class_follow.js): the box drawn again for the address's step.
+    # A follower's page when the class's version changed (a reveal), and any page that opened a step in place
+    # (open_in_place.js): the box drawn again for the address's step (the lecturer's moves the class there).
     panel.refresh.click(guard(open_page), inputs=place, outputs=place + panel.shown, js=FRAGMENT_JS, **fast)
 
 

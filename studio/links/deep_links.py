@@ -2,8 +2,8 @@
 that sentence, already computed; "Link to this view" gives the address of what is on screen.
 
 The link is read when the page loads (address.py parses it), and again when a class's page follows the lecturer to
-another step or the Lesson panel's Next opens one (class_follow.js and lesson_open.js change the address in place
-and press the hidden #open-this-address: the page is not loaded again, issue 64); the tabs' own events then draw
+another step or the Lesson panel's Next opens one (open_in_place.js changes the address in place and presses the
+hidden #open-this-address: the page is not loaded again, issue 64); the tabs' own events then draw
 the view, as they do after a click: the model is picked, the sentence translated on the Translate tab (every
 explaining tab reads that translation), the tab selected and told it is on screen, its controls set from the link.
 """
@@ -63,14 +63,14 @@ def shape_of(registry: ModelRegistry, name: str) -> Shape | None:
     return Shape(c.encoder_layers, c.decoder_layers, c.n_heads)
 
 
-# The page's address as the page has it now (on load, the address it was loaded at; after class_follow.js, the step's).
+# The page's address as the page has it now (on load, the address it was loaded at; then a step's, in place).
 ADDRESS_JS = "(picked, query) => [picked, window.location.search]"
 
 
-def opened(registry: ModelRegistry, picked: str | None, query: str, request: gr.Request | None = None) -> tuple:
-    """On load or on #open-this-address: the page's link (its query; the request's where none is sent) read into a
+def opened(registry: ModelRegistry, picked: str | None, query: str) -> tuple:
+    """On load or on #open-this-address: the page's link (its address's query, as ADDRESS_JS sends it) read into a
     View, and every part it sets (gr.skip() where it names nothing)."""
-    params = dict(parse_qsl(query.lstrip("?"))) if query else dict(request.query_params) if request is not None else {}
+    params = dict(parse_qsl(query.lstrip("?")))
     if not params:
         return (None, *(gr.skip(),) * 17)
     view = read_link(params, registry.names(), lambda name: shape_of(registry, name) or Shape(10_000, 10_000, 10_000))
@@ -158,11 +158,8 @@ def wire(shell: Shell, parts: Linked, notices: gr.Markdown, link_box: gr.Textbox
     address = gr.Textbox(elem_classes="class-offscreen")  # the address's query, as ADDRESS_JS reads it
     open_address = gr.Button("Open this address", elem_id="open-this-address", elem_classes="class-offscreen")
 
-    def open_page(picked: str | None, query: str, request: gr.Request) -> tuple:  # Gradio passes it by its type
-        return opened(registry, picked, query, request)
-
-    loaded = gr.on([shell.demo.load, open_address.click], guard(open_page), inputs=[shell.model, address],
-                   js=ADDRESS_JS, api_visibility="private",
+    loaded = gr.on([shell.demo.load, open_address.click], guard(partial(opened, registry)),
+                   inputs=[shell.model, address], js=ADDRESS_JS, api_visibility="private",
                    outputs=[view, parts.tabs, parts.on_screen, shell.model, parts.presenter, parts.translated.source,
                             parts.translated.method, notices, *att, ar[0], ar[1], ar[2], ar[4], searched.source,
                             searched.beam_size, searched.alpha],

@@ -1,11 +1,9 @@
 // Run once when the page loads (app.page_js).
 // A student's page in a class (its address ends in #class=CODE, without the lecturer's key) follows the lecturer:
 // it polls the class's tiny state (GET class/CODE/state, no Gradio session, no queue) every PERIOD_MS and, while
-// following, opens the lecturer's step in place: the address becomes the step's (the fragment kept) and the page reads
-// it again (#open-this-address: deep_links.py) without loading the page again, which took 2-6 s on a busy 2-core
-// machine (a page of 456 blocks, its configuration fetched anew); then the class box redraws for the step
-// (#class-refresh). Changing anything on the page (typing,
-// picking a tab) steps away from the class; the bar's button follows again. When the class's version changes on
+// following, opens the lecturer's step in place (open_in_place.js: the fragment kept, the class box redrawn for the
+// step). Changing anything on the page (typing, picking a tab) steps away from the class; the bar's button follows
+// again. When the class's version changes on
 // the page's own step (a reveal), the page asks for its class box again (the hidden #class-refresh button).
 () => {
   const fragment = new URLSearchParams(window.location.hash.slice(1));
@@ -32,17 +30,9 @@
       : `Following the lecturer: step ${last.step} of ${last.steps}`;
   }
   function open(state) {  // whether the page stays (false: it is being loaded anew)
-    const address = window.location.pathname + state.link + '#class=' + code;
-    const opener = document.getElementById('open-this-address');
-    if (!opener) {  // a page without the in-place opener
-      window.location.assign(address);
-      return false;
-    }
-    history.replaceState(null, '', address);
-    here = state.step;
-    opener.click();
-    document.getElementById('class-refresh')?.click();
-    return true;
+    const stays = window.studioOpenInPlace(window.location.pathname + state.link + '#class=' + code);
+    if (stays) here = state.step;
+    return stays;
   }
   function stepAway(event) {
     if (away || bar.contains(event.target) || event.target.closest?.('#class-box')) return;

@@ -138,8 +138,8 @@ class _Run:
 class _Preparing:
     """A run being prepared in the training thread (its corpus read, its vocabulary learnt, its model built): inside
     its time limit, which starts at Start, and stopped by Stop between the stages and while the vocabulary is learnt
-    (issue 67: a 100 MB line kept BPE
-    on both cores for 10 minutes, at normal priority, and Stop answered "Nothing is training")."""
+    (issue 67: a 100 MB line kept BPE on both cores for 10 minutes, at normal priority, and Stop answered "Nothing is
+    training")."""
 
     settings: Settings
     owner: str | None
